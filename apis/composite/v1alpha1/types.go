@@ -1,0 +1,188 @@
+package v1alpha1
+
+import (
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// ModelRole is one role of a ModelDeployment: the unit a rollout turns over. It composes one
+// immutable revision per configuration still in use and one ModelReplica per ordinal.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=mdplane-internal
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=".spec.deploymentName"
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=".spec.roleName"
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=".spec.revision"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=".status.upToDate"
+type ModelRole struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the role as the deployment step resolved it.
+	Spec ModelRoleSpec `json:"spec"`
+	// Status aggregates the role's replicas.
+	// +optional
+	Status ModelRoleStatus `json:"status,omitempty"`
+}
+
+// ModelRoleList is a list of ModelRoles.
+//
+// +kubebuilder:object:root=true
+type ModelRoleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the ModelRoles.
+	Items []ModelRole `json:"items"`
+}
+
+// ModelRoleSpec is a role resolved against its InstanceType, Binding and pool.
+type ModelRoleSpec struct {
+	// DeploymentName is the owning ModelDeployment's name.
+	// +kubebuilder:validation:MinLength=1
+	DeploymentName string `json:"deploymentName"`
+	// RoleName is the role's name in the deployment.
+	// +kubebuilder:validation:MinLength=1
+	RoleName string `json:"roleName"`
+	// Kind is the role's kind.
+	Kind workerv1.RoleKind `json:"kind"`
+	// Replicas is the number of instances (ordinals 0..replicas-1).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
+	Replicas int32 `json:"replicas"`
+	// Size is the number of Pods of each instance of the current revision.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Size int32 `json:"size"`
+	// Revision is the hash of the current configuration; empty slots are filled with it.
+	// +kubebuilder:validation:MinLength=1
+	Revision string `json:"revision"`
+	// Template is the resolved Pod template of the current revision, before per-replica and
+	// per-member identity is stamped on it.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// ModelRoleStatus aggregates a role's replicas. Counts are in instances.
+type ModelRoleStatus struct {
+	// Conditions are written by Crossplane and the render-roles function.
+	xpv2.ConditionedStatus `json:",inline"`
+	// Ready is the number of instances whose every member is Ready.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// UpToDate is the number of instances on the current revision.
+	// +optional
+	UpToDate int32 `json:"upToDate,omitempty"`
+	// QuotaReserved is the number of instances whose Workload holds quota.
+	// +optional
+	QuotaReserved int32 `json:"quotaReserved,omitempty"`
+	// Replacement is the one replacement in flight, remembered so a restart resumes it.
+	// +optional
+	Replacement *Replacement `json:"replacement,omitempty"`
+}
+
+// Replacement is the slot a rollout is replacing.
+type Replacement struct {
+	// Ordinal of the slot.
+	Ordinal int32 `json:"ordinal"`
+	// Revision the slot is being refilled with.
+	Revision string `json:"revision"`
+	// StartedAt is when the old instance was retired.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// ModelReplica is one instance of a role: one Kueue pod group of size Pods stamped from one revision.
+// Its spec never changes after creation; replacing it is deleting it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=mdplane-internal
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=".spec.deploymentName"
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=".spec.roleName"
+// +kubebuilder:printcolumn:name="Ordinal",type=integer,JSONPath=".spec.ordinal"
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=".spec.revision"
+type ModelReplica struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec names the instance's slot and revision.
+	Spec ModelReplicaSpec `json:"spec"`
+	// Status reports the instance's members and admission.
+	// +optional
+	Status ModelReplicaStatus `json:"status,omitempty"`
+}
+
+// ModelReplicaList is a list of ModelReplicas.
+//
+// +kubebuilder:object:root=true
+type ModelReplicaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the ModelReplicas.
+	Items []ModelReplica `json:"items"`
+}
+
+// ModelReplicaSpec is an instance's slot and the revision its Pods are stamped from.
+//
+// +kubebuilder:validation:XValidation:rule="self.deploymentName == oldSelf.deploymentName && self.roleName == oldSelf.roleName && self.ordinal == oldSelf.ordinal && self.revision == oldSelf.revision && self.revisionName == oldSelf.revisionName",message="a ModelReplica's spec is frozen: a replica is replaced by deleting it, never edited"
+type ModelReplicaSpec struct {
+	// DeploymentName is the owning ModelDeployment's name.
+	// +kubebuilder:validation:MinLength=1
+	DeploymentName string `json:"deploymentName"`
+	// RoleName is the role's name in the deployment.
+	// +kubebuilder:validation:MinLength=1
+	RoleName string `json:"roleName"`
+	// Ordinal is the instance's slot within its role, from 0.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	Ordinal int32 `json:"ordinal"`
+	// Revision is the hash of the configuration the instance runs.
+	// +kubebuilder:validation:MinLength=1
+	Revision string `json:"revision"`
+	// RevisionName names the RoleRevision snapshot (an apps/v1 ControllerRevision) holding the Pod
+	// template.
+	// +kubebuilder:validation:MinLength=1
+	RevisionName string `json:"revisionName"`
+}
+
+// ModelReplicaStatus reports an instance.
+type ModelReplicaStatus struct {
+	// Conditions are written by Crossplane and the render-roles function.
+	xpv2.ConditionedStatus `json:",inline"`
+	// Members is the number of the instance's Pods on the API server.
+	// +optional
+	Members int32 `json:"members,omitempty"`
+	// ReadyMembers is the number of those Pods that are Ready.
+	// +optional
+	ReadyMembers int32 `json:"readyMembers,omitempty"`
+	// Workload is the name of the instance's Kueue Workload.
+	// +optional
+	Workload string `json:"workload,omitempty"`
+	// QuotaReserved is true when the Workload holds a quota reservation.
+	// +optional
+	QuotaReserved bool `json:"quotaReserved,omitempty"`
+	// Admitted is true when Kueue admitted the Workload.
+	// +optional
+	Admitted bool `json:"admitted,omitempty"`
+}
+
+// RoleRevision is the immutable snapshot of one configuration of a role, stored as the data of an
+// apps/v1 ControllerRevision. Every Pod of a replica is rendered from it and nothing else.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type RoleRevision struct {
+	metav1.TypeMeta `json:",inline"`
+	// Revision is the hash of the configuration.
+	Revision string `json:"revision"`
+	// Size is the number of Pods of each instance.
+	Size int32 `json:"size"`
+	// Template is the resolved Pod template.
+	Template corev1.PodTemplateSpec `json:"template"`
+}

@@ -1,0 +1,39 @@
+package v1alpha1_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+)
+
+// A RoleRevision is stored as the data of a ControllerRevision and read back whole: the Pods of a
+// replica are stamped from what comes back, so nothing may be lost on the way.
+func TestRoleRevisionRoundTripsThroughTheScheme(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	codecs := serializer.NewCodecFactory(scheme)
+	encoder := codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)
+
+	in := &v1alpha1.RoleRevision{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.RoleRevisionKind},
+		Revision: "5f7c9d",
+		Size:     2,
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/component": "server"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "vllm/vllm-openai:v0.25.1"}}},
+		},
+	}
+	data, err := runtime.Encode(encoder, in)
+	require.NoError(t, err)
+
+	out, _, err := codecs.UniversalDeserializer().Decode(data, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, in, out)
+}

@@ -1,0 +1,82 @@
+// Command mdplane is the project's command line: offline checks and renders of ModelDeployments.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type cli struct {
+	Version     versionCmd     `cmd:"" help:"Print the mdplane version."`
+	SchemaCheck schemaCheckCmd `cmd:"" name:"schema-check" help:"Check manifests against the generated CRD and XRD schemas, offline, with the API server's own validation."`
+}
+
+// env carries the streams a subcommand writes to, so tests can read them.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args and runs one subcommand. It returns the process exit code: 0 on success, 1 when a
+// check found violations or the command failed, 2 on a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	var c cli
+	exit := -1
+	parser, err := kong.New(&c,
+		kong.Name("mdplane"),
+		kong.Description("A Crossplane-native control plane for LLM inference deployments."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exit = code }),
+		kong.UsageOnError(),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "mdplane:", err)
+		return 2
+	}
+	ctx, err := parser.Parse(args)
+	if exit >= 0 {
+		return exit
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "mdplane:", err)
+		return 2
+	}
+	if err := ctx.Run(&env{stdout: stdout, stderr: stderr}); err != nil {
+		if !errors.Is(err, errViolations) { // violations were already reported one per line
+			fmt.Fprintln(stderr, "mdplane:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run(e *env) error {
+	fmt.Fprintf(e.stdout, "mdplane %s (%s, %s/%s)\n", moduleVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}
+
+// moduleVersion prefers the version stamped at build time, then the module version go install
+// records.
+func moduleVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return version
+}

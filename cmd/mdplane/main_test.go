@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func runCLI(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI("version")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(out, "mdplane "), out)
+}
+
+func TestSchemaCheckPassesTheExamples(t *testing.T) {
+	examples, _ := filepath.Glob("../../examples/*.yaml")
+	args := []string{"schema-check"}
+	for _, e := range examples {
+		args = append(args, "-f", e)
+	}
+	code, out, errOut := runCLI(args...)
+	assert.Equal(t, 0, code, out+errOut)
+	assert.Contains(t, out, "ok   ../../examples/qwen-chat.yaml#1 ModelDeployment team-a/qwen-chat")
+	assert.Contains(t, out, "skip ../../examples/cluster.yaml#1 Namespace team-a: not an mdplane kind")
+	assert.Contains(t, out, "0 violations")
+}
+
+func TestSchemaCheckPrintsEveryViolationAndExits1(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: qwen-chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: ""}
+  roles:
+    - {name: server, instanceType: a10g, replicas: 1025, template: {}}
+`)
+	code, out, errOut := runCLI("schema-check", "-f", bad)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, errOut, "violations go to stdout, once")
+	assert.Contains(t, out, "FAIL "+bad+"#1 ModelDeployment team-a/qwen-chat: spec.roles[0].template: unknown field \"spec.roles[0].template\"")
+	assert.Contains(t, out, "spec.engine.image: Invalid value: \"\": spec.engine.image in body should be at least 1 chars long")
+	assert.Contains(t, out, "spec.roles[0].replicas: Invalid value: 1025")
+	assert.Contains(t, out, "1 objects checked, 3 violations")
+}
+
+func TestSchemaCheckJudgesAnUpdateAgainstTheStoredObject(t *testing.T) {
+	dir := t.TempDir()
+	stored := `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: qwen-chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: a10g}
+`
+	writeFile(t, filepath.Join(dir, "stored.yaml"), stored)
+	writeFile(t, filepath.Join(dir, "edited.yaml"), strings.Replace(stored, "name: vLLM", "name: SGLang", 1))
+	code, out, _ := runCLI("schema-check", "-f", filepath.Join(dir, "edited.yaml"), "--old", filepath.Join(dir, "stored.yaml"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "spec.engine: Invalid value: spec.engine.name is frozen: a different engine describes a different deployment, which is created rather than edited")
+}
+
+func TestSchemaCheckErrors(t *testing.T) {
+	code, _, errOut := runCLI("schema-check", "-f", "does-not-exist.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "does-not-exist.yaml")
+
+	code, _, errOut = runCLI("schema-check")
+	assert.Equal(t, 2, code, "a missing -f is a usage error")
+	assert.Contains(t, errOut, "--filename")
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

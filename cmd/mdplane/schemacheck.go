@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/mdplane/mdplane/internal/schemacheck"
+	manifests "github.com/mdplane/mdplane/package"
+)
+
+type schemaCheckCmd struct {
+	Files []string `short:"f" name:"filename" required:"" help:"Manifest files to check (YAML or JSON, multi-document)."`
+	Old   []string `name:"old" help:"Stored versions of the same objects: an object found here is checked as an update of it, so transition rules (frozen fields) apply."`
+}
+
+// errViolations makes the command exit 1 after printing every violation.
+var errViolations = errors.New("manifests violate the schema")
+
+type objectKey struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+func keyOf(obj *unstructured.Unstructured) objectKey {
+	return objectKey{gvk: obj.GroupVersionKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+func (c *schemaCheckCmd) Run(e *env) error {
+	crds, err := schemacheck.Definitions(manifests.FS)
+	if err != nil {
+		return err
+	}
+	checker, err := schemacheck.New(crds)
+	if err != nil {
+		return err
+	}
+	stored := map[objectKey]*unstructured.Unstructured{}
+	for _, name := range c.Old {
+		docs, err := readDocuments(name)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			stored[keyOf(d.Object)] = d.Object
+		}
+	}
+	checked, violations := 0, 0
+	for _, name := range c.Files {
+		docs, err := readDocuments(name)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if !checker.Knows(d.Object.GroupVersionKind()) {
+				fmt.Fprintf(e.stdout, "skip %s %s: not an mdplane kind\n", d.Source, schemacheck.Describe(d.Object))
+				continue
+			}
+			_, found, err := checker.Check(d.Object, stored[keyOf(d.Object)])
+			if err != nil {
+				return fmt.Errorf("%s: %w", d.Source, err)
+			}
+			checked++
+			if len(found) == 0 {
+				fmt.Fprintf(e.stdout, "ok   %s %s\n", d.Source, schemacheck.Describe(d.Object))
+				continue
+			}
+			for _, v := range found {
+				violations++
+				fmt.Fprintf(e.stdout, "FAIL %s %s: %s\n", d.Source, schemacheck.Describe(d.Object), v)
+			}
+		}
+	}
+	fmt.Fprintf(e.stdout, "%d objects checked, %d violations\n", checked, violations)
+	if violations > 0 {
+		return errViolations
+	}
+	return nil
+}
+
+func readDocuments(name string) ([]schemacheck.Document, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return schemacheck.SplitDocuments(name, data)
+}

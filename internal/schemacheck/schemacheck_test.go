@@ -1,0 +1,437 @@
+package schemacheck_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/mdplane/mdplane/internal/schemacheck"
+	manifests "github.com/mdplane/mdplane/package"
+)
+
+func checker(t *testing.T) *schemacheck.Checker {
+	t.Helper()
+	crds, err := schemacheck.Definitions(manifests.FS)
+	require.NoError(t, err)
+	c, err := schemacheck.New(crds)
+	require.NoError(t, err)
+	return c
+}
+
+func object(t *testing.T, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	docs, err := schemacheck.SplitDocuments("test.yaml", []byte(manifest))
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	return docs[0].Object
+}
+
+// deployment is a valid ModelDeployment with the given spec.roles (and optional extra spec lines),
+// indented as a list under roles.
+func deployment(spec string) string {
+	return `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata:
+  name: qwen-chat
+  namespace: team-a
+spec:
+  model:
+    name: Qwen/Qwen2.5-72B-Instruct
+  engine:
+    name: vLLM
+    image: vllm/vllm-openai:v0.25.1
+` + spec
+}
+
+func role(name string, extra ...string) string {
+	s := "    - name: " + name + "\n      instanceType: gpustack-nvidia-a10g-linux-amd64\n"
+	for _, e := range extra {
+		s += "      " + e + "\n"
+	}
+	return s
+}
+
+func TestDefinitionsAreAcceptedByTheAPIServer(t *testing.T) {
+	crds, err := schemacheck.Definitions(manifests.FS)
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, crd := range crds {
+		names[crd.Name] = true
+		errs, err := schemacheck.ValidateDefinition(crd)
+		require.NoError(t, err)
+		assert.Empty(t, errs, crd.Name)
+	}
+	assert.Equal(t, map[string]bool{
+		"modeldeployments.worker.gpustack.ai":    true,
+		"kvcachepools.worker.gpustack.ai":        true,
+		"kvcachepoolbindings.worker.gpustack.ai": true,
+		"instancetypes.worker.gpustack.ai":       true,
+		"modelartifacts.worker.gpustack.ai":      true,
+		"modelroles.internal.mdplane.io":         true,
+		"modelreplicas.internal.mdplane.io":      true,
+	}, names)
+}
+
+func TestModelDeploymentIsANamespacedCompositeNamedMD(t *testing.T) {
+	crds, err := schemacheck.Definitions(manifests.FS)
+	require.NoError(t, err)
+	var md *extv1.CustomResourceDefinition
+	for _, crd := range crds {
+		if crd.Name == "modeldeployments.worker.gpustack.ai" {
+			md = crd
+		}
+	}
+	require.NotNil(t, md)
+	assert.Equal(t, extv1.NamespaceScoped, md.Spec.Scope)
+	assert.Equal(t, []string{"md"}, md.Spec.Names.ShortNames)
+	assert.Contains(t, md.Spec.Names.Categories, "composite")
+	var columns []string
+	for _, c := range md.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			columns = append(columns, strings.ToUpper(c.Name))
+		}
+	}
+	// Engine, Roles and Endpoint are the XRD's; Crossplane appends SYNCED, READY, COMPOSITION and AGE.
+	assert.Equal(t, []string{"ENGINE", "ROLES", "ENDPOINT", "SYNCED", "READY", "COMPOSITION", "AGE"}, columns)
+	assert.Contains(t, md.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "crossplane",
+		"Crossplane adds spec.crossplane to every v2 XR")
+}
+
+func TestEveryExampleIsValid(t *testing.T) {
+	c := checker(t)
+	files, err := filepath.Glob("../../examples/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	checked := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		docs, err := schemacheck.SplitDocuments(f, data)
+		require.NoError(t, err)
+		for _, d := range docs {
+			if !c.Knows(d.Object.GroupVersionKind()) {
+				continue
+			}
+			_, violations, err := c.Check(d.Object, nil)
+			require.NoError(t, err)
+			assert.Empty(t, violations, d.Source)
+			checked++
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 7, "three deployments and the four cluster objects")
+}
+
+func TestSchemaRefusals(t *testing.T) {
+	eleven := ""
+	for i := range 11 {
+		eleven += role(fmt.Sprintf("r%d", i))
+	}
+	cases := []struct {
+		rule, manifest, path, reason string
+	}{
+		{
+			rule:     "at most 10 roles, named as mdplane's own limit",
+			manifest: deployment("  roles:\n" + eleven),
+			path:     "spec.roles",
+			reason:   "a ModelDeployment declares at most 10 roles: this is mdplane's own role-count limit",
+		},
+		{
+			rule:     "at least one role",
+			manifest: deployment("  roles: []\n"),
+			path:     "spec.roles",
+			reason:   "should have at least 1 items",
+		},
+		{
+			rule:     "replicas at most 1024",
+			manifest: deployment("  roles:\n" + role("server", "replicas: 1025")),
+			path:     "spec.roles[0].replicas",
+			reason:   "Invalid value: 1025: spec.roles[0].replicas in body should be less than or equal to 1024",
+		},
+		{
+			rule:     "size at most 64",
+			manifest: deployment("  roles:\n" + role("server", "size: 65")),
+			path:     "spec.roles[0].size",
+			reason:   "Invalid value: 65: spec.roles[0].size in body should be less than or equal to 64",
+		},
+		{
+			rule:     "role names are unique: roles is a list keyed on name",
+			manifest: deployment("  roles:\n" + role("server") + role("server", "replicas: 2")),
+			path:     "spec.roles[1]",
+			reason:   `Duplicate value: {"name":"server"}`,
+		},
+		{
+			rule:     "a template field on a role is an unknown field",
+			manifest: deployment("  roles:\n" + role("server", "template: {spec: {}}")),
+			path:     "spec.roles[0].template",
+			reason:   `unknown field "spec.roles[0].template"`,
+		},
+		{
+			rule: "engine.image is required and not empty",
+			manifest: strings.Replace(deployment("  roles:\n"+role("server")),
+				"image: vllm/vllm-openai:v0.25.1", `image: ""`, 1),
+			path:   "spec.engine.image",
+			reason: `Invalid value: "": spec.engine.image in body should be at least 1 chars long`,
+		},
+		{
+			rule:     "engine.name is vLLM or SGLang",
+			manifest: strings.Replace(deployment("  roles:\n"+role("server")), "name: vLLM", "name: vllm", 1),
+			path:     "spec.engine.name",
+			reason:   `Unsupported value: "vllm": supported values: "vLLM", "SGLang"`,
+		},
+		{
+			rule:     "kind is closed",
+			manifest: deployment("  roles:\n" + role("server", "kind: Router")),
+			path:     "spec.roles[0].kind",
+			reason:   `Unsupported value: "Router"`,
+		},
+		{
+			rule:     "role names are DNS labels",
+			manifest: deployment("  roles:\n" + role("Server_1")),
+			path:     "spec.roles[0].name",
+			reason:   "should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+		},
+		{
+			rule:     "instanceType is required",
+			manifest: deployment("  roles:\n    - name: server\n"),
+			path:     "spec.roles[0].instanceType",
+			reason:   "Required value",
+		},
+		{
+			rule:     "startupTimeoutSeconds at least 10",
+			manifest: deployment("  roles:\n" + role("server", "startupTimeoutSeconds: 5")),
+			path:     "spec.roles[0].startupTimeoutSeconds",
+			reason:   "should be greater than or equal to 10",
+		},
+		{
+			rule:     "startupTimeoutSeconds at most 86400",
+			manifest: deployment("  roles:\n" + role("server", "startupTimeoutSeconds: 86401")),
+			path:     "spec.roles[0].startupTimeoutSeconds",
+			reason:   "should be less than or equal to 86400",
+		},
+		{
+			rule:     "connector is Mooncake",
+			manifest: deployment("  kvCache: {poolRef: {name: team-a-dram}, connector: NIXL}\n  roles:\n" + role("server")),
+			path:     "spec.kvCache.connector",
+			reason:   `Unsupported value: "NIXL": supported values: "Mooncake"`,
+		},
+		{
+			rule:     "an empty poolRef.name names no Binding",
+			manifest: deployment("  kvCache: {poolRef: {name: \"\"}}\n  roles:\n" + role("server")),
+			path:     "spec.kvCache.poolRef.name",
+			reason:   "the KVCachePoolBinding is the authorization point and an empty reference names none",
+		},
+		{
+			rule:     "a poolRef outside this namespace is unrepresentable",
+			manifest: deployment("  kvCache: {poolRef: {name: team-a-dram, namespace: team-b}}\n  roles:\n" + role("server")),
+			path:     "spec.kvCache.poolRef.namespace",
+			reason:   `unknown field "spec.kvCache.poolRef.namespace"`,
+		},
+		{
+			rule:     "a self-declared reuse domain is unrepresentable",
+			manifest: deployment("  kvCache: {poolRef: {name: team-a-dram}, domain: {name: mine}}\n  roles:\n" + role("server")),
+			path:     "spec.kvCache.domain",
+			reason:   `unknown field "spec.kvCache.domain"`,
+		},
+		{
+			rule:     "an env entry names a variable once",
+			manifest: deployment("  roles:\n" + role("server", "env: [{name: A, value: x}, {name: A, value: y}]")),
+			path:     "spec.roles[0].env[1]",
+			reason:   "Duplicate value",
+		},
+	}
+	c := checker(t)
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, violations, err := c.Check(object(t, tc.manifest), nil)
+			require.NoError(t, err)
+			assertViolation(t, violations, tc.path, tc.reason)
+		})
+	}
+}
+
+func assertViolation(t *testing.T, violations []schemacheck.Violation, path, reason string) {
+	t.Helper()
+	for _, v := range violations {
+		if v.Path == path && strings.Contains(v.Reason, reason) {
+			return
+		}
+	}
+	t.Errorf("no violation at %s containing %q; got %v", path, reason, violations)
+}
+
+func TestFrozenFields(t *testing.T) {
+	stored := deployment("  kvCache: {poolRef: {name: team-a-dram}}\n  router: {name: llm-d-router}\n  roles:\n" +
+		role("prefill", "kind: Prefill") + role("decode", "kind: Decode"))
+	cases := []struct {
+		rule, old, new, path, reason string
+	}{
+		{
+			rule:   "model is frozen",
+			old:    stored,
+			new:    strings.Replace(stored, "Qwen2.5-72B-Instruct", "Qwen2.5-7B-Instruct", 1),
+			path:   "spec.model",
+			reason: "spec.model is frozen: a different model describes a different deployment, which is created rather than edited",
+		},
+		{
+			rule:   "engine.name is frozen",
+			old:    stored,
+			new:    strings.Replace(stored, "name: vLLM", "name: SGLang", 1),
+			path:   "spec.engine",
+			reason: "spec.engine.name is frozen: a different engine describes a different deployment",
+		},
+		{
+			rule:   "kvCache is frozen",
+			old:    stored,
+			new:    strings.Replace(stored, "name: team-a-dram", "name: team-a-hbm", 1),
+			path:   "spec.kvCache",
+			reason: "spec.kvCache is frozen",
+		},
+		{
+			rule:   "kvCache cannot be removed",
+			old:    stored,
+			new:    strings.Replace(stored, "  kvCache: {poolRef: {name: team-a-dram}}\n", "", 1),
+			path:   "spec",
+			reason: "spec.kvCache is frozen: adding or removing the cache binding describes a different deployment",
+		},
+		{
+			rule:   "router.name is frozen in place",
+			old:    stored,
+			new:    strings.Replace(stored, "llm-d-router", "vllm-router", 1),
+			path:   "spec.router",
+			reason: "spec.router.name is frozen in place",
+		},
+		{
+			rule:   "a role cannot be added",
+			old:    stored,
+			new:    stored + role("extra", "kind: Server"),
+			path:   "spec.roles",
+			reason: "the set of roles is frozen",
+		},
+		{
+			rule:   "a role cannot be renamed",
+			old:    stored,
+			new:    strings.Replace(stored, "name: decode", "name: decoder", 1),
+			path:   "spec.roles",
+			reason: "the set of roles is frozen",
+		},
+		{
+			rule:   "a role's kind is frozen",
+			old:    stored,
+			new:    strings.Replace(stored, "kind: Decode", "kind: Prefill", 1),
+			path:   "spec.roles[1]",
+			reason: "kind is frozen",
+		},
+		{
+			rule:   "a role restated without its kind picks up Server and is refused as a kind change",
+			old:    stored,
+			new:    strings.Replace(stored, "      kind: Prefill\n", "", 1),
+			path:   "spec.roles[0]",
+			reason: "kind is frozen",
+		},
+	}
+	c := checker(t)
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, violations, err := c.Check(object(t, tc.new), object(t, tc.old))
+			require.NoError(t, err)
+			assertViolation(t, violations, tc.path, tc.reason)
+		})
+	}
+}
+
+func TestEditableFields(t *testing.T) {
+	stored := deployment("  router: {name: llm-d-router}\n  roles:\n" + role("server", "replicas: 4"))
+	cases := map[string]string{
+		"replicas":       strings.Replace(stored, "replicas: 4", "replicas: 8", 1),
+		"size":           strings.Replace(stored, "replicas: 4", "replicas: 4\n      size: 2", 1),
+		"engine.image":   strings.Replace(stored, "v0.25.1", "v0.26.0", 1),
+		"router removed": strings.Replace(stored, "  router: {name: llm-d-router}\n", "", 1),
+		"instanceType":   strings.Replace(stored, "a10g", "h20", 1),
+	}
+	c := checker(t)
+	for field, edited := range cases {
+		t.Run(field, func(t *testing.T) {
+			_, violations, err := c.Check(object(t, edited), object(t, stored))
+			require.NoError(t, err)
+			assert.Empty(t, violations)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := checker(t)
+	stored, violations, err := c.Check(object(t, deployment("  kvCache: {poolRef: {name: team-a-dram}}\n  roles:\n"+role("server"))), nil)
+	require.NoError(t, err)
+	require.Empty(t, violations)
+	r := stored.Object["spec"].(map[string]any)["roles"].([]any)[0].(map[string]any)
+	assert.Equal(t, "Server", r["kind"], "kind defaults to Server")
+	assert.EqualValues(t, 1, r["replicas"], "replicas defaults to 1")
+	assert.EqualValues(t, 1, r["size"], "size defaults to 1")
+	assert.EqualValues(t, 1800, r["startupTimeoutSeconds"], "startupTimeoutSeconds defaults to 1800")
+	connector, _, _ := unstructured.NestedString(stored.Object, "spec", "kvCache", "connector")
+	assert.Equal(t, "Mooncake", connector, "connector defaults to Mooncake")
+
+	binding, violations, err := c.Check(object(t, `apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: b, namespace: team-a}
+spec:
+  poolRef: {name: dram}
+  domain: {blockSize: 16, dtype: bfloat16}
+  quota: {ceiling: 1Gi}
+`), nil)
+	require.NoError(t, err)
+	require.Empty(t, violations)
+	domain, _, _ := unstructured.NestedString(binding.Object, "spec", "domain", "name")
+	assert.Equal(t, "default", domain, "a Binding's domain name defaults to default")
+}
+
+func TestBindingRules(t *testing.T) {
+	binding := `apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: b, namespace: team-a}
+spec:
+  poolRef: {name: dram}
+  domain: {name: chat, blockSize: 16, dtype: bfloat16}
+  quota: {ceiling: 1Gi}
+`
+	c := checker(t)
+	t.Run("domain is frozen", func(t *testing.T) {
+		_, v, err := c.Check(object(t, strings.Replace(binding, "blockSize: 16", "blockSize: 32", 1)), object(t, binding))
+		require.NoError(t, err)
+		assertViolation(t, v, "spec.domain", "spec.domain is frozen")
+	})
+	t.Run("poolRef is frozen", func(t *testing.T) {
+		_, v, err := c.Check(object(t, strings.Replace(binding, "name: dram", "name: hbm", 1)), object(t, binding))
+		require.NoError(t, err)
+		assertViolation(t, v, "spec.poolRef", "spec.poolRef is frozen")
+	})
+	t.Run("the domain block is required", func(t *testing.T) {
+		_, v, err := c.Check(object(t, strings.Replace(binding, "  domain: {name: chat, blockSize: 16, dtype: bfloat16}\n", "", 1)), nil)
+		require.NoError(t, err)
+		assertViolation(t, v, "spec.domain", "Required value")
+	})
+	t.Run("the quota ceiling is positive", func(t *testing.T) {
+		_, v, err := c.Check(object(t, strings.Replace(binding, "ceiling: 1Gi", "ceiling: \"0\"", 1)), nil)
+		require.NoError(t, err)
+		assertViolation(t, v, "spec.quota.ceiling", "must be a positive quantity")
+	})
+}
+
+func TestReplicaSpecIsFrozen(t *testing.T) {
+	replica := `apiVersion: internal.mdplane.io/v1alpha1
+kind: ModelReplica
+metadata: {name: qwen-chat-server-0, namespace: team-a}
+spec: {deploymentName: qwen-chat, roleName: server, ordinal: 0, revision: abc, revisionName: qwen-chat-server-abc}
+`
+	c := checker(t)
+	_, v, err := c.Check(object(t, strings.Replace(replica, "revision: abc", "revision: def", 1)), object(t, replica))
+	require.NoError(t, err)
+	assertViolation(t, v, "spec", "a ModelReplica's spec is frozen")
+}
