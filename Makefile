@@ -3,7 +3,6 @@ SHELL := /usr/bin/env bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-EXAMPLES := examples/cluster.yaml examples/qwen-chat.yaml examples/prefill-decode.yaml examples/multi-host.yaml
 
 .PHONY: all render test generate build vet fmt-check
 
@@ -12,7 +11,7 @@ all: build
 ## render: the main job offline. Until the render-roles function lands it checks the example
 ## deployments against the generated schemas, which is what a render reads first.
 render:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane schema-check $(addprefix -f ,$(EXAMPLES))
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane schema-check -f examples
 
 ## test: formatting, vet, and every test (unit, golden, schema, generated-output drift).
 test: fmt-check vet

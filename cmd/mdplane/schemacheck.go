@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,7 +14,7 @@ import (
 )
 
 type schemaCheckCmd struct {
-	Files []string `short:"f" name:"filename" required:"" help:"Manifest files to check (YAML or JSON, multi-document)."`
+	Files []string `short:"f" name:"filename" required:"" help:"Manifest files to check (YAML or JSON, multi-document); a directory means its .yaml, .yml and .json files."`
 	Old   []string `name:"old" help:"Stored versions of the same objects: an object found here is checked as an update of it, so transition rules (frozen fields) apply."`
 }
 
@@ -81,10 +82,34 @@ func (c *schemaCheckCmd) Run(e *env) error {
 	return nil
 }
 
+// readDocuments reads the objects of a manifest file, or of every manifest file directly in a
+// directory, in name order.
 func readDocuments(name string) ([]schemacheck.Document, error) {
-	data, err := os.ReadFile(name)
+	info, err := os.Stat(name)
 	if err != nil {
 		return nil, err
 	}
-	return schemacheck.SplitDocuments(name, data)
+	if !info.IsDir() {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		return schemacheck.SplitDocuments(name, data)
+	}
+	entries, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	var docs []schemacheck.Document
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); e.IsDir() || ext != ".yaml" && ext != ".yml" && ext != ".json" {
+			continue
+		}
+		more, err := readDocuments(filepath.Join(name, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, more...)
+	}
+	return docs, nil
 }

@@ -94,7 +94,8 @@ type Checker struct {
 type kind struct {
 	namespaced bool
 	structural *structuralschema.Structural
-	strategy   interface {
+	// strategy is the API server's own strategy for custom resources; its type is unexported.
+	strategy interface {
 		PrepareForCreate(context.Context, runtime.Object)
 		PrepareForUpdate(context.Context, runtime.Object, runtime.Object)
 		Validate(context.Context, runtime.Object) field.ErrorList
@@ -178,8 +179,8 @@ func (v Violation) String() string {
 }
 
 // Check judges obj as a create would, or as an update of old when old is not nil. It returns the
-// object as stored (pruned and defaulted) and every violation, in the order the API server reports
-// them after the unknown fields strict field validation refuses.
+// object as it would be stored (pruned and defaulted) and every violation: first the unknown fields
+// that strict field validation refuses, then what the API server's validation reports.
 func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unstructured, []Violation, error) {
 	k, ok := c.kinds[obj.GroupVersionKind()]
 	if !ok {

@@ -435,3 +435,42 @@ spec: {deploymentName: qwen-chat, roleName: server, ordinal: 0, revision: abc, r
 	require.NoError(t, err)
 	assertViolation(t, v, "spec", "a ModelReplica's spec is frozen")
 }
+
+func TestInstanceTypeIsFrozenButForItsLabels(t *testing.T) {
+	stored := `apiVersion: worker.gpustack.ai/v1
+kind: InstanceType
+metadata: {name: gpustack-nvidia-a10g-linux-amd64}
+spec:
+  displayName: NVIDIA A10G
+  acceleratable: true
+  acceleratorGroup: nvidia-a10g
+  os: linux
+  arch: amd64
+  unitResources: {cpu: "8", ram: 32Gi}
+  localStorage: 100Gi
+`
+	c := checker(t)
+	for field, edited := range map[string]string{
+		"displayName": strings.Replace(stored, "displayName: NVIDIA A10G", "displayName: A10G", 1),
+		"inactive":    stored + "  inactive: true\n",
+		"description": stored + "  description: retired next quarter\n",
+	} {
+		t.Run(field+" is editable", func(t *testing.T) {
+			_, v, err := c.Check(object(t, edited), object(t, stored))
+			require.NoError(t, err)
+			assert.Empty(t, v)
+		})
+	}
+	for field, edited := range map[string]string{
+		"unitResources":    strings.Replace(stored, `cpu: "8"`, `cpu: "4"`, 1),
+		"acceleratorGroup": strings.Replace(stored, "  acceleratorGroup: nvidia-a10g\n", "", 1),
+		"localStorage":     strings.Replace(stored, "100Gi", "200Gi", 1),
+		"arch":             strings.Replace(stored, "arch: amd64", "arch: arm64", 1),
+	} {
+		t.Run(field+" is frozen", func(t *testing.T) {
+			_, v, err := c.Check(object(t, edited), object(t, stored))
+			require.NoError(t, err)
+			assertViolation(t, v, "spec", "an InstanceType is frozen but for displayName, description and inactive")
+		})
+	}
+}

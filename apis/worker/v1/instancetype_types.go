@@ -39,6 +39,8 @@ type InstanceTypeList struct {
 
 // InstanceTypeSpec is the desired state of an InstanceType. Everything but displayName, description
 // and inactive is frozen.
+//
+// +kubebuilder:validation:XValidation:rule="self.acceleratable == oldSelf.acceleratable && self.os == oldSelf.os && self.arch == oldSelf.arch && self.unitResources == oldSelf.unitResources && has(self.acceleratorGroup) == has(oldSelf.acceleratorGroup) && (!has(self.acceleratorGroup) || self.acceleratorGroup == oldSelf.acceleratorGroup) && has(self.generalGroup) == has(oldSelf.generalGroup) && (!has(self.generalGroup) || self.generalGroup == oldSelf.generalGroup) && has(self.localStorage) == has(oldSelf.localStorage) && (!has(self.localStorage) || self.localStorage == oldSelf.localStorage)",message="an InstanceType is frozen but for displayName, description and inactive: another machine class is another InstanceType, which is created rather than edited"
 type InstanceTypeSpec struct {
 	// DisplayName is a name for people.
 	// +optional
@@ -52,11 +54,9 @@ type InstanceTypeSpec struct {
 	// +optional
 	Inactive bool `json:"inactive,omitempty"`
 	// Acceleratable is true when the type offers accelerators.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.acceleratable is frozen"
 	Acceleratable bool `json:"acceleratable"`
 	// AcceleratorGroup names the group of accelerators the type draws on. Required when acceleratable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.acceleratorGroup is frozen"
 	AcceleratorGroup string `json:"acceleratorGroup,omitempty"`
 	// GeneralGroup names the group of general-purpose nodes the type draws on.
 	// +optional
@@ -64,19 +64,15 @@ type InstanceTypeSpec struct {
 	GeneralGroup string `json:"generalGroup,omitempty"`
 	// OS of the nodes, such as linux.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.os is frozen"
 	OS string `json:"os"`
 	// Arch of the nodes, such as amd64.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.arch is frozen"
 	Arch string `json:"arch"`
 	// UnitResources are the CPU and memory that come with one accelerator (or one unit of a
-	// CPU-only type); a role's requests scale them by its card count. Frozen.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.unitResources is frozen"
+	// CPU-only type); a role's requests scale them by its card count.
 	UnitResources InstanceTypeUnitResources `json:"unitResources"`
-	// LocalStorage is the ephemeral storage of one unit, such as 100Gi. Frozen.
+	// LocalStorage is the ephemeral storage of one unit, such as 100Gi.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.localStorage is frozen"
 	LocalStorage string `json:"localStorage,omitempty"`
 }
 
