@@ -8,10 +8,9 @@ LDFLAGS := -X main.version=$(VERSION)
 
 all: build
 
-## render: the main job offline. Until the render-roles function lands it checks the example
-## deployments against the generated schemas, which is what a render reads first.
+## render: the main job, offline: every object the example deployments compose, down to the Pods.
 render:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane schema-check -f examples
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
 
 ## test: formatting, vet, and every test (unit, golden, schema, generated-output drift).
 test: fmt-check vet

@@ -18,6 +18,7 @@ var version = "dev"
 type cli struct {
 	Version     versionCmd     `cmd:"" help:"Print the mdplane version."`
 	SchemaCheck schemaCheckCmd `cmd:"" name:"schema-check" help:"Check manifests against the generated CRD and XRD schemas, offline, with the API server's own validation."`
+	Render      renderCmd      `cmd:"" help:"Render ModelDeployments offline into every object their Compositions compose, down to the Pods."`
 }
 
 // env carries the streams a subcommand writes to, so tests can read them.
@@ -54,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := ctx.Run(&env{stdout: stdout, stderr: stderr}); err != nil {
-		if !errors.Is(err, errViolations) { // violations were already reported one per line
+		if !errors.Is(err, errViolations) && !errors.Is(err, errRefused) { // already reported one per line
 			fmt.Fprintln(stderr, "mdplane:", err)
 		}
 		return 1

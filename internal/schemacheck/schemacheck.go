@@ -224,6 +224,19 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 	return stored, violations, nil
 }
 
+// Default returns obj as the API server would store it, status included: unknown fields pruned and
+// schema defaults applied. Objects of kinds the Checker does not know come back unchanged.
+func (c *Checker) Default(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	k, ok := c.kinds[obj.GroupVersionKind()]
+	if !ok {
+		return obj.DeepCopy()
+	}
+	out := k.admit(obj)
+	pruning.Prune(out.Object, k.structural, true)
+	structuraldefaulting.Default(out.Object, k.structural)
+	return out
+}
+
 // admit copies obj the way a client submits it: a namespaced object without a namespace lands in
 // the client's namespace, which offline is "default".
 func (k *kind) admit(obj *unstructured.Unstructured) *unstructured.Unstructured {

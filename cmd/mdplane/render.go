@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/pipeline"
+	"github.com/mdplane/mdplane/internal/schemacheck"
+	manifests "github.com/mdplane/mdplane/package"
+)
+
+type renderCmd struct {
+	Files []string `short:"f" name:"filename" required:"" help:"Manifests holding ModelDeployments and the InstanceTypes, KVCachePools, KVCachePoolBindings and ModelArtifacts they reference; a directory means its .yaml, .yml and .json files."`
+}
+
+// errRefused makes the command exit 1 after printing every error line.
+var errRefused = errors.New("render refused")
+
+// builtInFunctions are the composition functions this binary runs in-process, by Function name.
+func builtInFunctions() map[string]fnv1.FunctionRunnerServiceServer {
+	return map[string]fnv1.FunctionRunnerServiceServer{
+		renderroles.FunctionName: &renderroles.Function{},
+	}
+}
+
+func (c *renderCmd) Run(e *env) error {
+	crds, err := schemacheck.Definitions(manifests.FS)
+	if err != nil {
+		return err
+	}
+	checker, err := schemacheck.New(crds)
+	if err != nil {
+		return err
+	}
+	engine, err := pipeline.NewEngine(manifests.FS, builtInFunctions())
+	if err != nil {
+		return err
+	}
+	var docs []schemacheck.Document
+	for _, name := range c.Files {
+		more, err := readDocuments(name)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, more...)
+	}
+
+	out, errs, err := engine.RenderDocuments(context.Background(), checker, docs)
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		for _, msg := range errs {
+			fmt.Fprintln(e.stderr, "error:", msg)
+		}
+		return errRefused
+	}
+	noted := map[string]bool{}
+	for _, s := range engine.Skipped {
+		if !noted[s] {
+			noted[s] = true
+			fmt.Fprintf(e.stderr, "note: skipped %s: not built into this mdplane yet\n", s)
+		}
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}

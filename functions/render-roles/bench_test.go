@@ -1,0 +1,159 @@
+package renderroles_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+)
+
+// grpcLimit is the largest response Crossplane accepts from a function: gRPC's default 4 MiB.
+const grpcLimit = 4 << 20
+
+func mustStruct(tb testing.TB, v any) *structpb.Struct {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(tb, err)
+	m := map[string]any{}
+	require.NoError(tb, json.Unmarshal(b, &m))
+	s, err := structpb.NewStruct(m)
+	require.NoError(tb, err)
+	return s
+}
+
+// largeRole is a role at the schema's ceilings, with a realistic command line.
+func largeRole(replicas, size int32) workerv1.ModelDeploymentRole {
+	eight := resource.MustParse("8")
+	one := resource.MustParse("1")
+	return workerv1.ModelDeploymentRole{
+		Name: "decode", Kind: workerv1.RoleKindDecode, Replicas: replicas, Size: size, InstanceType: "h100",
+		Resources: &workerv1.ModelDeploymentRoleResources{Accelerator: &eight, Interface: &one},
+		ExtraArgs: []string{"--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "--max-model-len", "131072",
+			"--gpu-memory-utilization", "0.92", "--enable-prefix-caching", "--trust-remote-code"},
+		Env:      []workerv1.ModelDeploymentEnvVar{{Name: "NCCL_DEBUG", Value: "WARN"}, {Name: "HF_HUB_OFFLINE", Value: "1"}},
+		Topology: &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "topology.gpustack.ai/rack"},
+	}
+}
+
+func deploymentRequest(tb testing.TB, roles int, replicas, size int32) *fnv1.RunFunctionRequest {
+	md := &workerv1.ModelDeployment{
+		TypeMeta: typeMeta(workerv1.SchemeGroupVersion.String(), workerv1.ModelDeploymentKind),
+		Spec:     *spec(),
+	}
+	md.Name, md.Namespace = "qwen", "team-a"
+	for i := range roles {
+		r := largeRole(replicas, size)
+		r.Name = fmt.Sprintf("role-%d", i)
+		r.Kind = workerv1.RoleKindServer
+		md.Spec.Roles = append(md.Spec.Roles, r)
+	}
+	return &fnv1.RunFunctionRequest{
+		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, md)}},
+		RequiredResources: map[string]*fnv1.Resources{
+			"instancetype/h100": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, withTypeMeta(h100()))}}},
+		},
+	}
+}
+
+func withTypeMeta(it *workerv1.InstanceType) *workerv1.InstanceType {
+	it.TypeMeta = typeMeta(workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind)
+	return it
+}
+
+// roleRequest is a ModelRole of replicas × size in steady state: every replica observed.
+func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
+	r := largeRole(replicas, size)
+	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
+	require.NoError(tb, err)
+	role := &v1alpha1.ModelRole{
+		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
+		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "qwen", RoleName: r.Name, Kind: r.Kind, Replicas: replicas, Size: size,
+			Revision: rendered.Revision, Template: rendered.Template},
+	}
+	role.Name, role.Namespace = "qwen-decode", "team-a"
+	req := &fnv1.RunFunctionRequest{
+		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, role)}, Resources: map[string]*fnv1.Resource{}},
+	}
+	for n := range replicas {
+		rep := &v1alpha1.ModelReplica{
+			TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
+			Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: n, Revision: rendered.Revision,
+				RevisionName: renderroles.RevisionName("qwen", r.Name, rendered.Revision)},
+		}
+		rep.Name = fmt.Sprintf("qwen-decode-r%d-abcde", n)
+		req.Observed.Resources[fmt.Sprintf("replica-%d", n)] = &fnv1.Resource{Resource: mustStruct(tb, rep)}
+	}
+	return req
+}
+
+func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
+	r := largeRole(1, size)
+	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
+	require.NoError(tb, err)
+	name := renderroles.RevisionName("qwen", r.Name, rendered.Revision)
+	rep := &v1alpha1.ModelReplica{
+		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
+		Spec:     v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: 0, Revision: rendered.Revision, RevisionName: name},
+	}
+	rep.Name, rep.Namespace = "qwen-decode-r0-abcde", "team-a"
+	revision := map[string]any{"apiVersion": "apps/v1", "kind": "ControllerRevision", "revision": 1,
+		"metadata": map[string]any{"name": name, "namespace": "team-a"},
+		"data":     &v1alpha1.RoleRevision{Revision: rendered.Revision, Size: size, Template: rendered.Template}}
+	return &fnv1.RunFunctionRequest{
+		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, rep)}},
+		RequiredResources: map[string]*fnv1.Resources{"revision": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, revision)}}}},
+	}
+}
+
+// TestResponsesStayUnderTheGRPCLimit renders the largest composite of each step the schema admits
+// and checks the response fits gRPC's default 4 MiB with room to spare (under half of it).
+func TestResponsesStayUnderTheGRPCLimit(t *testing.T) {
+	for name, req := range map[string]*fnv1.RunFunctionRequest{
+		"deployment of 10 roles":      deploymentRequest(t, 10, workerv1.MaxReplicas, workerv1.MaxSize),
+		"role of 1024 replicas":       roleRequest(t, workerv1.MaxReplicas, 1),
+		"replica of 64 members":       replicaRequest(t, workerv1.MaxSize),
+		"role of 1024 replicas of 64": roleRequest(t, workerv1.MaxReplicas, workerv1.MaxSize),
+	} {
+		rsp, err := (&renderroles.Function{}).RunFunction(context.Background(), req)
+		require.NoError(t, err)
+		msg, _ := fatalMessage(rsp)
+		require.Empty(t, msg, name)
+		require.NotEmpty(t, rsp.GetDesired().GetResources(), name)
+		size := proto.Size(rsp)
+		t.Logf("%s: %d bytes (%.1f%% of 4 MiB)", name, size, 100*float64(size)/grpcLimit)
+		require.Less(t, size, grpcLimit/2, name)
+	}
+}
+
+func benchmarkStep(b *testing.B, req *fnv1.RunFunctionRequest) {
+	f := &renderroles.Function{}
+	var size int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rsp, err := f.RunFunction(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = proto.Size(rsp)
+	}
+	b.ReportMetric(float64(size), "response-bytes")
+}
+
+func BenchmarkDeploymentStep_Role1024x1(b *testing.B) {
+	benchmarkStep(b, deploymentRequest(b, 1, 1024, 1))
+}
+
+func BenchmarkRoleStep_1024Replicas(b *testing.B) { benchmarkStep(b, roleRequest(b, 1024, 1)) }
+
+func BenchmarkReplicaStep_Size64(b *testing.B) { benchmarkStep(b, replicaRequest(b, 64)) }

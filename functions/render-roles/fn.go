@@ -1,0 +1,223 @@
+package renderroles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+	"github.com/crossplane/function-sdk-go/response"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// FunctionName is the name Crossplane gives this function when a Configuration depends on its
+// package, and so the name Compositions call it by.
+const FunctionName = "mdplane-function-render-roles"
+
+// ReasonRenderFailed is the reason of the result (and so of the event) a failed render reports.
+const ReasonRenderFailed = "RenderFailed"
+
+// Function is the render-roles composition function.
+type Function struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+
+	Log logging.Logger
+}
+
+// step renders one kind of composite. It writes desired state and requirements into rsp and returns
+// an error when the composite cannot be rendered.
+type step func(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error
+
+// RunFunction picks the step for the composite's kind.
+func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	rsp := response.To(req, response.DefaultTTL)
+	xr, err := request.GetObservedCompositeResource(req)
+	if err != nil {
+		response.Fatal(rsp, fmt.Errorf("cannot read the observed composite: %w", err))
+		return rsp, nil
+	}
+	steps := map[schema.GroupVersionKind]step{
+		workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind): deploymentStep,
+		v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelRoleKind):       roleStep,
+		v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelReplicaKind):    replicaStep,
+	}
+	gvk := xr.Resource.GroupVersionKind()
+	run, ok := steps[gvk]
+	if !ok {
+		response.Fatal(rsp, fmt.Errorf("render-roles composes ModelDeployments, ModelRoles and ModelReplicas, not %s", gvk))
+		return rsp, nil
+	}
+	if err := run(req, rsp, xr); err != nil {
+		if f.Log != nil {
+			f.Log.Info("render failed", "composite", xr.Resource.GetName(), "error", err.Error())
+		}
+		fatal(rsp, err)
+	}
+	return rsp, nil
+}
+
+// fatal reports a render failure: nothing is applied or deleted on a fatal result, so Pods already
+// running are left alone.
+func fatal(rsp *fnv1.RunFunctionResponse, err error) {
+	rsp.Results = append(rsp.Results, &fnv1.Result{
+		Severity: fnv1.Severity_SEVERITY_FATAL,
+		Message:  err.Error(),
+		Reason:   ptr.To(ReasonRenderFailed),
+		Target:   fnv1.Target_TARGET_COMPOSITE.Enum(),
+	})
+}
+
+// decode converts an unstructured object into a typed one. Unknown fields, such as the
+// spec.crossplane block of an XR, are ignored.
+func decode(from map[string]any, into any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+// toComposed turns a typed object into a desired composed resource with the given readiness. It
+// drops what only the API server fills in (a null creationTimestamp, status), so Crossplane never
+// claims ownership of them.
+func toComposed(obj any, ready resource.Ready) (*resource.DesiredComposed, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	dropNullTimestamps(m)
+	delete(m, "status")
+	return &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}}, Ready: ready}, nil
+}
+
+// dropNullTimestamps removes the null creationTimestamp typed metadata marshals, at every depth (a
+// Pod template carries one too).
+func dropNullTimestamps(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
+			delete(t, "creationTimestamp")
+		}
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+	case []any:
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+	}
+}
+
+// requirements collects the resources a step needs Crossplane to fetch. Crossplane calls the step
+// again until they stop changing, so every call must ask for the same ones given the same inputs.
+type requirements struct {
+	req *fnv1.RunFunctionRequest
+	rsp *fnv1.RunFunctionResponse
+	// pending is true while a requirement has not been resolved by Crossplane yet.
+	pending bool
+}
+
+func newRequirements(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) *requirements {
+	if rsp.Requirements == nil {
+		rsp.Requirements = &fnv1.Requirements{}
+	}
+	if rsp.Requirements.Resources == nil {
+		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
+	}
+	return &requirements{req: req, rsp: rsp}
+}
+
+// byName requires one object by name (namespace empty for cluster-scoped kinds) and returns it,
+// nil when Crossplane found none or has not fetched it yet.
+func (r *requirements) byName(key, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	sel := &fnv1.ResourceSelector{ApiVersion: apiVersion, Kind: kind, Match: &fnv1.ResourceSelector_MatchName{MatchName: name}}
+	if namespace != "" {
+		sel.Namespace = ptr.To(namespace)
+	}
+	items, err := r.require(key, sel)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	return items[0], nil
+}
+
+// byLabels requires every object of a kind in a namespace carrying the labels.
+func (r *requirements) byLabels(key, apiVersion, kind, namespace string, labels map[string]string) ([]*unstructured.Unstructured, error) {
+	return r.require(key, &fnv1.ResourceSelector{
+		ApiVersion: apiVersion, Kind: kind, Namespace: ptr.To(namespace),
+		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: labels}},
+	})
+}
+
+func (r *requirements) require(key string, sel *fnv1.ResourceSelector) ([]*unstructured.Unstructured, error) {
+	r.rsp.Requirements.Resources[key] = sel
+	items, resolved, err := request.GetRequiredResource(r.req, key)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read required resource %s: %w", key, err)
+	}
+	if !resolved {
+		r.pending = true
+		return nil, nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(items))
+	for _, i := range items {
+		out = append(out, i.Resource)
+	}
+	return out, nil
+}
+
+// observedReady reports whether an observed object's Ready condition is True.
+func observedReady(obj *composed.Unstructured) bool {
+	if obj == nil {
+		return false
+	}
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+func readiness(ready bool) resource.Ready {
+	if ready {
+		return resource.ReadyTrue
+	}
+	return resource.ReadyFalse
+}
+
+// setDesiredStatus writes status fields onto the desired composite, keeping what earlier steps
+// wrote. Crossplane applies only the desired composite's status.
+func setDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status map[string]any) error {
+	dxr, err := request.GetDesiredCompositeResource(req)
+	if err != nil {
+		return fmt.Errorf("cannot read the desired composite: %w", err)
+	}
+	dxr.Resource.SetAPIVersion(xr.Resource.GetAPIVersion())
+	dxr.Resource.SetKind(xr.Resource.GetKind())
+	for k, v := range status {
+		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
+			return err
+		}
+	}
+	return response.SetDesiredCompositeResource(rsp, dxr)
+}
+
+// errPending is returned by a step input reader while Crossplane has not resolved its requirements.
+var errPending = errors.New("requirements pending")

@@ -1,0 +1,317 @@
+package renderroles_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+)
+
+// obj turns a YAML manifest into a function-protocol resource.
+func obj(t *testing.T, manifest string) *fnv1.Resource {
+	t.Helper()
+	m := map[string]any{}
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &m))
+	s, err := structpb.NewStruct(m)
+	require.NoError(t, err)
+	return &fnv1.Resource{Resource: s}
+}
+
+type request struct {
+	composite string
+	observed  map[string]string
+	required  map[string][]string // requirement name -> manifests; present means resolved
+}
+
+func (r request) build(t *testing.T) *fnv1.RunFunctionRequest {
+	req := &fnv1.RunFunctionRequest{Observed: &fnv1.State{Composite: obj(t, r.composite), Resources: map[string]*fnv1.Resource{}}}
+	for name, m := range r.observed {
+		req.Observed.Resources[name] = obj(t, m)
+	}
+	if r.required != nil {
+		req.RequiredResources = map[string]*fnv1.Resources{}
+		for name, items := range r.required {
+			rs := &fnv1.Resources{}
+			for _, m := range items {
+				rs.Items = append(rs.Items, obj(t, m))
+			}
+			req.RequiredResources[name] = rs
+		}
+	}
+	return req
+}
+
+func run(t *testing.T, r request) *fnv1.RunFunctionResponse {
+	t.Helper()
+	rsp, err := (&renderroles.Function{}).RunFunction(context.Background(), r.build(t))
+	require.NoError(t, err)
+	return rsp
+}
+
+func fatalMessage(rsp *fnv1.RunFunctionResponse) (string, string) {
+	for _, r := range rsp.GetResults() {
+		if r.GetSeverity() == fnv1.Severity_SEVERITY_FATAL {
+			return r.GetMessage(), r.GetReason()
+		}
+	}
+	return "", ""
+}
+
+// field reads a dotted path of a desired resource.
+func field(t *testing.T, r *fnv1.Resource, path ...string) any {
+	t.Helper()
+	var cur any = r.GetResource().AsMap()
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	return cur
+}
+
+const deployment = `
+apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  kvCache: {poolRef: {name: team-dram}, connector: Mooncake}
+  roles:
+  - {name: server, kind: Server, replicas: 2, size: 1, instanceType: a10g, startupTimeoutSeconds: 1800}
+`
+
+const a10g = `
+apiVersion: worker.gpustack.ai/v1
+kind: InstanceType
+metadata: {name: a10g}
+spec: {acceleratable: true, os: linux, arch: amd64, unitResources: {cpu: "8", ram: 32Gi}}
+status: {entrance: gpustack-fnv64-aaaaaaaaaaaaaaaa, detail: {manufacturer: nvidia}}
+`
+
+const binding = `
+apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: team-dram, namespace: team-a}
+spec: {poolRef: {name: dram}, domain: {name: chat, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}
+`
+
+func resolvedDeploymentInputs() map[string][]string {
+	return map[string][]string{"instancetype/a10g": {a10g}, "binding": {binding}, "pool": {}}
+}
+
+func TestDeploymentStep(t *testing.T) {
+	t.Run("asks for the InstanceType and Binding before rendering anything", func(t *testing.T) {
+		rsp := run(t, request{composite: deployment})
+		msg, _ := fatalMessage(rsp)
+		assert.Empty(t, msg)
+		assert.Empty(t, rsp.GetDesired().GetResources())
+		sel := rsp.GetRequirements().GetResources()
+		assert.Equal(t, "a10g", sel["instancetype/a10g"].GetMatchName())
+		assert.Nil(t, sel["instancetype/a10g"].Namespace, "InstanceTypes are cluster-scoped")
+		assert.Equal(t, "team-dram", sel["binding"].GetMatchName())
+		assert.Equal(t, "team-a", sel["binding"].GetNamespace())
+	})
+	t.Run("then asks for the Binding's pool", func(t *testing.T) {
+		rsp := run(t, request{composite: deployment, required: map[string][]string{"instancetype/a10g": {a10g}, "binding": {binding}}})
+		assert.Equal(t, "dram", rsp.GetRequirements().GetResources()["pool"].GetMatchName())
+		assert.Empty(t, rsp.GetDesired().GetResources())
+	})
+	t.Run("renders one ModelRole per role, the role Service and the deployment Service", func(t *testing.T) {
+		rsp := run(t, request{composite: deployment, required: resolvedDeploymentInputs()})
+		desired := rsp.GetDesired().GetResources()
+		require.Contains(t, desired, "role-server")
+		assert.Equal(t, "ModelRole", field(t, desired["role-server"], "kind"))
+		assert.Equal(t, "chat-server", field(t, desired["role-server"], "metadata", "name"))
+		assert.EqualValues(t, 2, field(t, desired["role-server"], "spec", "replicas"))
+		assert.Len(t, field(t, desired["role-server"], "spec", "revision"), 10)
+		assert.Equal(t, "chat-server", field(t, desired["service-server"], "metadata", "name"))
+		assert.Equal(t, "chat", field(t, desired["service"], "metadata", "name"))
+		assert.Equal(t, "0", field(t, desired["service"], "spec", "selector", "modeldeployment.gpustack.ai/member-index"),
+			"Services front leaders")
+		assert.Equal(t, fnv1.Ready_READY_FALSE, desired["service"].GetReady(), "a Service is ready once it exists")
+		assert.Equal(t, "http://chat.team-a.svc:8000", field(t, rsp.GetDesired().GetComposite(), "status", "endpoint"))
+		assert.Equal(t, "0S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
+	})
+	t.Run("a role is ready when its ModelRole is, and its ready replicas count in status", func(t *testing.T) {
+		rsp := run(t, request{composite: deployment, required: resolvedDeploymentInputs(), observed: map[string]string{
+			"role-server": `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-server},
+			  status: {ready: 2, upToDate: 2, conditions: [{type: Ready, status: "True"}]}}`,
+			"service": `{apiVersion: v1, kind: Service, metadata: {name: chat}}`,
+		}})
+		desired := rsp.GetDesired().GetResources()
+		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["role-server"].GetReady())
+		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["service"].GetReady())
+		assert.Equal(t, "2S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
+		roles := field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)
+		assert.EqualValues(t, 2, roles[0].(map[string]any)["ready"])
+	})
+	t.Run("a missing InstanceType fails the render with RenderFailed", func(t *testing.T) {
+		inputs := resolvedDeploymentInputs()
+		inputs["instancetype/a10g"] = nil
+		msg, reason := fatalMessage(run(t, request{composite: deployment, required: inputs}))
+		assert.Equal(t, "RenderFailed", reason)
+		assert.Contains(t, msg, `names InstanceType "a10g", which does not exist`)
+	})
+	t.Run("a take-over role is reported unmanaged", func(t *testing.T) {
+		takeover := deployment[:len(deployment)-2] + ", command: [sleep, infinity]}\n"
+		rsp := run(t, request{composite: takeover, required: resolvedDeploymentInputs()})
+		roles := field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)
+		assert.Equal(t, true, roles[0].(map[string]any)["unmanaged"])
+	})
+}
+
+const role = `
+apiVersion: internal.mdplane.io/v1alpha1
+kind: ModelRole
+metadata: {name: chat-server, namespace: team-a}
+spec:
+  deploymentName: chat
+  roleName: server
+  kind: Server
+  replicas: 3
+  size: 1
+  revision: newrevisio
+  template: {metadata: {labels: {app.kubernetes.io/component: server}}, spec: {containers: [{name: main, image: new}]}}
+`
+
+func observedReplica(ordinal int, revision string, ready bool) string {
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	spec, _ := json.Marshal(map[string]any{"deploymentName": "chat", "roleName": "server", "ordinal": ordinal,
+		"revision": revision, "revisionName": "chat-server-" + revision})
+	return `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: chat-server-r-x},
+	  spec: ` + string(spec) + `, status: {conditions: [{type: Ready, status: "` + status + `"}]}}`
+}
+
+func TestRoleStep(t *testing.T) {
+	noPods := map[string][]string{"pods-r0": {}, "pods-r1": {}, "pods-r2": {}}
+	t.Run("asks whether Pods remain in each empty slot first", func(t *testing.T) {
+		rsp := run(t, request{composite: role, observed: map[string]string{"replica-0": observedReplica(0, "newrevisio", true)}})
+		sel := rsp.GetRequirements().GetResources()
+		assert.NotContains(t, sel, "pods-r0", "an occupied slot needs no look-up")
+		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "chat",
+			"app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": "2"}, sel["pods-r2"].GetMatchLabels().GetLabels())
+		assert.Equal(t, "team-a", sel["pods-r2"].GetNamespace())
+		assert.Empty(t, rsp.GetDesired().GetResources())
+	})
+	t.Run("empty slots get the current revision", func(t *testing.T) {
+		desired := run(t, request{composite: role, required: noPods}).GetDesired().GetResources()
+		for _, key := range []string{"replica-0", "replica-1", "replica-2"} {
+			require.Contains(t, desired, key)
+			assert.Equal(t, "newrevisio", field(t, desired[key], "spec", "revision"))
+			assert.Equal(t, "chat-server-newrevisio", field(t, desired[key], "spec", "revisionName"))
+		}
+		assert.Equal(t, "chat-server-r1-", field(t, desired["replica-1"], "metadata", "generateName"))
+		assert.Equal(t, "new", field(t, desired["revision-newrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
+	})
+	t.Run("an occupied slot keeps its revision, and that revision stays", func(t *testing.T) {
+		desired := run(t, request{composite: role, required: noPods, observed: map[string]string{
+			"replica-0":           observedReplica(0, "oldrevisio", true),
+			"revision-oldrevisio": `{apiVersion: apps/v1, kind: ControllerRevision, metadata: {name: chat-server-oldrevisio}, revision: 1, data: {revision: oldrevisio, size: 1, template: {spec: {containers: [{name: main, image: old}]}}}}`,
+		}}).GetDesired().GetResources()
+		assert.Equal(t, "oldrevisio", field(t, desired["replica-0"], "spec", "revision"))
+		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["replica-0"].GetReady())
+		assert.Equal(t, "old", field(t, desired["revision-oldrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
+		assert.Equal(t, "newrevisio", field(t, desired["replica-1"], "spec", "revision"))
+	})
+	t.Run("a slot whose Pods are still on the API server is not refilled", func(t *testing.T) {
+		pods := map[string][]string{"pods-r0": {}, "pods-r1": {`{apiVersion: v1, kind: Pod, metadata: {name: chat-server-abcde}}`}, "pods-r2": {}}
+		desired := run(t, request{composite: role, required: pods}).GetDesired().GetResources()
+		assert.Contains(t, desired, "replica-0")
+		assert.NotContains(t, desired, "replica-1")
+		assert.Contains(t, desired, "replica-2")
+	})
+	t.Run("a scale-down sheds the highest ordinals", func(t *testing.T) {
+		scaled := role[:len(role)] // replicas: 3 -> 1
+		scaled = replaceOnce(scaled, "replicas: 3", "replicas: 1")
+		desired := run(t, request{composite: scaled, required: noPods, observed: map[string]string{
+			"replica-0": observedReplica(0, "newrevisio", true),
+			"replica-1": observedReplica(1, "newrevisio", true),
+			"replica-2": observedReplica(2, "newrevisio", true),
+		}}).GetDesired().GetResources()
+		assert.Contains(t, desired, "replica-0")
+		assert.NotContains(t, desired, "replica-1")
+		assert.NotContains(t, desired, "replica-2")
+	})
+}
+
+const replica = `
+apiVersion: internal.mdplane.io/v1alpha1
+kind: ModelReplica
+metadata: {name: chat-server-r1-abcde, namespace: team-a}
+spec: {deploymentName: chat, roleName: server, ordinal: 1, revision: newrevisio, revisionName: chat-server-newrevisio}
+`
+
+const revision = `
+apiVersion: apps/v1
+kind: ControllerRevision
+metadata: {name: chat-server-newrevisio, namespace: team-a}
+revision: 1
+data:
+  apiVersion: internal.mdplane.io/v1alpha1
+  kind: RoleRevision
+  revision: newrevisio
+  size: 2
+  template:
+    metadata:
+      labels: {app.kubernetes.io/component: server}
+      annotations: {modeldeployment.gpustack.ai/pod-spec-hash: abc}
+    spec: {containers: [{name: main, image: new}]}
+`
+
+func TestReplicaStep(t *testing.T) {
+	t.Run("asks for its revision by name", func(t *testing.T) {
+		sel := run(t, request{composite: replica}).GetRequirements().GetResources()["revision"]
+		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
+		assert.Equal(t, "team-a", sel.GetNamespace())
+	})
+	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}}})
+		msg, reason := fatalMessage(rsp)
+		assert.Equal(t, "RenderFailed", reason)
+		assert.Contains(t, msg, "its revision team-a/chat-server-newrevisio is not on the API server")
+		assert.Empty(t, rsp.GetDesired().GetResources())
+	})
+	t.Run("renders its members from the revision and its headless Service", func(t *testing.T) {
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}}, observed: map[string]string{
+			"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
+			  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`,
+		}})
+		desired := rsp.GetDesired().GetResources()
+		require.Contains(t, desired, "member-0")
+		require.Contains(t, desired, "member-1")
+		assert.Equal(t, "chat-server-r1-m0", field(t, desired["member-0"], "metadata", "name"))
+		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["member-0"].GetReady(), "a Pod is ready when its Ready condition is True")
+		assert.Equal(t, fnv1.Ready_READY_FALSE, desired["member-1"].GetReady())
+		assert.Nil(t, field(t, desired["member-0"], "spec", "schedulingGates"), "never copied from the observed Pod")
+		assert.Nil(t, field(t, desired["member-0"], "metadata", "labels", "kueue.x-k8s.io/managed"))
+		assert.Equal(t, "None", field(t, desired["service"], "spec", "clusterIP"))
+		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "readyMembers"))
+	})
+}
+
+func TestUnknownCompositeIsFatal(t *testing.T) {
+	msg, _ := fatalMessage(run(t, request{composite: `{apiVersion: example.org/v1, kind: Other, metadata: {name: x}}`}))
+	assert.Contains(t, msg, "not example.org/v1, Kind=Other")
+}
+
+func replaceOnce(s, old, replacement string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + replacement + s[i+len(old):]
+		}
+	}
+	return s
+}

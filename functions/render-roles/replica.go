@@ -1,0 +1,104 @@
+package renderroles
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Replica names one instance of a role and the revision it is stamped from.
+type Replica struct {
+	Namespace  string
+	Deployment string
+	Role       string
+	Ordinal    int32
+	Revision   *v1alpha1.RoleRevision
+}
+
+// The three variables every member of a multi-member replica is told about its instance.
+const (
+	EnvLeaderAddress = "GPUSTACK_REPLICA_LEADER_ADDRESS"
+	EnvReplicaSize   = "GPUSTACK_REPLICA_SIZE"
+	EnvMemberIndex   = "GPUSTACK_MEMBER_INDEX"
+)
+
+// RenderMembers stamps the size Pods of a replica from its revision, and nothing else: a Pod is
+// never copied from what the API server holds, whose Kueue gates, label and finalizer the project
+// must not own.
+func RenderMembers(r Replica) []*corev1.Pod {
+	size := r.Revision.Size
+	if size < 1 {
+		size = 1
+	}
+	digest := r.Revision.Template.Annotations[workerv1.AnnotationPodSpecHash]
+	pods := make([]*corev1.Pod, 0, size)
+	for m := range size {
+		pod := &corev1.Pod{ObjectMeta: *r.Revision.Template.ObjectMeta.DeepCopy(), Spec: *r.Revision.Template.Spec.DeepCopy()}
+		pod.APIVersion, pod.Kind = "v1", "Pod"
+		pod.Namespace = r.Namespace
+		pod.Labels[workerv1.LabelPodGroupName] = GroupName(r.Namespace, r.Deployment, r.Role, r.Ordinal)
+		pod.Labels[workerv1.LabelPodOrdinal] = strconv.Itoa(int(r.Ordinal))
+		pod.Labels[workerv1.LabelMemberIndex] = strconv.Itoa(int(m))
+		pod.Annotations[workerv1.AnnotationPodSpecHash] = seatHash(digest, r.Ordinal, m)
+		if size == 1 {
+			pod.GenerateName = RoleServiceName(r.Deployment, r.Role) + "-"
+		} else {
+			pod.Name = MemberName(r.Deployment, r.Role, r.Ordinal, m)
+			pod.Spec.Hostname = pod.Name
+			pod.Spec.Subdomain = InstanceName(r.Deployment, r.Role, r.Ordinal)
+			addInstanceEnv(pod, r, size)
+		}
+		pods = append(pods, pod)
+	}
+	return pods
+}
+
+// addInstanceEnv tells the main container its leader, the instance size and, through the downward
+// API, its own index, so every member carries the same container spec.
+func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != MainContainer {
+			continue
+		}
+		instance := []corev1.EnvVar{
+			{Name: EnvLeaderAddress, Value: LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
+			{Name: EnvReplicaSize, Value: strconv.Itoa(int(size))},
+			{Name: EnvMemberIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+				FieldPath: "metadata.labels['" + workerv1.LabelMemberIndex + "']",
+			}}},
+		}
+		c.Env = append(instance, c.Env...)
+	}
+}
+
+// RenderInstanceService is the headless Service that gives the members of a multi-member replica
+// their DNS names; nil at size 1. Members resolve each other before they are Ready.
+func RenderInstanceService(r Replica) *corev1.Service {
+	if r.Revision.Size <= 1 {
+		return nil
+	}
+	name := InstanceName(r.Deployment, r.Role, r.Ordinal)
+	return &corev1.Service{
+		TypeMeta: typeMeta("v1", "Service"),
+		ObjectMeta: objectMeta(r.Namespace, name, map[string]string{
+			workerv1.LabelName:       workerv1.NameModelDeployment,
+			workerv1.LabelInstance:   r.Deployment,
+			workerv1.LabelComponent:  r.Role,
+			workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
+		}),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector: map[string]string{
+				workerv1.LabelName:       workerv1.NameModelDeployment,
+				workerv1.LabelInstance:   r.Deployment,
+				workerv1.LabelComponent:  r.Role,
+				workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
+			},
+		},
+	}
+}

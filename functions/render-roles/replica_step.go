@@ -1,0 +1,82 @@
+package renderroles
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/response"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+)
+
+// Composition resource names of the replica step.
+const (
+	memberResourcePrefix    = "member-"
+	instanceServiceResource = "service"
+)
+
+// replicaStep stamps a replica's Pods and headless Service from the revision it names.
+func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
+	replica := &v1alpha1.ModelReplica{}
+	if err := decode(xr.Resource.Object, replica); err != nil {
+		return fmt.Errorf("cannot read ModelReplica %s: %w", xr.Resource.GetName(), err)
+	}
+	ns, spec := xr.Resource.GetNamespace(), replica.Spec
+	r := newRequirements(req, rsp)
+	obj, err := r.byName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
+	if err != nil || r.pending {
+		return err
+	}
+	if obj == nil {
+		// Failing keeps the replica's Pods as they are: nothing is applied or deleted on a fatal result.
+		return fmt.Errorf("ModelReplica %s (role %s, ordinal %d): its revision %s/%s is not on the API server, so its Pods cannot be rendered",
+			xr.Resource.GetName(), spec.RoleName, spec.Ordinal, ns, spec.RevisionName)
+	}
+	revision := &v1alpha1.RoleRevision{}
+	data, _ := obj.Object["data"].(map[string]any)
+	if err := decode(data, revision); err != nil || data == nil {
+		return fmt.Errorf("revision %s/%s holds no readable RoleRevision: %v", ns, spec.RevisionName, err)
+	}
+	if revision.Revision != spec.Revision {
+		return fmt.Errorf("revision %s/%s holds revision %q, not the %q ModelReplica %s was created with", ns, spec.RevisionName, revision.Revision, spec.Revision, xr.Resource.GetName())
+	}
+
+	observed, err := request.GetObservedComposedResources(req)
+	if err != nil {
+		return fmt.Errorf("cannot read observed composed resources: %w", err)
+	}
+	desired, err := request.GetDesiredComposedResources(req)
+	if err != nil {
+		return fmt.Errorf("cannot read desired composed resources: %w", err)
+	}
+	in := Replica{Namespace: ns, Deployment: spec.DeploymentName, Role: spec.RoleName, Ordinal: spec.Ordinal, Revision: revision}
+	var members, readyMembers int64
+	for m, pod := range RenderMembers(in) {
+		key := resource.Name(memberResourcePrefix + strconv.Itoa(m))
+		isReady := observedReady(observed[key].Resource)
+		if desired[key], err = toComposed(pod, readiness(isReady)); err != nil {
+			return err
+		}
+		if isReady {
+			readyMembers++
+		}
+	}
+	for key := range observed {
+		if strings.HasPrefix(string(key), memberResourcePrefix) {
+			members++
+		}
+	}
+	if svc := RenderInstanceService(in); svc != nil {
+		if desired[instanceServiceResource], err = toComposed(svc, readiness(observed[instanceServiceResource].Resource != nil)); err != nil {
+			return err
+		}
+	}
+	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
+		return err
+	}
+	return setDesiredStatus(req, rsp, xr, map[string]any{"members": members, "readyMembers": readyMembers})
+}

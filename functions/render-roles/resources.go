@@ -1,0 +1,172 @@
+package renderroles
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// acceleratorKeys maps an InstanceType's reported manufacturer to the device plugin's resource key.
+var acceleratorKeys = map[string]corev1.ResourceName{
+	"nvidia": "nvidia.com/gpu",
+	"amd":    "amd.com/gpu",
+}
+
+// Fabric interface keys: one RDMA interface shares a device, more than one are whole devices; EFA
+// uses the EFA device plugin's key.
+const (
+	rdmaSharedKey corev1.ResourceName = "device.gpustack.ai/rdma.shared"
+	rdmaKey       corev1.ResourceName = "device.gpustack.ai/rdma"
+	efaKey        corev1.ResourceName = "vpc.amazonaws.com/efa"
+)
+
+// partitionProfileMemory reads the memory of a partition profile such as 1g.10gb or 3g.40gb.
+var partitionProfileMemory = regexp.MustCompile(`^\d+g\.(\d+)gb$`)
+
+// podResources derives one Pod's requests and limits: CPU, memory and ephemeral storage are the
+// InstanceType's unit resources scaled by the share of accelerators the Pod requests (one unit on a
+// type without accelerators), and the accelerator and fabric keys follow the request's mode.
+func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleResources, efa bool) (corev1.ResourceRequirements, error) {
+	if req == nil {
+		req = &workerv1.ModelDeploymentRoleResources{}
+	}
+	units := big.NewRat(1, 1)
+	devices := corev1.ResourceList{}
+	if it.Spec.Acceleratable {
+		key, err := acceleratorKey(it)
+		if err != nil {
+			return corev1.ResourceRequirements{}, err
+		}
+		switch {
+		case req.AcceleratorPartitionedProfile != "":
+			if units, err = partitionShare(it, req.AcceleratorPartitionedProfile); err != nil {
+				return corev1.ResourceRequirements{}, err
+			}
+			devices[key+".partitioned"] = resource.MustParse("1")
+			devices[key+corev1.ResourceName(".partitioned.mig-"+req.AcceleratorPartitionedProfile)] = resource.MustParse("1")
+		case req.AcceleratorSlicedMemoryPercentage != nil || req.AcceleratorSlicedCoresPercentage != nil:
+			memory, cores := slicePercentages(req)
+			units = big.NewRat(int64(memory), 100)
+			devices[key+".sliced"] = resource.MustParse("1")
+			devices[key+".sliced.memory-percentage"] = *resource.NewQuantity(int64(memory), resource.DecimalSI)
+			devices[key+".sliced.cores-percentage"] = *resource.NewQuantity(int64(cores), resource.DecimalSI)
+		default:
+			cards := int64(1)
+			if req.Accelerator != nil {
+				cards = req.Accelerator.Value()
+			}
+			if cards > 0 {
+				units = big.NewRat(cards, 1)
+				devices[key] = *resource.NewQuantity(cards, resource.DecimalSI)
+			}
+		}
+	}
+
+	list := corev1.ResourceList{}
+	for name, value := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU:              it.Spec.UnitResources.CPU,
+		corev1.ResourceMemory:           it.Spec.UnitResources.RAM,
+		corev1.ResourceEphemeralStorage: it.Spec.LocalStorage,
+	} {
+		if value == "" {
+			continue
+		}
+		unit, err := resource.ParseQuantity(value)
+		if err != nil {
+			return corev1.ResourceRequirements{}, fmt.Errorf("InstanceType %q: unit %s %q is not a quantity", it.Name, name, value)
+		}
+		list[name] = scale(unit, units, name == corev1.ResourceCPU)
+	}
+	for k, v := range devices {
+		list[k] = v
+	}
+	if req.Interface != nil && req.Interface.Value() > 0 {
+		n := req.Interface.Value()
+		switch {
+		case efa:
+			list[efaKey] = *resource.NewQuantity(n, resource.DecimalSI)
+		case n == 1:
+			list[rdmaSharedKey] = resource.MustParse("1")
+		default:
+			list[rdmaKey] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+	}
+	// Requests equal limits: an inference replica is sized for its accelerators and must not be the
+	// first Pod evicted on a busy node.
+	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
+}
+
+func acceleratorKey(it *workerv1.InstanceType) (corev1.ResourceName, error) {
+	if !it.AcceleratorReady() {
+		return "", fmt.Errorf("InstanceType %q has not reported its accelerator manufacturer in status.detail yet; the render waits for it to converge", it.Name)
+	}
+	key, ok := acceleratorKeys[it.Status.Detail.Manufacturer]
+	if !ok {
+		return "", fmt.Errorf("InstanceType %q reports manufacturer %q, for which mdplane knows no device resource key", it.Name, it.Status.Detail.Manufacturer)
+	}
+	return key, nil
+}
+
+// slicePercentages returns the memory and cores shares of a logical slice; one set alone stands for
+// both.
+func slicePercentages(req *workerv1.ModelDeploymentRoleResources) (memory, cores int32) {
+	switch {
+	case req.AcceleratorSlicedMemoryPercentage != nil && req.AcceleratorSlicedCoresPercentage != nil:
+		return *req.AcceleratorSlicedMemoryPercentage, *req.AcceleratorSlicedCoresPercentage
+	case req.AcceleratorSlicedMemoryPercentage != nil:
+		return *req.AcceleratorSlicedMemoryPercentage, *req.AcceleratorSlicedMemoryPercentage
+	default:
+		return *req.AcceleratorSlicedCoresPercentage, *req.AcceleratorSlicedCoresPercentage
+	}
+}
+
+// partitionShare is the share of one accelerator a partition profile holds: its memory over the
+// accelerator's, which needs the type's observed detail.
+func partitionShare(it *workerv1.InstanceType, profile string) (*big.Rat, error) {
+	m := partitionProfileMemory.FindStringSubmatch(profile)
+	if m == nil {
+		return nil, fmt.Errorf("partition profile %q does not name its memory (like 1g.10gb); its share of an accelerator of InstanceType %q cannot be sized", profile, it.Name)
+	}
+	if it.Status.Detail == nil || it.Status.Detail.Memory == nil || it.Status.Detail.Memory.Value() <= 0 {
+		return nil, fmt.Errorf("InstanceType %q has not reported its accelerator memory in status.detail yet; partition %q cannot be sized until it converges", it.Name, profile)
+	}
+	gb, _ := strconv.ParseInt(m[1], 10, 64)
+	share := new(big.Rat).SetFrac(big.NewInt(gb*1e9), big.NewInt(it.Status.Detail.Memory.Value()))
+	if share.Cmp(big.NewRat(1, 1)) > 0 {
+		share.SetInt64(1)
+	}
+	return share, nil
+}
+
+// mebibyte is what a fractional memory or storage share is rounded up to, so it reads as Mi.
+const mebibyte = 1 << 20
+
+// scale multiplies a unit quantity by a share, in millis for CPU and bytes otherwise, rounding up (a
+// fractional byte count to whole mebibytes).
+func scale(unit resource.Quantity, by *big.Rat, milli bool) resource.Quantity {
+	base := unit.Value()
+	if milli {
+		base = unit.MilliValue()
+	}
+	product := new(big.Rat).Mul(new(big.Rat).SetInt64(base), by)
+	n := new(big.Int).Quo(product.Num(), product.Denom())
+	if new(big.Rat).SetInt(n).Cmp(product) < 0 {
+		n.Add(n, big.NewInt(1))
+	}
+	if milli {
+		return *resource.NewMilliQuantity(n.Int64(), resource.DecimalSI)
+	}
+	if !by.IsInt() {
+		if rem := n.Int64() % mebibyte; rem != 0 {
+			n.SetInt64(n.Int64() + mebibyte - rem)
+		}
+		return *resource.NewQuantity(n.Int64(), resource.BinarySI)
+	}
+	return *resource.NewQuantity(n.Int64(), unit.Format)
+}

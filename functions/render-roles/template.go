@@ -1,0 +1,447 @@
+package renderroles
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Rendering constants of the spec.
+const (
+	MainContainer     = "main"
+	DefaultPort       = 8000
+	shmVolume         = "dshm"
+	shmPath           = "/dev/shm"
+	compileCache      = "gpustack-compile-cache"
+	compileCachePath  = "/var/lib/gpustack/cache"
+	healthPath        = "/health"
+	probePeriod       = 10
+	probeTimeout      = 5
+	readinessFailures = 3
+	livenessFailures  = 6
+)
+
+// Role is everything one role's Pod template is rendered from: the deployment, the role with its
+// defaults applied, and the external objects it binds (the InstanceType always; the cache Binding,
+// its pool and the ModelArtifact when the deployment names them and they exist).
+type Role struct {
+	Namespace    string
+	Deployment   string
+	Spec         *workerv1.ModelDeploymentSpec
+	Role         workerv1.ModelDeploymentRole
+	InstanceType *workerv1.InstanceType
+	Binding      *workerv1.KVCachePoolBinding
+	Pool         *workerv1.KVCachePool
+	Artifact     *workerv1.ModelArtifact
+}
+
+// RenderedRole is a role's resolved Pod template and what Services and status need of it.
+type RenderedRole struct {
+	// Template is the Pod template every replica of the current revision is stamped from.
+	Template corev1.PodTemplateSpec
+	// ConfigDigest is the SHA-256 of the role's explicit configuration and resolved bindings.
+	ConfigDigest string
+	// Revision keys the configuration and the render baseline.
+	Revision string
+	// ServicePort is the port the role's Service and the deployment's endpoint publish.
+	ServicePort int32
+	// TargetPort is the container port the engine listens on.
+	TargetPort int32
+	// Unmanaged is true when the role takes its command line over.
+	Unmanaged bool
+}
+
+// withDefaults applies the schema defaults to a role, so a render never depends on whether the
+// object came through the API server.
+func withDefaults(r workerv1.ModelDeploymentRole) workerv1.ModelDeploymentRole {
+	if r.Kind == "" {
+		r.Kind = workerv1.RoleKindServer
+	}
+	if r.Replicas == 0 {
+		r.Replicas = 1
+	}
+	if r.Size == 0 {
+		r.Size = 1
+	}
+	if r.StartupTimeoutSeconds == nil {
+		r.StartupTimeoutSeconds = ptr.To(int32(workerv1.DefaultStartupTimeoutSeconds))
+	}
+	return r
+}
+
+// RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
+// has not published what the render needs.
+func RenderRole(in Role) (*RenderedRole, error) {
+	role := withDefaults(in.Role)
+	it := in.InstanceType
+	if it == nil {
+		return nil, fmt.Errorf("role %q: spec.roles[].instanceType names InstanceType %q, which does not exist; create it or name another", role.Name, role.InstanceType)
+	}
+	if it.Status.Entrance == "" {
+		return nil, fmt.Errorf("role %q: InstanceType %q publishes no status.entrance yet, so the Kueue queue of its Pods cannot be named; the render waits for the InstanceType to converge", role.Name, it.Name)
+	}
+	digest, err := configDigest(in, role)
+	if err != nil {
+		return nil, err
+	}
+	out := &RenderedRole{ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: len(role.Command) > 0}
+
+	ports := rolePorts(role)
+	out.ServicePort, out.TargetPort = ports.service, ports.target
+
+	main, err := mainContainer(in, role, ports)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := podResources(it, role.Resources, in.Spec.KVTransfer != nil && in.Spec.KVTransfer.Protocol == workerv1.TransferEFA)
+	if err != nil {
+		return nil, fmt.Errorf("role %q: %w", role.Name, err)
+	}
+	main.Resources = resources
+
+	volumes, mounts := roleVolumes(in, role)
+	main.VolumeMounts = mounts
+
+	pod := corev1.PodSpec{
+		Containers:                    []corev1.Container{main},
+		Volumes:                       volumes,
+		RestartPolicy:                 corev1.RestartPolicyAlways,
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		ImagePullSecrets:              role.ImagePullSecrets,
+		TerminationGracePeriodSeconds: role.TerminationGracePeriodSeconds,
+	}
+	out.Template = corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: roleLabels(in, role), Annotations: roleAnnotations(role, ports, digest)},
+		Spec:       pod,
+	}
+	return out, nil
+}
+
+// roleLabels are the labels every Pod of the role carries; the replica step adds the group name,
+// ordinal and member index.
+func roleLabels(in Role, role workerv1.ModelDeploymentRole) map[string]string {
+	return map[string]string{
+		workerv1.LabelName:      workerv1.NameModelDeployment,
+		workerv1.LabelInstance:  in.Deployment,
+		workerv1.LabelComponent: role.Name,
+		workerv1.LabelRoleKind:  role.Kind.RouterSpelling(),
+		workerv1.LabelQueueName: in.InstanceType.Status.Entrance,
+	}
+}
+
+func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest string) map[string]string {
+	a := map[string]string{
+		workerv1.AnnotationPodGroupTotalCount: strconv.Itoa(int(role.Size)),
+		workerv1.AnnotationRoleHash:           role.Name,
+		workerv1.AnnotationPodGroupServing:    "true",
+		workerv1.AnnotationRenderVersion:      strconv.Itoa(RenderVersion),
+		workerv1.AnnotationPodSpecHash:        digest,
+	}
+	if role.Topology != nil && role.Topology.RequiredLevel != "" {
+		a[workerv1.AnnotationRequiredTopology] = role.Topology.RequiredLevel
+	}
+	if len(role.Command) == 0 {
+		a["prometheus.io/scrape"] = "true"
+		a["prometheus.io/path"] = "/metrics"
+		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
+		a["prometheus.io/scheme"] = "http"
+	}
+	return a
+}
+
+// portPlan is where a role serves: the Service's port, the container port behind it, and the
+// container ports to declare.
+type portPlan struct {
+	service, target int32
+	declared        []corev1.ContainerPort
+	probed          bool
+}
+
+// rolePorts applies the port rules: the first declared port is the serving port; with none declared
+// the engine's own --port moves only the container side, and the Service stays on 8000.
+func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
+	if len(role.Ports) > 0 {
+		p := portPlan{service: role.Ports[0].Port, target: role.Ports[0].Port}
+		for _, port := range role.Ports {
+			protocol := port.Protocol
+			if protocol == "" {
+				protocol = corev1.ProtocolTCP
+			}
+			p.declared = append(p.declared, corev1.ContainerPort{
+				Name:          strings.ToLower(fmt.Sprintf("%s-%d", protocol, port.Port)),
+				ContainerPort: port.Port,
+				Protocol:      protocol,
+			})
+		}
+		// Probes speak HTTP over TCP; a UDP or SCTP serving port cannot be probed.
+		p.probed = p.declared[0].Protocol == corev1.ProtocolTCP
+		return p
+	}
+	target := int32(DefaultPort)
+	if v, ok := flagValue(engineArgs(role), "--port"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
+			target = int32(n)
+		}
+	}
+	return portPlan{
+		service:  DefaultPort,
+		target:   target,
+		declared: []corev1.ContainerPort{{Name: "http", ContainerPort: target, Protocol: corev1.ProtocolTCP}},
+		probed:   true,
+	}
+}
+
+// engineArgs is the part of the command line the user wrote: the whole argv of a take-over role,
+// else the appended extraArgs.
+func engineArgs(role workerv1.ModelDeploymentRole) []string {
+	if len(role.Command) > 0 {
+		return role.Command
+	}
+	return role.ExtraArgs
+}
+
+// baseCommand is the engine's own launch line for a model.
+func baseCommand(engine workerv1.Engine, model string) []string {
+	if engine == workerv1.EngineSGLang {
+		return []string{"python3", "-m", "sglang.launch_server", "--model-path", model}
+	}
+	return []string{"vllm", "serve", model}
+}
+
+func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (corev1.Container, error) {
+	engine := in.Spec.Engine.Name
+	image := in.Spec.Engine.Image
+	if role.Image != "" {
+		image = role.Image
+	}
+	c := corev1.Container{
+		Name:            MainContainer,
+		Image:           image,
+		ImagePullPolicy: role.ImagePullPolicy,
+		Ports:           ports.declared,
+	}
+	managed := len(role.Command) == 0
+	if !managed {
+		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
+		c.Command = append([]string(nil), role.Command...)
+	} else {
+		c.Command = baseCommand(engine, in.Spec.Model.Name)
+		args := append([]string(nil), role.ExtraArgs...)
+		// Filled, not owned: each only when the user's arguments do not already pass it.
+		if !hasFlag(args, "--served-model-name") {
+			args = append(args, "--served-model-name", in.Spec.Model.Name)
+		}
+		if !hasFlag(args, "--host") {
+			args = append(args, "--host", "0.0.0.0")
+		}
+		if !hasFlag(args, "--port") {
+			args = append(args, "--port", strconv.Itoa(int(ports.target)))
+		}
+		c.Args = args
+	}
+	c.Env = roleEnv(engine, role, managed)
+	if managed && ports.probed {
+		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, *role.StartupTimeoutSeconds)
+	}
+	switch {
+	case role.Privileged:
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	case engramEnabled(engine, engineArgs(role), role.Env):
+		// Pinning host DRAM needs these two capabilities, not a privileged Pod.
+		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{
+			Add: []corev1.Capability{"IPC_LOCK", "SYS_RESOURCE"},
+		}}
+	}
+	return c, nil
+}
+
+// roleEnv is the synthesized environment, where a user value of the same name wins, followed by the
+// user's own variables. The GPUSTACK_* variables of a multi-member replica are added per replica.
+func roleEnv(engine workerv1.Engine, role workerv1.ModelDeploymentRole, managed bool) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if managed {
+		name := "VLLM_CACHE_ROOT"
+		if engine == workerv1.EngineSGLang {
+			name = "SGLANG_CACHE_DIR"
+		}
+		if !userSets(role.Env, name) {
+			env = append(env, corev1.EnvVar{Name: name, Value: compileCachePath})
+		}
+	}
+	for _, e := range role.Env {
+		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	return env
+}
+
+func userSets(env []workerv1.ModelDeploymentEnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// probes follow the engine's own listener. The startup budget scales the startup probe's failure
+// threshold so cold-start compilation is not killed by the liveness probe.
+func probes(port int32, startupTimeoutSeconds int32) (startup, readiness, liveness *corev1.Probe) {
+	probe := func(failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: healthPath, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds:    probePeriod,
+			TimeoutSeconds:   probeTimeout,
+			FailureThreshold: failures,
+		}
+	}
+	startupFailures := int32(math.Ceil(float64(startupTimeoutSeconds) / probePeriod))
+	return probe(startupFailures), probe(readinessFailures), probe(livenessFailures)
+}
+
+// roleVolumes renders /dev/shm, the compile cache of a managed role and the role's own volumes. An
+// explicit mount of /dev/shm or of the cache path replaces the rendered one.
+func roleVolumes(in Role, role workerv1.ModelDeploymentRole) ([]corev1.Volume, []corev1.VolumeMount) {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if !mountsPath(role, shmPath) {
+		size := resource.MustParse(workerv1.DefaultShmSize)
+		if role.ShmSize != nil {
+			size = *role.ShmSize
+		}
+		volumes = append(volumes, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmPath})
+	}
+	if len(role.Command) == 0 && !mountsPath(role, compileCachePath) {
+		volumes = append(volumes, corev1.Volume{Name: compileCache, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: compileCacheNodePath(in, role), Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: compileCache, MountPath: compileCachePath})
+	}
+	for i, v := range role.AdditionalVolumes {
+		source, ok := volumeSource(v)
+		if !ok {
+			continue // an entry naming no source is skipped
+		}
+		name := fmt.Sprintf("extra-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: source})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: v.MountPath, SubPath: v.SubPath, ReadOnly: v.ReadOnly})
+	}
+	return volumes, mounts
+}
+
+func mountsPath(role workerv1.ModelDeploymentRole, path string) bool {
+	for _, v := range role.AdditionalVolumes {
+		if _, ok := volumeSource(v); ok && strings.TrimRight(v.MountPath, "/") == path {
+			return true
+		}
+	}
+	return false
+}
+
+func volumeSource(v workerv1.ModelDeploymentAdditionalVolume) (corev1.VolumeSource, bool) {
+	switch {
+	case v.ConfigMap != nil:
+		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: *v.ConfigMap}}, true
+	case v.Secret != nil:
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.Secret.Name}}, true
+	case v.HostPath != nil:
+		return corev1.VolumeSource{HostPath: v.HostPath.DeepCopy()}, true
+	case v.EmptyDir != nil:
+		return corev1.VolumeSource{EmptyDir: v.EmptyDir.DeepCopy()}, true
+	case v.PersistentVolumeClaim != nil:
+		return corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim.DeepCopy()}, true
+	}
+	return corev1.VolumeSource{}, false
+}
+
+// compileCacheNodePath is the node directory of a role's compilation cache:
+// /var/lib/gpustack/cache/<manufacturer>-<engine>/<model-identity>/tp<TP>-pp<PP>-dp<DP>-ep<EP>-cp<PCP>_<DCP>-<hash8>.
+// The hash keeps builds of different images or arguments apart.
+func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
+	manufacturer := "cpu"
+	if d := in.InstanceType.Status.Detail; in.InstanceType.Spec.Acceleratable && d != nil && d.Manufacturer != "" {
+		manufacturer = d.Manufacturer
+	}
+	image := in.Spec.Engine.Image
+	if role.Image != "" {
+		image = role.Image
+	}
+	engine := strings.ToLower(string(in.Spec.Engine.Name))
+	d := ReadDegrees(in.Spec.Engine.Name, role.ExtraArgs)
+	key, _ := json.Marshal([]any{image, in.Spec.Model.Name, role.ExtraArgs})
+	return fmt.Sprintf("%s/%s-%s/%s/tp%d-pp%d-dp%d-ep%d-cp%d_%d-%s", compileCachePath, manufacturer, engine,
+		strings.ReplaceAll(in.Spec.Model.Name, "/", "--"), d.TP, d.PP, d.DP, d.EP, d.PCP, d.DCP, sha256Hex(key)[:8])
+}
+
+// configDigest is the SHA-256 of what a replica's Pods are a function of: the explicit deployment
+// fields, the role's configuration (its replica count excluded: scaling restarts nothing) and the
+// resolved external bindings.
+func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
+	role.Replicas = 0
+	type bindings struct {
+		InstanceType  string                             `json:"instanceType"`
+		Entrance      string                             `json:"entrance"`
+		Acceleratable bool                               `json:"acceleratable"`
+		Manufacturer  string                             `json:"manufacturer,omitempty"`
+		Unit          workerv1.InstanceTypeUnitResources `json:"unitResources"`
+		LocalStorage  string                             `json:"localStorage,omitempty"`
+		Binding       *workerv1.KVCachePoolBindingSpec   `json:"binding,omitempty"`
+		PoolEndpoint  string                             `json:"poolEndpoint,omitempty"`
+		Artifact      *workerv1.ModelArtifactSpec        `json:"artifact,omitempty"`
+		ArtifactFrom  string                             `json:"artifactDigest,omitempty"`
+	}
+	b := bindings{
+		InstanceType:  in.InstanceType.Name,
+		Entrance:      in.InstanceType.Status.Entrance,
+		Acceleratable: in.InstanceType.Spec.Acceleratable,
+		Unit:          in.InstanceType.Spec.UnitResources,
+		LocalStorage:  in.InstanceType.Spec.LocalStorage,
+	}
+	if d := in.InstanceType.Status.Detail; d != nil {
+		b.Manufacturer = d.Manufacturer
+	}
+	if in.Binding != nil {
+		b.Binding = &in.Binding.Spec
+	}
+	if in.Pool != nil {
+		b.PoolEndpoint = in.Pool.Status.ClientEndpoint
+	}
+	if in.Artifact != nil {
+		b.Artifact = &in.Artifact.Spec
+		if r := in.Artifact.Status.Resolved; r != nil {
+			b.ArtifactFrom = r.ManifestDigest
+		}
+	}
+	var router workerv1.RouterName
+	if in.Spec.Router != nil {
+		router = in.Spec.Router.Name
+	}
+	doc, err := json.Marshal(struct {
+		Model      workerv1.ModelDeploymentModel       `json:"model"`
+		Engine     workerv1.ModelDeploymentEngine      `json:"engine"`
+		Router     workerv1.RouterName                 `json:"router,omitempty"`
+		KVCache    *workerv1.ModelDeploymentKVCache    `json:"kvCache,omitempty"`
+		KVTransfer *workerv1.ModelDeploymentKVTransfer `json:"kvTransfer,omitempty"`
+		Role       workerv1.ModelDeploymentRole        `json:"role"`
+		Bindings   bindings                            `json:"bindings"`
+	}{in.Spec.Model, in.Spec.Engine, router, in.Spec.KVCache, in.Spec.KVTransfer, role, b})
+	if err != nil {
+		return "", err
+	}
+	return sha256Hex(doc), nil
+}

@@ -1,0 +1,349 @@
+// Package pipeline runs mdplane's Compositions in-process the way Crossplane calls them, for a fresh
+// deployment: each composite's pipeline steps in order, required resources fetched from a given set
+// of objects until the requirements settle, and every composite a step composes rendered in turn,
+// down to the Pods. It is what `mdplane render` and the render tests use.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/schemacheck"
+)
+
+// Crossplane's metadata on composed resources.
+const (
+	AnnotationCompositionResourceName = "crossplane.io/composition-resource-name"
+	LabelComposite                    = "crossplane.io/composite"
+)
+
+// maxRequirementIterations is how often Crossplane calls a step while its requirements change.
+const maxRequirementIterations = 5
+
+// Engine renders composites with the Compositions and Functions it was given.
+type Engine struct {
+	// compositions maps a composite's apiVersion and kind to its Composition's pipeline.
+	compositions map[string][]xpv1.PipelineStep
+	// functions maps a Function's name to its in-process implementation.
+	functions map[string]fnv1.FunctionRunnerServiceServer
+	// Skipped records steps whose Function is not built in, so callers can say so.
+	Skipped []string
+}
+
+// NewEngine reads every Composition under compositions/ of fsys.
+func NewEngine(fsys fs.FS, functions map[string]fnv1.FunctionRunnerServiceServer) (*Engine, error) {
+	e := &Engine{compositions: map[string][]xpv1.PipelineStep{}, functions: functions}
+	names, err := fs.Glob(fsys, "compositions/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		raw, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		c := &xpv1.Composition{}
+		if err := yaml.Unmarshal(raw, c); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		e.compositions[c.Spec.CompositeTypeRef.APIVersion+"/"+c.Spec.CompositeTypeRef.Kind] = c.Spec.Pipeline
+	}
+	return e, nil
+}
+
+// Output is one composite's render: its desired status and what it composes, in a stable order.
+type Output struct {
+	// Composite is the composite with the status its pipeline wrote.
+	Composite *unstructured.Unstructured
+	// Composed are the composed resources, keyed by composition resource name, in name order with
+	// numbers compared as numbers.
+	Composed []Composed
+}
+
+// Composed is one composed resource.
+type Composed struct {
+	Name   string
+	Object *unstructured.Unstructured
+}
+
+// Render renders xr and, recursively, every composite it composes that has a Composition. cluster
+// holds the objects required resources are fetched from; what a step composes is added to it as the
+// render goes, as it would be on a cluster.
+func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, cluster []*unstructured.Unstructured) ([]Output, error) {
+	out, err := e.renderOne(ctx, xr, cluster)
+	if err != nil {
+		return nil, err
+	}
+	all := []Output{*out}
+	for _, c := range out.Composed {
+		cluster = append(cluster, c.Object)
+	}
+	for _, c := range out.Composed {
+		if _, ok := e.compositions[c.Object.GetAPIVersion()+"/"+c.Object.GetKind()]; !ok {
+			continue
+		}
+		child := c.Object.DeepCopy()
+		if child.GetName() == "" {
+			// Offline there is no API server to generate a name; the generateName stem stands in.
+			child.SetName(strings.TrimSuffix(child.GetGenerateName(), "-"))
+		}
+		nested, err := e.Render(ctx, child, cluster)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, nested...)
+	}
+	return all, nil
+}
+
+func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, cluster []*unstructured.Unstructured) (*Output, error) {
+	steps, ok := e.compositions[xr.GetAPIVersion()+"/"+xr.GetKind()]
+	if !ok {
+		return nil, fmt.Errorf("no Composition for %s %s", xr.GetAPIVersion(), xr.GetKind())
+	}
+	observed, err := structOf(xr)
+	if err != nil {
+		return nil, err
+	}
+	desired := &fnv1.State{}
+	for _, step := range steps {
+		fn, ok := e.functions[step.FunctionRef.Name]
+		if !ok {
+			e.Skipped = append(e.Skipped, fmt.Sprintf("%s step %s (function %s)", xr.GetKind(), step.Step, step.FunctionRef.Name))
+			continue
+		}
+		rsp, err := runStep(ctx, fn, &fnv1.RunFunctionRequest{
+			Meta:     &fnv1.RequestMeta{Tag: step.Step},
+			Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: observed}},
+			Desired:  desired,
+		}, cluster)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s/%s, step %s: %w", xr.GetKind(), xr.GetNamespace(), xr.GetName(), step.Step, err)
+		}
+		desired = rsp.GetDesired()
+	}
+	return output(xr, desired)
+}
+
+// runStep calls a step until its requirements settle, fetching them from cluster in between.
+func runStep(ctx context.Context, fn fnv1.FunctionRunnerServiceServer, req *fnv1.RunFunctionRequest, cluster []*unstructured.Unstructured) (*fnv1.RunFunctionResponse, error) {
+	var previous map[string]*fnv1.ResourceSelector
+	for i := range maxRequirementIterations {
+		rsp, err := fn.RunFunction(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rsp.GetResults() {
+			if r.GetSeverity() == fnv1.Severity_SEVERITY_FATAL {
+				return nil, fmt.Errorf("%s", r.GetMessage())
+			}
+		}
+		wanted := rsp.GetRequirements().GetResources()
+		if len(wanted) == 0 || i > 0 && sameSelectors(previous, wanted) {
+			return rsp, nil
+		}
+		previous = wanted
+		req.RequiredResources = map[string]*fnv1.Resources{}
+		for name, sel := range wanted {
+			items, err := fetch(cluster, sel)
+			if err != nil {
+				return nil, err
+			}
+			req.RequiredResources[name] = items
+		}
+	}
+	return nil, fmt.Errorf("requirements did not settle after %d calls", maxRequirementIterations)
+}
+
+func sameSelectors(a, b map[string]*fnv1.ResourceSelector) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !proto.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// fetch answers a selector from cluster as Crossplane does: a Get by name, or a List by labels
+// sorted by namespace and name.
+func fetch(cluster []*unstructured.Unstructured, sel *fnv1.ResourceSelector) (*fnv1.Resources, error) {
+	var matched []*unstructured.Unstructured
+	for _, obj := range cluster {
+		if obj.GetAPIVersion() != sel.GetApiVersion() || obj.GetKind() != sel.GetKind() {
+			continue
+		}
+		if sel.Namespace != nil && obj.GetNamespace() != sel.GetNamespace() {
+			continue
+		}
+		switch {
+		case sel.GetMatchName() != "":
+			if obj.GetName() == sel.GetMatchName() {
+				matched = append(matched, obj)
+			}
+		case sel.GetMatchLabels() != nil:
+			if labels.SelectorFromSet(sel.GetMatchLabels().GetLabels()).Matches(labels.Set(obj.GetLabels())) {
+				matched = append(matched, obj)
+			}
+		}
+	}
+	sort.SliceStable(matched, func(i, j int) bool {
+		if matched[i].GetNamespace() != matched[j].GetNamespace() {
+			return matched[i].GetNamespace() < matched[j].GetNamespace()
+		}
+		return matched[i].GetName() < matched[j].GetName()
+	})
+	out := &fnv1.Resources{}
+	for _, obj := range matched {
+		s, err := structOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, &fnv1.Resource{Resource: s})
+	}
+	return out, nil
+}
+
+// output applies what Crossplane adds to every composed resource and orders the result.
+func output(xr *unstructured.Unstructured, desired *fnv1.State) (*Output, error) {
+	out := &Output{Composite: &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": xr.GetAPIVersion(),
+		"kind":       xr.GetKind(),
+		"metadata":   map[string]any{"name": xr.GetName(), "namespace": xr.GetNamespace()},
+	}}}
+	if s := desired.GetComposite().GetResource(); s != nil {
+		if status, ok := s.AsMap()["status"]; ok {
+			out.Composite.Object["status"] = status
+		}
+	}
+	for name, r := range desired.GetResources() {
+		obj := &unstructured.Unstructured{}
+		if err := resource.AsObject(r.GetResource(), obj); err != nil {
+			return nil, err
+		}
+		obj.SetNamespace(xr.GetNamespace())
+		if obj.GetName() == "" && obj.GetGenerateName() == "" {
+			obj.SetGenerateName(xr.GetName() + "-")
+		}
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AnnotationCompositionResourceName] = name
+		obj.SetAnnotations(annotations)
+		l := obj.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[LabelComposite] = xr.GetName()
+		obj.SetLabels(l)
+		out.Composed = append(out.Composed, Composed{Name: name, Object: obj})
+	}
+	sort.Slice(out.Composed, func(i, j int) bool { return naturalLess(out.Composed[i].Name, out.Composed[j].Name) })
+	return out, nil
+}
+
+func structOf(obj *unstructured.Unstructured) (*structpb.Struct, error) {
+	return structpb.NewStruct(obj.Object)
+}
+
+// naturalLess orders names with their numbers compared as numbers: replica-2 before replica-10.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		ad, bd := leadingDigits(a), leadingDigits(b)
+		if ad != "" && bd != "" {
+			an, _ := strconv.Atoi(ad)
+			bn, _ := strconv.Atoi(bd)
+			if an != bn {
+				return an < bn
+			}
+			a, b = a[len(ad):], b[len(bd):]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
+}
+
+// RenderDocuments judges every object among docs as the API server would on create, then renders
+// every ModelDeployment among them against the others (defaulted, status kept) and returns the
+// composites and composed resources as multi-document YAML. Refusals and render failures come back
+// as messages, one per line to print; err is for failures of the renderer itself.
+func (e *Engine) RenderDocuments(ctx context.Context, checker *schemacheck.Checker, docs []schemacheck.Document) ([]byte, []string, error) {
+	var msgs []string
+	var cluster, deployments []*unstructured.Unstructured
+	for _, d := range docs {
+		if checker.Knows(d.Object.GroupVersionKind()) {
+			_, violations, err := checker.Check(d.Object, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, v := range violations {
+				msgs = append(msgs, fmt.Sprintf("%s %s: %s", d.Source, schemacheck.Describe(d.Object), v))
+			}
+		}
+		obj := checker.Default(d.Object)
+		cluster = append(cluster, obj)
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
+			deployments = append(deployments, obj)
+		}
+	}
+	if len(msgs) > 0 {
+		return nil, msgs, nil
+	}
+	if len(deployments) == 0 {
+		return nil, []string{"no ModelDeployment in the given manifests"}, nil
+	}
+	var out []byte
+	for _, md := range deployments {
+		rendered, err := e.Render(ctx, md, cluster)
+		if err != nil {
+			msgs = append(msgs, err.Error())
+			continue
+		}
+		for _, o := range rendered {
+			objs := []*unstructured.Unstructured{o.Composite}
+			for _, c := range o.Composed {
+				objs = append(objs, c.Object)
+			}
+			for _, obj := range objs {
+				y, err := yaml.Marshal(obj.Object)
+				if err != nil {
+					return nil, nil, err
+				}
+				out = append(append(out, "---\n"...), y...)
+			}
+		}
+	}
+	if len(msgs) > 0 {
+		return nil, msgs, nil
+	}
+	return out, nil, nil
+}
