@@ -12,10 +12,13 @@ all: build
 render:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
 
-## test: formatting, vet, and every test (unit, golden, schema, generated-output drift).
+## test: formatting, vet, and every test (unit, golden, schema, generated-output drift), then the
+## render compared with Crossplane's own engine (test/render, its own module; the first run on a
+## machine builds Crossplane's core binary into ~/.cache/mdplane).
 test: fmt-check vet
 	$(GO) build ./...
 	$(GO) test ./...
+	cd test/render && $(GO) vet ./... && $(GO) test -timeout 40m ./...
 
 ## generate: deepcopy, CRDs, XRDs and Compositions from the Go types in apis/.
 generate:

@@ -84,3 +84,44 @@ func writeFile(t *testing.T, name, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestRenderTheExamples(t *testing.T) {
+	code, out, errOut := runCLI("render", "-f", "../../examples")
+	assert.Equal(t, 0, code, errOut)
+	for _, want := range []string{
+		"kind: ModelRole",
+		"kind: ModelReplica",
+		"kind: ControllerRevision",
+		"name: deepseek-server-r1-m1", // a member of a size-2 replica
+		"generateName: qwen-chat-server-",
+		"endpoint: http://qwen-chat.team-a.svc:8000",
+	} {
+		assert.Contains(t, out, want)
+	}
+	again, out2, _ := runCLI("render", "-f", "../../examples")
+	assert.Equal(t, 0, again)
+	assert.Equal(t, out, out2, "the output order is stable")
+}
+
+func TestRenderRefusals(t *testing.T) {
+	dir := t.TempDir()
+	md := `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: qwen-chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: missing-type}
+`
+	writeFile(t, filepath.Join(dir, "md.yaml"), md)
+	code, out, errOut := runCLI("render", "-f", filepath.Join(dir, "md.yaml"))
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, `error: ModelDeployment team-a/qwen-chat, step render-roles: role "server": spec.roles[].instanceType names InstanceType "missing-type", which does not exist`)
+
+	writeFile(t, filepath.Join(dir, "md.yaml"), strings.Replace(md, "instanceType: missing-type}", "instanceType: missing-type, template: {}}", 1))
+	code, _, errOut = runCLI("render", "-f", filepath.Join(dir, "md.yaml"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `error: `+filepath.Join(dir, "md.yaml")+`#1 ModelDeployment team-a/qwen-chat: spec.roles[0].template: unknown field "spec.roles[0].template"`)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/internal/generate"
 )
 
@@ -136,4 +137,10 @@ func firstDifference(want, got []byte) (int, string, string) {
 			return i + 1, wl, gl
 		}
 	}
+}
+
+// TestCompositionsCallTheFunctionsByTheirNames: the generator spells the Function names out (it must
+// build before the API packages do), so this holds them to the functions' own.
+func TestCompositionsCallTheFunctionsByTheirNames(t *testing.T) {
+	assert.Equal(t, renderroles.FunctionName, generate.FunctionRenderRoles)
 }

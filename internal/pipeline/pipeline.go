@@ -67,6 +67,8 @@ func NewEngine(fsys fs.FS, functions map[string]fnv1.FunctionRunnerServiceServer
 
 // Output is one composite's render: its desired status and what it composes, in a stable order.
 type Output struct {
+	// Input is the composite as it was rendered from.
+	Input *unstructured.Unstructured
 	// Composite is the composite with the status its pipeline wrote.
 	Composite *unstructured.Unstructured
 	// Composed are the composed resources, keyed by composition resource name, in name order with
@@ -136,7 +138,12 @@ func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, c
 		}
 		desired = rsp.GetDesired()
 	}
-	return output(xr, desired)
+	out, err := output(xr, desired)
+	if err != nil {
+		return nil, err
+	}
+	out.Input = xr
+	return out, nil
 }
 
 // runStep calls a step until its requirements settle, fetching them from cluster in between.
@@ -251,7 +258,11 @@ func output(xr *unstructured.Unstructured, desired *fnv1.State) (*Output, error)
 		if l == nil {
 			l = map[string]string{}
 		}
+		// A nested composite passes on the label it carries, so every level names the root composite.
 		l[LabelComposite] = xr.GetName()
+		if root := xr.GetLabels()[LabelComposite]; root != "" {
+			l[LabelComposite] = root
+		}
 		obj.SetLabels(l)
 		out.Composed = append(out.Composed, Composed{Name: name, Object: obj})
 	}
