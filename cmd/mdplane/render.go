@@ -28,11 +28,7 @@ func builtInFunctions() map[string]fnv1.FunctionRunnerServiceServer {
 }
 
 func (c *renderCmd) Run(e *env) error {
-	crds, err := schemacheck.Definitions(manifests.FS)
-	if err != nil {
-		return err
-	}
-	checker, err := schemacheck.New(crds)
+	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		return err
 	}

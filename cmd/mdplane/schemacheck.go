@@ -31,11 +31,7 @@ func keyOf(obj *unstructured.Unstructured) objectKey {
 }
 
 func (c *schemaCheckCmd) Run(e *env) error {
-	crds, err := schemacheck.Definitions(manifests.FS)
-	if err != nil {
-		return err
-	}
-	checker, err := schemacheck.New(crds)
+	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		return err
 	}

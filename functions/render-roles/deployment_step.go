@@ -37,12 +37,10 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	if err := decode(xr.Resource.Object, md); err != nil {
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
-	in, err := readDeploymentInputs(newRequirements(req, rsp), md)
-	if errors.Is(err, errPending) {
-		return nil // Crossplane fetches what was required and calls again
-	}
-	if err != nil {
-		return err
+	r := newRequirements(req, rsp)
+	in, err := readDeploymentInputs(r, md)
+	if err != nil || r.pending {
+		return err // while pending, Crossplane fetches what was required and calls again
 	}
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
@@ -90,7 +88,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 }
 
 // readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
-// its pool and the ModelArtifact. It returns errPending until Crossplane has fetched them all.
+// its pool and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
 func readDeploymentInputs(r *requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
 	in := &deploymentInputs{instanceTypes: map[string]*workerv1.InstanceType{}}
 	api := workerv1.SchemeGroupVersion.String()
@@ -127,9 +125,6 @@ func readDeploymentInputs(r *requirements, md *workerv1.ModelDeployment) (*deplo
 		if err := decodeInto(obj, err, &in.artifact); err != nil {
 			return nil, err
 		}
-	}
-	if r.pending {
-		return nil, errPending
 	}
 	return in, nil
 }

@@ -3,7 +3,6 @@ package renderroles
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/crossplane/function-sdk-go/logging"
@@ -218,6 +217,3 @@ func setDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 	}
 	return response.SetDesiredCompositeResource(rsp, dxr)
 }
-
-// errPending is returned by a step input reader while Crossplane has not resolved its requirements.
-var errPending = errors.New("requirements pending")

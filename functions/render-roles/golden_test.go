@@ -22,9 +22,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the curren
 // render renders manifest files, with testdata/cluster.yaml, the way mdplane render does.
 func render(t *testing.T, files ...string) ([]byte, []string) {
 	t.Helper()
-	crds, err := schemacheck.Definitions(manifests.FS)
-	require.NoError(t, err)
-	checker, err := schemacheck.New(crds)
+	checker, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
 	engine, err := pipeline.NewEngine(manifests.FS, map[string]fnv1.FunctionRunnerServiceServer{
 		renderroles.FunctionName: &renderroles.Function{},

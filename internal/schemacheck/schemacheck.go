@@ -74,6 +74,15 @@ func definition(dir string, raw []byte) (*extv1.CustomResourceDefinition, error)
 	return crd, nil
 }
 
+// ForPackage builds a Checker for every CRD and XRD of a package tree (crds/, xrds/).
+func ForPackage(fsys fs.FS) (*Checker, error) {
+	crds, err := Definitions(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return New(crds)
+}
+
 // ValidateDefinition runs the API server's CustomResourceDefinition validation on a CRD, as a create
 // would: structural schema rules, defaults, and the estimated cost of every CEL rule.
 func ValidateDefinition(crd *extv1.CustomResourceDefinition) (field.ErrorList, error) {

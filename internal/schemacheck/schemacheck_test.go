@@ -18,9 +18,7 @@ import (
 
 func checker(t *testing.T) *schemacheck.Checker {
 	t.Helper()
-	crds, err := schemacheck.Definitions(manifests.FS)
-	require.NoError(t, err)
-	c, err := schemacheck.New(crds)
+	c, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
 	return c
 }

@@ -144,11 +144,7 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 		{Name: kvCacheFunction, Address: serve(t, passThrough{})},
 	}
 
-	crds, err := schemacheck.Definitions(manifests.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checker, err := schemacheck.New(crds)
+	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
