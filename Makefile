@@ -4,7 +4,9 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all render test generate build vet fmt-check
+STACK_DIR ?= $(CURDIR)/.stack
+
+.PHONY: all render test test-e2e generate build vet fmt-check cluster-up cluster-down
 
 all: build
 
@@ -13,12 +15,13 @@ render:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
 
 ## test: formatting, vet, and every test (unit, golden, schema, generated-output drift), then the
-## render compared with Crossplane's own engine (test/render, its own module; the first run on a
-## machine builds Crossplane's core binary into ~/.cache/mdplane).
+## test module: the render compared with Crossplane's own engine, and the e2e suite against a real
+## control plane (the first run on a machine builds its programs into ~/.cache/mdplane; later runs
+## reuse them).
 test: fmt-check vet
 	$(GO) build ./...
 	$(GO) test ./...
-	cd test/render && $(GO) vet ./... && $(GO) test -timeout 40m ./...
+	cd test && $(GO) vet ./... && $(GO) test -timeout 40m ./...
 
 ## generate: deepcopy, CRDs, XRDs and Compositions from the Go types in apis/.
 generate:
@@ -33,3 +36,31 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+## test-e2e: only the e2e suite, against a fresh stack.
+test-e2e:
+	cd test && $(GO) test -timeout 50m -count=1 -v ./e2e/...
+
+## cluster-up: start the test control plane in the background and print its kubeconfig.
+cluster-up:
+	@mkdir -p $(STACK_DIR)
+	cd test && $(GO) build -o $(STACK_DIR)/mdplane-stack ./cmd/mdplane-stack
+	@rm -f $(STACK_DIR)/ready
+	@nohup $(STACK_DIR)/mdplane-stack --dir $(STACK_DIR) > $(STACK_DIR)/stack.log 2>&1 & echo $$! > $(STACK_DIR)/stack.pid
+	@while [ ! -f $(STACK_DIR)/ready ]; do \
+	  if ! kill -0 $$(cat $(STACK_DIR)/stack.pid) 2>/dev/null; then cat $(STACK_DIR)/stack.log; exit 1; fi; sleep 1; \
+	done
+	@cat $(STACK_DIR)/stack.log
+	@echo "export KUBECONFIG=$$(cat $(STACK_DIR)/ready)"
+	@echo "kubectl: $$(ls $${MDPLANE_CACHE:-$$HOME/.cache/mdplane}/bin/kubectl-*)"
+
+## cluster-down: stop everything cluster-up started, by pid.
+cluster-down:
+	@if [ -f $(STACK_DIR)/stack.pid ]; then \
+	  pid=$$(cat $(STACK_DIR)/stack.pid); kill $$pid 2>/dev/null || true; \
+	  for i in $$(seq 30); do kill -0 $$pid 2>/dev/null || break; sleep 1; done; \
+	fi
+	@if [ -f $(STACK_DIR)/pids ]; then \
+	  while read -r pid name; do kill -0 $$pid 2>/dev/null && { echo "stopping leftover $$name ($$pid)"; kill $$pid; }; done < $(STACK_DIR)/pids; \
+	fi; true
+	@rm -f $(STACK_DIR)/stack.pid $(STACK_DIR)/ready

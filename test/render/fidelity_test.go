@@ -1,6 +1,6 @@
 // Package render checks `mdplane render` against Crossplane's own composition engine: the core
-// binary's `crossplane internal render`, built from the pinned Crossplane release. It lives in its own
-// Go module so the Crossplane core module stays out of the product's dependency graph.
+// binary's `crossplane internal render`, built from the pinned Crossplane release. It belongs to the
+// test module, so the Crossplane core module stays out of the product's dependency graph.
 package render
 
 import (
@@ -52,7 +52,7 @@ func crossplaneBinary(t *testing.T) string {
 		}
 		cache = filepath.Join(home, "mdplane")
 	}
-	bin := filepath.Join(cache, "crossplane-"+crossplaneVersion, "crossplane")
+	bin := filepath.Join(cache, "bin", "crossplane-"+crossplaneVersion)
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}

@@ -2,6 +2,6 @@
 
 // This file keeps Crossplane's core command in the module graph, so `go build` can build the
 // `crossplane internal render` engine from exactly the pinned version.
-package render
+package test
 
 import _ "github.com/crossplane/crossplane/v2/cmd/crossplane"
