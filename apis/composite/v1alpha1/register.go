@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -23,6 +24,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&ModelReplica{}, &ModelReplicaList{},
 		&RoleRevision{},
 	)
+	// The options and status kinds clients send with every request (GetOptions, ListOptions, ...).
+	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }
 

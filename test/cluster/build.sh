@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds every program the test control plane runs, from the Go module proxy, once per version, into
+# $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
+# second run costs seconds; a cold run on two cores takes about half an hour, mostly Kubernetes.
+# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane; default all)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${MDPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mdplane}
+bin=$cache/bin
+mkdir -p "$bin"
+
+K8S=v1.35.3
+ETCD=v3.6.5
+KUEUE=v0.17.0
+KWOK=v0.8.0
+CROSSPLANE=v2.4.0
+
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE in MODULE_DIR to $bin/NAME-VERSION.
+build() {
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
+  local out=$bin/$name-$version
+  if [ -x "$out" ]; then
+    echo "reuse $out"
+    return
+  fi
+  local start=$SECONDS
+  echo "build $name $version ..."
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+  echo "built $out in $((SECONDS - start)) s"
+}
+
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35"
+
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=(etcd kubernetes kueue kwok crossplane)
+for c in "${components[@]}"; do
+  case $c in
+    etcd) build etcd $ETCD "$here/tools/etcd" go.etcd.io/etcd/server/v3 ;;
+    kubernetes)
+      for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+        build $cmd $K8S "$here/tools/kubernetes" k8s.io/kubernetes/cmd/$cmd "$k8s_ldflags"
+      done ;;
+    kueue) build kueue $KUEUE "$here/tools/kueue" sigs.k8s.io/kueue/cmd/kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" ;;
+    kwok) build kwok $KWOK "$here/tools/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
+    crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane ;;
+    *) echo "unknown component $c" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,535 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	manifests "github.com/mdplane/mdplane/package"
+)
+
+// Scheme knows every kind the stack serves that has Go types.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, extv1.AddToScheme, kueuev1beta2.AddToScheme, workerv1.AddToScheme, v1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) startAPIServer(ctx context.Context) error {
+	assets := filepath.Join(s.Dir, "assets")
+	if err := os.MkdirAll(assets, 0o755); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{
+		"kube-apiserver": s.binary("kube-apiserver", KubernetesVersion),
+		"etcd":           s.binary("etcd", EtcdVersion),
+		"kubectl":        s.binary("kubectl", KubernetesVersion),
+	} {
+		link := filepath.Join(assets, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return err
+		}
+	}
+	here, err := packageDir()
+	if err != nil {
+		return err
+	}
+	kueue := s.modules["sigs.k8s.io/kueue"]
+	s.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		ErrorIfCRDPathMissing: true,
+		CRDDirectoryPaths: []string{
+			filepath.Join(kueue, "config", "components", "crd", "bases"),
+			filepath.Join(s.modules["github.com/crossplane/crossplane/v2"], "cluster", "crds"),
+			filepath.Join(here, "..", "..", "package", "crds"),
+		},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(kueue, "config", "components", "webhook", "manifests.yaml")},
+		},
+	}
+	if s.Config, err = s.env.Start(); err != nil {
+		return err
+	}
+	user, err := s.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	s.Kubeconfig = filepath.Join(s.Dir, "kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	s.Config = user.Config()
+	s.Client, err = client.New(s.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"kueue-system", "crossplane-system"} {
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serveSecurely starts a component with a loopback health endpoint and waits for it.
+func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args = append(args, "--kubeconfig="+s.Kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port))
+	p, err := s.run(name, bin, args)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, p, 60*time.Second, name, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
+}
+
+// startControllerManager runs the controllers the tests rely on: garbage collection (owner
+// references, foreground deletion), namespace deletion, Service endpoints, and node lifecycle, which
+// lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready.
+func (s *Stack) startControllerManager(ctx context.Context) error {
+	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), []string{
+		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller",
+	})
+}
+
+func (s *Stack) startScheduler(ctx context.Context) error {
+	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), nil)
+}
+
+// Fake nodes: KWOK manages the nodes carrying this annotation and plays kubelet for their Pods.
+const (
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// GPUsPerNode is how many nvidia.com/gpu each fake node advertises.
+	GPUsPerNode = 8
+	// RackLabel is the topology label each fake node carries; there is one rack per two nodes.
+	RackLabel = "topology.gpustack.ai/rack"
+)
+
+// kwokStages are the stages KWOK plays: nodes turn Ready and keep a heartbeat; Pods bound to them
+// run and turn Ready, complete, and go away when deleted.
+var kwokStages = []string{
+	"kustomize/stage/node/fast/node-initialize.yaml",
+	"kustomize/stage/node/heartbeat/node-heartbeat.yaml",
+	"kustomize/stage/pod/fast/pod-ready.yaml",
+	"kustomize/stage/pod/fast/pod-complete.yaml",
+	"kustomize/stage/pod/fast/pod-delete.yaml",
+}
+
+func (s *Stack) startKWOK(ctx context.Context) error {
+	var config []string
+	for _, stage := range kwokStages {
+		b, err := os.ReadFile(filepath.Join(s.modules["sigs.k8s.io/kwok"], stage))
+		if err != nil {
+			return err
+		}
+		config = append(config, string(b))
+	}
+	configFile := filepath.Join(s.Dir, "config", "kwok.yaml")
+	if err := os.WriteFile(configFile, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := s.run("kwok", s.binary("kwok", KWOKVersion), []string{
+		"--kubeconfig=" + s.Kubeconfig, "--config=" + configFile,
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--server-address=127.0.0.1:" + strconv.Itoa(port),
+		"--node-ip=127.0.0.1", "--cidr=10.244.0.0/16",
+	})
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, p, 30*time.Second, "kwok", httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))); err != nil {
+		return err
+	}
+	for i := range s.opts.Nodes {
+		if err := s.Client.Create(ctx, fakeNode(i)); err != nil {
+			return err
+		}
+	}
+	return waitFor(ctx, p, 60*time.Second, "fake nodes", func() error {
+		nodes := &corev1.NodeList{}
+		if err := s.Client.List(ctx, nodes); err != nil {
+			return err
+		}
+		schedulable := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && len(n.Spec.Taints) == 0 {
+					schedulable++
+				}
+			}
+		}
+		if schedulable < s.opts.Nodes {
+			return fmt.Errorf("%d of %d nodes Ready and untainted", schedulable, s.opts.Nodes)
+		}
+		return nil
+	})
+}
+
+// fakeNode is a GPU node KWOK keeps Ready.
+func fakeNode(i int) *corev1.Node {
+	name := fmt.Sprintf("gpu-node-%d", i)
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("192"),
+		corev1.ResourceMemory:           resource.MustParse("2Ti"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("4Ti"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		"nvidia.com/gpu":                *resource.NewQuantity(GPUsPerNode, resource.DecimalSI),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+				"type": "kwok", RackLabel: fmt.Sprintf("rack-%d", i/2),
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// startKueue runs the Kueue manager with the pod integration on, its webhooks served on the loopback
+// port envtest registered them at.
+func (s *Stack) startKueue(ctx context.Context) error {
+	webhook := s.env.WebhookInstallOptions
+	// Kueue v0.17.0 opens a metrics certificate at a fixed path even with metrics off and internal
+	// certificate management disabled; any valid pair will do.
+	if err := copyServingCert(webhook.LocalServingCertDir, "/etc/kueue/metrics/certs"); err != nil {
+		return fmt.Errorf("Kueue needs a certificate in /etc/kueue/metrics/certs (run as root): %w", err)
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+webhook:
+  port: %d
+  host: %s
+  certDir: %s
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+integrations:
+  frameworks: ["pod"]
+`, health, webhook.LocalServingPort, webhook.LocalServingHost, webhook.LocalServingCertDir)
+	configFile := filepath.Join(s.Dir, "config", "kueue.yaml")
+	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+		return err
+	}
+	p, err := s.run("kueue", s.binary("kueue", KueueVersion), []string{
+		"--config=" + configFile, "--kubeconfig=" + s.Kubeconfig,
+		// The visibility API server would listen on all interfaces.
+		"--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2",
+	})
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, p, 60*time.Second, "kueue", func() error {
+		if err := httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))(); err != nil {
+			return err
+		}
+		return tcpOpen(net.JoinHostPort(webhook.LocalServingHost, strconv.Itoa(webhook.LocalServingPort)))()
+	})
+}
+
+func copyServingCert(from, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		b, err := os.ReadFile(filepath.Join(from, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, f), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// function is one Function the Compositions call, and where it listens.
+type function struct {
+	name, address string
+}
+
+// functions the stack registered, in startFunctions.
+func (s *Stack) startFunctions(ctx context.Context) error {
+	ca, err := newAuthority()
+	if err != nil {
+		return err
+	}
+	certs := filepath.Join(s.Dir, "certs")
+	if err := ca.issue(filepath.Join(certs, "crossplane"), "crossplane", 2); err != nil {
+		return err
+	}
+	if err := ca.issue(filepath.Join(certs, "functions"), "functions", 3); err != nil {
+		return err
+	}
+
+	// render-roles runs as the process Crossplane would run, built from this checkout.
+	bin := filepath.Join(s.Dir, "function-render-roles")
+	here, err := packageDir()
+	if err != nil {
+		return err
+	}
+	build := exec.Command("go", "build", "-o", bin, "github.com/mdplane/mdplane/cmd/function-render-roles")
+	build.Dir = here
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building function-render-roles: %w\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	address := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := s.run("function-render-roles", bin, []string{"--address=" + address, "--metrics-address=", "--debug"},
+		"TLS_SERVER_CERTS_DIR="+filepath.Join(certs, "functions"))
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, p, 30*time.Second, "function-render-roles", tcpOpen(address)); err != nil {
+		return err
+	}
+	s.functions = append(s.functions, function{name: renderroles.FunctionName, address: address})
+
+	// Every other Function a Composition names and this checkout does not build yet is served as a
+	// pass-through, the way `mdplane render` skips it, so the pipeline runs as far as it exists.
+	for _, name := range compositionFunctions() {
+		if name == renderroles.FunctionName {
+			continue
+		}
+		address, stop, err := servePassThrough(filepath.Join(certs, "functions"))
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, stop)
+		s.functions = append(s.functions, function{name: name, address: address})
+	}
+	return nil
+}
+
+// compositionFunctions are the Function names every Composition of the package calls.
+func compositionFunctions() []string {
+	seen := map[string]bool{}
+	var names []string
+	files, _ := fs.Glob(manifests.FS, "compositions/*.yaml")
+	for _, f := range files {
+		raw, _ := fs.ReadFile(manifests.FS, f)
+		var c struct {
+			Spec struct {
+				Pipeline []struct {
+					FunctionRef struct{ Name string } `json:"functionRef"`
+				} `json:"pipeline"`
+			} `json:"spec"`
+		}
+		if yaml.Unmarshal(raw, &c) != nil {
+			continue
+		}
+		for _, step := range c.Spec.Pipeline {
+			if !seen[step.FunctionRef.Name] {
+				seen[step.FunctionRef.Name] = true
+				names = append(names, step.FunctionRef.Name)
+			}
+		}
+	}
+	return names
+}
+
+type passThrough struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+}
+
+func (passThrough) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	return response.To(req, response.DefaultTTL), nil
+}
+
+// servePassThrough serves a pass-through function over mTLS on a loopback port.
+func servePassThrough(certDir string) (string, func(), error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return "", nil, err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	if err != nil {
+		return "", nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	creds := credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := grpc.NewServer(grpc.Creds(creds))
+	fnv1.RegisterFunctionRunnerServiceServer(srv, passThrough{})
+	go func() { _ = srv.Serve(lis) }()
+	return lis.Addr().String(), srv.Stop, nil
+}
+
+// startCrossplane runs Crossplane core with External package runtime, registers the functions
+// through FunctionRevisions that carry their loopback endpoints, and installs mdplane's XRDs and
+// Compositions.
+func (s *Stack) startCrossplane(ctx context.Context) error {
+	lock := &unstructured.Unstructured{}
+	lock.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	lock.SetKind("Lock")
+	lock.SetName("lock")
+	if err := s.Client.Create(ctx, lock); err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	cache := filepath.Join(s.Dir, "crossplane-cache")
+	p, err := s.run("crossplane", s.binary("crossplane", CrossplaneVersion), []string{
+		"core", "start", "--package-runtime=External", "--enable-webhooks=false",
+		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"),
+		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
+		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health),
+		"--poll-interval=" + s.opts.CrossplanePollInterval.String(), "--debug",
+	}, "KUBECONFIG="+s.Kubeconfig, "POD_NAMESPACE=crossplane-system")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, p, 60*time.Second, "crossplane", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+		return err
+	}
+	for i, fn := range s.functions {
+		if err := s.registerFunction(ctx, fn, i+1); err != nil {
+			return fmt.Errorf("registering %s: %w", fn.name, err)
+		}
+	}
+	for _, dir := range []string{"xrds", "compositions"} {
+		files, err := fs.Glob(manifests.FS, dir+"/*.yaml")
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			raw, err := fs.ReadFile(manifests.FS, f)
+			if err != nil {
+				return err
+			}
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+				return err
+			}
+			if err := s.Client.Create(ctx, obj); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
+	}
+	// Crossplane serves each XRD as a CRD once it is established.
+	return waitFor(ctx, p, 60*time.Second, "XRDs", func() error {
+		for _, name := range []string{"modeldeployments.worker.gpustack.ai", "modelroles.internal.mdplane.io", "modelreplicas.internal.mdplane.io"} {
+			crd := &extv1.CustomResourceDefinition{}
+			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+				return err
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				established = established || c.Type == extv1.Established && c.Status == extv1.ConditionTrue
+			}
+			if !established {
+				return fmt.Errorf("CRD %s not established", name)
+			}
+		}
+		return nil
+	})
+}
+
+// registerFunction creates the active, paused FunctionRevision Crossplane resolves a Function's
+// endpoint from; paused, so the package manager never tries to pull its image.
+func (s *Stack) registerFunction(ctx context.Context, fn function, revision int) error {
+	fr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1",
+		"kind":       "FunctionRevision",
+		"metadata": map[string]any{
+			"name":        fn.name + "-local",
+			"labels":      map[string]any{"pkg.crossplane.io/package": fn.name},
+			"annotations": map[string]any{"crossplane.io/paused": "true"},
+		},
+		"spec": map[string]any{
+			"desiredState":                "Active",
+			"image":                       "127.0.0.1:1/mdplane/" + fn.name + ":v0.0.0",
+			"revision":                    int64(revision),
+			"ignoreCrossplaneConstraints": true,
+			"skipDependencyResolution":    true,
+		},
+	}}
+	if err := s.Client.Create(ctx, fr); err != nil {
+		return err
+	}
+	// Crossplane's revision controller writes the object too; retry the status on a conflict.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(fr), fr); err != nil {
+			return err
+		}
+		fr.Object["status"] = map[string]any{"endpoint": fn.address, "capabilities": []any{"composition"}}
+		return s.Client.Status().Update(ctx, fr)
+	})
+}

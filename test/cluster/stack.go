@@ -1,0 +1,348 @@
+// Package cluster starts the real control plane mdplane's end-to-end tests run against, on loopback
+// only: etcd and kube-apiserver (through envtest), kube-controller-manager, kube-scheduler, KWOK with
+// fake GPU nodes, the Kueue manager with its webhooks, Crossplane core with mdplane's XRDs and
+// Compositions, and mdplane's functions as local processes over mTLS. The binaries come from
+// build.sh, built once per version from the Go module proxy.
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Versions of the programs the stack runs; build.sh pins the same.
+const (
+	KubernetesVersion = "v1.35.3"
+	EtcdVersion       = "v3.6.5"
+	KueueVersion      = "v0.17.0"
+	KWOKVersion       = "v0.8.0"
+	CrossplaneVersion = "v2.4.0"
+)
+
+// Options shape a stack.
+type Options struct {
+	// Dir holds the stack's state: kubeconfig, certificates, configuration, logs. A temporary
+	// directory when empty.
+	Dir string
+	// Nodes is how many fake GPU nodes KWOK runs.
+	Nodes int
+	// CrossplanePollInterval is how often Crossplane reconciles every composite.
+	CrossplanePollInterval time.Duration
+	// Log receives one line per started component with its startup time.
+	Log func(format string, args ...any)
+}
+
+// Stack is a running control plane.
+type Stack struct {
+	// Kubeconfig is the path of an admin kubeconfig for the stack's API server.
+	Kubeconfig string
+	// Config is the admin client configuration.
+	Config *rest.Config
+	// Client is an admin client that knows Kubernetes, Kueue, Crossplane and mdplane kinds.
+	Client client.Client
+	// Dir is the stack's state directory.
+	Dir string
+
+	opts      Options
+	env       *envtest.Environment
+	processes []*process
+	functions []function
+	stops     []func()
+	bin       string
+	modules   map[string]string
+}
+
+// Binaries returns the directory build.sh writes to.
+func Binaries() (string, error) {
+	cache := os.Getenv("MDPLANE_CACHE")
+	if cache == "" {
+		home, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		cache = filepath.Join(home, "mdplane")
+	}
+	return filepath.Join(cache, "bin"), nil
+}
+
+// Start builds what is missing and starts every component, in dependency order. On error it stops
+// what it started.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	var err error
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 2
+	}
+	if opts.CrossplanePollInterval == 0 {
+		opts.CrossplanePollInterval = 5 * time.Second
+	}
+	if opts.Dir == "" {
+		if opts.Dir, err = os.MkdirTemp("", "mdplane-stack-"); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{"logs", "certs", "config"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	s := &Stack{Dir: opts.Dir, opts: opts}
+	started := false
+	defer func() {
+		if !started {
+			s.Stop()
+		}
+	}()
+	total := time.Now()
+	if err := s.timed("build (cached binaries are reused)", s.build); err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"etcd, kube-apiserver and CRDs", s.startAPIServer},
+		{"kube-controller-manager", s.startControllerManager},
+		{"kube-scheduler", s.startScheduler},
+		{"kwok and fake nodes", s.startKWOK},
+		{"kueue", s.startKueue},
+		{"functions", s.startFunctions},
+		{"crossplane", s.startCrossplane},
+	}
+	for _, step := range steps {
+		if err := s.timed(step.name, func() error { return step.run(ctx) }); err != nil {
+			return nil, fmt.Errorf("starting %s: %w (logs in %s)", step.name, err, filepath.Join(s.Dir, "logs"))
+		}
+	}
+	opts.Log("stack ready in %s; kubeconfig %s", time.Since(total).Round(time.Millisecond), s.Kubeconfig)
+	started = true
+	return s, nil
+}
+
+func (s *Stack) timed(name string, run func() error) error {
+	start := time.Now()
+	err := run()
+	if err == nil {
+		s.opts.Log("%-32s %s", name, time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+// Stop stops every component in reverse order; the API server stops before etcd.
+func (s *Stack) Stop() {
+	for i := len(s.processes) - 1; i >= 0; i-- {
+		s.processes[i].stop()
+	}
+	s.processes = nil
+	for _, stop := range s.stops {
+		stop()
+	}
+	s.stops = nil
+	if s.env != nil {
+		_ = s.env.Stop()
+		s.env = nil
+	}
+}
+
+// build runs build.sh for every component and resolves the module directories the stack reads
+// manifests from.
+func (s *Stack) build() error {
+	here, err := packageDir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(here, "build.sh"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build.sh: %w\n%s", err, out)
+	}
+	if s.bin, err = Binaries(); err != nil {
+		return err
+	}
+	s.modules = map[string]string{}
+	for module, dir := range map[string]string{
+		"sigs.k8s.io/kueue":                   here,
+		"github.com/crossplane/crossplane/v2": here,
+		"sigs.k8s.io/kwok":                    filepath.Join(here, "tools", "kwok"),
+	} {
+		out, err := exec.Command("go", "-C", dir, "list", "-m", "-f", "{{.Dir}}", module).Output()
+		if err != nil {
+			return fmt.Errorf("locating module %s: %w", module, err)
+		}
+		s.modules[module] = strings.TrimSpace(string(out))
+	}
+	return nil
+}
+
+// packageDir is this package's source directory, where build.sh and tools/ are. The stack runs from
+// a checkout (tests, make cluster-up), so the path compiled in is the checkout's.
+func packageDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", errors.New("cannot locate the test/cluster sources; run the stack from a checkout, built without -trimpath")
+	}
+	return filepath.Dir(file), nil
+}
+
+// binary is the path of a built program.
+func (s *Stack) binary(name, version string) string {
+	return filepath.Join(s.bin, name+"-"+version)
+}
+
+// process is a child program whose output goes to a log file.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+// run starts a component and records it for Stop; its pid goes to <dir>/pids.
+func (s *Stack) run(name, bin string, args []string, env ...string) (*process, error) {
+	log, err := os.Create(filepath.Join(s.Dir, "logs", name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), env...)
+	// Its own process group, so that a test binary killed by a timeout does not leave it orphaned in
+	// the foreground group, and so that Stop reaches anything it forks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	s.processes = append(s.processes, p)
+	f, err := os.OpenFile(filepath.Join(s.Dir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, _ = fmt.Fprintf(f, "%d %s\n", cmd.Process.Pid, name)
+		_ = f.Close()
+	}
+	return p, nil
+}
+
+func (p *process) stop() {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	_ = p.log.Close()
+}
+
+// exited reports a component that died while the stack waited for it, with its log's tail.
+func (p *process) exited() error {
+	select {
+	case <-p.done:
+		tail, _ := os.ReadFile(p.log.Name())
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return fmt.Errorf("%s exited: %s\n%s", p.name, p.cmd.ProcessState, tail)
+	default:
+		return nil
+	}
+}
+
+// waitFor polls check until it succeeds, the process dies, or the timeout passes.
+func waitFor(ctx context.Context, p *process, timeout time.Duration, what string, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if p != nil {
+			if err := p.exited(); err != nil {
+				return err
+			}
+		}
+		if last = check(); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %s: %w", what, timeout, last)
+}
+
+// httpOK checks that a URL answers 200; TLS is not verified (the components serve self-signed
+// certificates on loopback).
+func httpOK(url string) func() error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health checks of self-signed components
+	return func() error {
+		rsp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		defer rsp.Body.Close()
+		_, _ = io.Copy(io.Discard, rsp.Body)
+		if rsp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, rsp.Status)
+		}
+		return nil
+	}
+}
+
+// tcpOpen checks that something accepts connections at addr.
+func tcpOpen(addr string) func() error {
+	return func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Kubectl runs the stack's kubectl against its API server and returns what it printed.
+func (s *Stack) Kubectl(args ...string) (string, error) {
+	cmd := exec.Command(s.binary("kubectl", KubernetesVersion), append([]string{"--kubeconfig=" + s.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// LogFile is the path of a component's log.
+func (s *Stack) LogFile(component string) string {
+	return filepath.Join(s.Dir, "logs", component+".log")
+}

@@ -1,0 +1,58 @@
+// Command mdplane-stack starts the test control plane (see package cluster) and keeps it running
+// until it receives SIGINT or SIGTERM, then stops everything it started. `make cluster-up` runs it
+// in the background; `make cluster-down` signals it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mdplane/mdplane/test/cluster"
+)
+
+func main() {
+	dir := flag.String("dir", ".stack", "state directory: kubeconfig, logs, pids")
+	nodes := flag.Int("nodes", 2, "fake GPU nodes")
+	flag.Parse()
+	if err := run(*dir, *nodes); err != nil {
+		fmt.Fprintln(os.Stderr, "mdplane-stack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, nodes int) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(dir, "pids"))
+	_ = os.Remove(filepath.Join(dir, "ready"))
+	if err := os.WriteFile(filepath.Join(dir, "stack.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := cluster.Start(ctx, cluster.Options{Dir: dir, Nodes: nodes, Log: func(format string, args ...any) {
+		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
+	}})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte(s.Kubeconfig+"\n"), 0o644); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	fmt.Println("stopping")
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package e2e runs mdplane against the real control plane of package cluster: Crossplane composing
+// through the real functions, Kueue admitting, the scheduler binding, KWOK running the Pods.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mdplane/mdplane/test/cluster"
+)
+
+// stack is shared by every test of the package: starting it costs seconds, building it minutes.
+var stack *cluster.Stack
+
+func TestMain(m *testing.M) {
+	if os.Getenv("MDPLANE_SKIP_E2E") != "" {
+		fmt.Println("e2e: skipped (MDPLANE_SKIP_E2E is set)")
+		os.Exit(0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	var err error
+	stack, err = cluster.Start(ctx, cluster.Options{
+		CrossplanePollInterval: 5 * time.Second,
+		Log:                    func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Printf("e2e: component logs kept in %s/logs\n", stack.Dir)
+	}
+	stack.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(stack.Dir)
+	}
+	os.Exit(code)
+}

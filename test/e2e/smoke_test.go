@@ -1,0 +1,400 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/yaml"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+const examples = "../../examples"
+
+// Kueue's own fields on a Pod it manages; the project must never render, copy or drop them.
+const (
+	admissionGate   = "kueue.x-k8s.io/admission"
+	managedFinalize = "kueue.x-k8s.io/managed"
+)
+
+// eventually polls check every second until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: not after %s: %v", what, timeout, err)
+}
+
+// readExample reads an example file, rewritten by replace pairs.
+func readExample(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(examples, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer(replace...).Replace(string(b))
+}
+
+// kubectlApply applies a manifest with kubectl, as a person would.
+func kubectlApply(t *testing.T, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Kubectl("apply", "-f", f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishInstanceTypes writes the status an InstanceType's reconciler would, as cluster.yaml shows
+// it: the entrance and the accelerator detail. The API server drops status on create.
+func publishInstanceTypes(t *testing.T, ctx context.Context) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(examples, "cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		want := &workerv1.InstanceType{}
+		if err := yaml.Unmarshal([]byte(doc), want); err != nil || want.Kind != workerv1.InstanceTypeKind {
+			continue
+		}
+		got := &workerv1.InstanceType{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: want.Name}, got); err != nil {
+			t.Fatal(err)
+		}
+		got.Status = want.Status
+		if err := stack.Client.Status().Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// queue creates the ClusterQueue named after an InstanceType and the LocalQueue named after its
+// entrance in namespace, with gpus of quota (and room for everything else).
+func queue(t *testing.T, ctx context.Context, instanceType, entrance, namespace string, gpus int64) {
+	t.Helper()
+	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"}}
+	if err := stack.Client.Create(ctx, flavor); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	quota := func(name corev1.ResourceName, q resource.Quantity) kueuev1beta2.ResourceQuota {
+		return kueuev1beta2.ResourceQuota{Name: name, NominalQuota: q}
+	}
+	cq := &kueuev1beta2.ClusterQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: instanceType},
+		Spec: kueuev1beta2.ClusterQueueSpec{
+			NamespaceSelector: &metav1.LabelSelector{},
+			ResourceGroups: []kueuev1beta2.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, "nvidia.com/gpu"},
+				Flavors: []kueuev1beta2.FlavorQuotas{{Name: "default-flavor", Resources: []kueuev1beta2.ResourceQuota{
+					quota(corev1.ResourceCPU, resource.MustParse("1000")),
+					quota(corev1.ResourceMemory, resource.MustParse("20Ti")),
+					quota(corev1.ResourceEphemeralStorage, resource.MustParse("100Ti")),
+					quota("nvidia.com/gpu", *resource.NewQuantity(gpus, resource.DecimalSI)),
+				}}},
+			}},
+		},
+	}
+	if err := stack.Client.Create(ctx, cq); err != nil {
+		t.Fatal(err)
+	}
+	lq := &kueuev1beta2.LocalQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: entrance},
+		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(instanceType)},
+	}
+	if err := stack.Client.Create(ctx, lq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pods(ctx context.Context, namespace, deployment string) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	err := stack.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{workerv1.LabelInstance: deployment})
+	return list.Items, err
+}
+
+func workloads(ctx context.Context, namespace string) ([]kueuev1beta2.Workload, error) {
+	list := &kueuev1beta2.WorkloadList{}
+	err := stack.Client.List(ctx, list, client.InNamespace(namespace))
+	return list.Items, err
+}
+
+// deploymentCondition reads a condition of a ModelDeployment.
+func deploymentCondition(ctx context.Context, namespace, name, typ string) (string, error) {
+	md := &unstructured.Unstructured{}
+	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
+	md.SetKind(workerv1.ModelDeploymentKind)
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, md); err != nil {
+		return "", err
+	}
+	conditions, _, _ := unstructured.NestedSlice(md.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			return fmt.Sprintf("%v", m["status"]), nil
+		}
+	}
+	return "", fmt.Errorf("ModelDeployment %s/%s has no %s condition yet", namespace, name, typ)
+}
+
+func ready(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// TestQwenChat applies the example deployment with two replicas on a queue with quota: Crossplane
+// composes its Pods through the real render-roles function, Kueue admits each replica's group as one
+// Workload named after the group, KWOK runs the Pods, and the deployment turns Ready. Deleting it
+// removes its composites and Services at once, and its Pods once their Workloads go.
+func TestQwenChat(t *testing.T) {
+	ctx := context.Background()
+	kubectlApply(t, readExample(t, "cluster.yaml"))
+	publishInstanceTypes(t, ctx)
+	queue(t, ctx, "gpustack-nvidia-a10g-linux-amd64", "gpustack-fnv64-7bc37bef52624161", "team-a", 8)
+	kubectlApply(t, readExample(t, "qwen-chat.yaml", "replicas: 4", "replicas: 2"))
+
+	t.Run("each replica is admitted as one group and runs", func(t *testing.T) {
+		eventually(t, 3*time.Minute, "two Ready Pods in two admitted Workloads named after their groups", func() error {
+			ps, err := pods(ctx, "team-a", "qwen-chat")
+			if err != nil {
+				return err
+			}
+			if len(ps) != 2 {
+				return fmt.Errorf("%d Pods", len(ps))
+			}
+			wls, err := workloads(ctx, "team-a")
+			if err != nil {
+				return err
+			}
+			admitted := map[string]bool{}
+			for _, wl := range wls {
+				admitted[wl.Name] = meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted)
+			}
+			for _, p := range ps {
+				group := p.Labels[workerv1.LabelPodGroupName]
+				if !admitted[group] {
+					return fmt.Errorf("no admitted Workload %s for Pod %s (workloads: %v)", group, p.Name, admitted)
+				}
+				if p.Spec.NodeName == "" || !ready(p) {
+					return fmt.Errorf("Pod %s not running and Ready yet (node %q)", p.Name, p.Spec.NodeName)
+				}
+				if slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+					return fmt.Errorf("Pod %s still gated", p.Name)
+				}
+			}
+			if ps[0].Labels[workerv1.LabelPodGroupName] == ps[1].Labels[workerv1.LabelPodGroupName] {
+				return fmt.Errorf("two replicas share the group %s", ps[0].Labels[workerv1.LabelPodGroupName])
+			}
+			return nil
+		})
+		eventually(t, 2*time.Minute, "the ModelDeployment Ready", func() error {
+			status, err := deploymentCondition(ctx, "team-a", "qwen-chat", "Ready")
+			if err != nil || status != "True" {
+				return fmt.Errorf("Ready=%s: %v", status, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("deleting the deployment removes its Pods, Services and Workloads", func(t *testing.T) {
+		if _, err := stack.Kubectl("delete", "modeldeployment", "qwen-chat", "-n", "team-a", "--wait=false"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "the composites and Services gone, the Pods terminating", func() error {
+			svcs := &corev1.ServiceList{}
+			if err := stack.Client.List(ctx, svcs, client.InNamespace("team-a"), client.MatchingLabels{workerv1.LabelInstance: "qwen-chat"}); err != nil {
+				return err
+			}
+			replicas := &unstructured.UnstructuredList{}
+			replicas.SetAPIVersion("internal.mdplane.io/v1alpha1")
+			replicas.SetKind("ModelReplicaList")
+			if err := stack.Client.List(ctx, replicas, client.InNamespace("team-a")); err != nil {
+				return err
+			}
+			ps, err := pods(ctx, "team-a", "qwen-chat")
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				if p.DeletionTimestamp == nil {
+					return fmt.Errorf("Pod %s is not being deleted", p.Name)
+				}
+			}
+			if len(svcs.Items)+len(replicas.Items) > 0 {
+				return fmt.Errorf("%d Services, %d ModelReplicas remain", len(svcs.Items), len(replicas.Items))
+			}
+			return nil
+		})
+		// A serving group's Pods keep Kueue's finalizer until their Workload goes; deleting the Workloads
+		// of departed replicas is the rollout controller's job, which is not part of this stack yet, so
+		// the test does what it will do.
+		wls, err := workloads(ctx, "team-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range wls {
+			if err := stack.Client.Delete(ctx, &wls[i]); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 2*time.Minute, "nothing of qwen-chat left", func() error {
+			ps, err := pods(ctx, "team-a", "qwen-chat")
+			if err != nil {
+				return err
+			}
+			wls, err := workloads(ctx, "team-a")
+			if err != nil {
+				return err
+			}
+			if len(ps)+len(wls) > 0 {
+				return fmt.Errorf("%d Pods, %d Workloads remain", len(ps), len(wls))
+			}
+			return nil
+		})
+	})
+}
+
+// TestGatedPodsKeepKueueFields: without quota the Pods stay gated, and Crossplane's forced
+// server-side apply of the rendered Pods, reconcile after reconcile, keeps the scheduling gate and
+// the finalizer Kueue's webhook added.
+func TestGatedPodsKeepKueueFields(t *testing.T) {
+	ctx := context.Background()
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-b\n---", "namespace: team-a", "namespace: team-b"))
+	publishInstanceTypes(t, ctx)
+	queue(t, ctx, "gpustack-nvidia-h20-linux-amd64", "gpustack-fnv64-796ced4e2897a3b4", "team-b", 0)
+	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: queued, namespace: team-b}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, replicas: 2, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: 2}}
+`)
+	var uids []string
+	gated := func() error {
+		ps, err := pods(ctx, "team-b", "queued")
+		if err != nil {
+			return err
+		}
+		if len(ps) != 2 {
+			return fmt.Errorf("%d Pods", len(ps))
+		}
+		var now []string
+		for _, p := range ps {
+			now = append(now, string(p.UID))
+			if !slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+				return fmt.Errorf("Pod %s lost the admission gate: %v", p.Name, p.Spec.SchedulingGates)
+			}
+			if !slices.Contains(p.Finalizers, managedFinalize) {
+				return fmt.Errorf("Pod %s lost Kueue's finalizer: %v", p.Name, p.Finalizers)
+			}
+			if p.Spec.NodeName != "" {
+				return fmt.Errorf("Pod %s was scheduled without quota", p.Name)
+			}
+		}
+		slices.Sort(now)
+		if uids != nil && !slices.Equal(uids, now) {
+			return fmt.Errorf("Pods were replaced: %v -> %v", uids, now)
+		}
+		uids = now
+		return nil
+	}
+	eventually(t, 2*time.Minute, "two gated Pods", gated)
+
+	// The ModelReplicas are what apply the Pods. Crossplane reconciles a composite again after the
+	// function's TTL (a minute) or on any change to it, so each round edits an annotation on the
+	// deployment and on every ModelReplica; Crossplane's log proves the reconciles happened.
+	before := replicaReconciles(t, ctx, "team-b")
+	for round := range 4 {
+		for _, kind := range []string{"modeldeployment/queued", "modelreplicas.internal.mdplane.io --all"} {
+			args := append([]string{"annotate", "--overwrite", "-n", "team-b"}, strings.Fields(kind)...)
+			if _, err := stack.Kubectl(append(args, fmt.Sprintf("e2e/round=%d", round))...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(3 * time.Second)
+		if err := gated(); err != nil {
+			t.Fatalf("after reconcile round %d: %v", round+1, err)
+		}
+		status, err := deploymentCondition(ctx, "team-b", "queued", "Synced")
+		if err != nil || status != "True" {
+			t.Fatalf("after reconcile round %d the deployment is not Synced (%s, %v): an apply failed", round+1, status, err)
+		}
+	}
+	after := replicaReconciles(t, ctx, "team-b")
+	for name, n := range after {
+		t.Logf("ModelReplica %s: %d reconciles while gated, each applying its Pods", name, n-before[name])
+		if n-before[name] < 3 {
+			t.Errorf("ModelReplica %s was reconciled %d times during the check, want at least 3", name, n-before[name])
+		}
+	}
+	wls, err := workloads(ctx, "team-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wl := range wls {
+		if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved) {
+			t.Errorf("Workload %s reserved quota on a queue without any", wl.Name)
+		}
+	}
+}
+
+// replicaReconciles counts, per ModelReplica of namespace, the reconciles Crossplane logged.
+func replicaReconciles(t *testing.T, ctx context.Context, namespace string) map[string]int {
+	t.Helper()
+	replicas := &unstructured.UnstructuredList{}
+	replicas.SetAPIVersion("internal.mdplane.io/v1alpha1")
+	replicas.SetKind("ModelReplicaList")
+	if err := stack.Client.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(stack.LogFile("crossplane"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, "Reconciling") || !strings.Contains(line, "composite/modelreplicas.internal.mdplane.io") {
+			continue
+		}
+		for _, r := range replicas.Items {
+			if strings.Contains(line, fmt.Sprintf(`"name":%q,"namespace":%q`, r.GetName(), namespace)) {
+				counts[r.GetName()]++
+			}
+		}
+	}
+	if len(replicas.Items) == 0 {
+		t.Fatalf("no ModelReplicas in %s", namespace)
+	}
+	for _, r := range replicas.Items {
+		counts[r.GetName()] += 0
+	}
+	return counts
+}
