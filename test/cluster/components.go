@@ -393,11 +393,14 @@ func compositionFunctions() []string {
 	return names
 }
 
-type passThrough struct {
+// PassThrough is a composition function that changes nothing: the stand-in for a Composition step
+// whose function this checkout does not build yet.
+type PassThrough struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
 }
 
-func (passThrough) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+// RunFunction returns the request's desired state unchanged.
+func (PassThrough) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	return response.To(req, response.DefaultTTL), nil
 }
 
@@ -421,7 +424,7 @@ func servePassThrough(certDir string) (string, func(), error) {
 		return "", nil, err
 	}
 	srv := grpc.NewServer(grpc.Creds(creds))
-	fnv1.RegisterFunctionRunnerServiceServer(srv, passThrough{})
+	fnv1.RegisterFunctionRunnerServiceServer(srv, PassThrough{})
 	go func() { _ = srv.Serve(lis) }()
 	return lis.Addr().String(), srv.Stop, nil
 }

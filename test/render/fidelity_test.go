@@ -19,7 +19,6 @@ import (
 
 	renderv1alpha1 "github.com/crossplane/crossplane/v2/proto/render/v1alpha1"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-	"github.com/crossplane/function-sdk-go/response"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -31,6 +30,7 @@ import (
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // crossplaneVersion is the Crossplane release whose engine is the oracle; go.mod pins the same.
@@ -72,15 +72,6 @@ func crossplaneBinary(t *testing.T) string {
 	}
 	t.Logf("built crossplane in %s", time.Since(start).Round(time.Second))
 	return bin
-}
-
-// passThrough is a function that changes nothing.
-type passThrough struct {
-	fnv1.UnimplementedFunctionRunnerServiceServer
-}
-
-func (passThrough) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
-	return response.To(req, response.DefaultTTL), nil
 }
 
 // serve runs a function on a loopback port until the test ends; the engine dials it insecurely.
@@ -141,7 +132,7 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 	bin := crossplaneBinary(t)
 	functions := []*renderv1alpha1.FunctionInput{
 		{Name: renderroles.FunctionName, Address: serve(t, &renderroles.Function{})},
-		{Name: kvCacheFunction, Address: serve(t, passThrough{})},
+		{Name: kvCacheFunction, Address: serve(t, cluster.PassThrough{})},
 	}
 
 	checker, err := schemacheck.ForPackage(manifests.FS)
