@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -189,7 +190,7 @@ func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
 		return p
 	}
 	target := int32(DefaultPort)
-	if v, ok := flagValue(engineArgs(role), "--port"); ok {
+	if v, ok := engine.FlagValue(engineArgs(role), "--port"); ok {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
 			target = int32(n)
 		}
@@ -220,7 +221,7 @@ func baseCommand(engine workerv1.Engine, model string) []string {
 }
 
 func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (corev1.Container, error) {
-	engine := in.Spec.Engine.Name
+	name := in.Spec.Engine.Name
 	image := in.Spec.Engine.Image
 	if role.Image != "" {
 		image = role.Image
@@ -236,28 +237,28 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
 		c.Command = append([]string(nil), role.Command...)
 	} else {
-		c.Command = baseCommand(engine, in.Spec.Model.Name)
+		c.Command = baseCommand(name, in.Spec.Model.Name)
 		args := append([]string(nil), role.ExtraArgs...)
 		// Filled, not owned: each only when the user's arguments do not already pass it.
-		if !hasFlag(args, "--served-model-name") {
+		if !engine.HasFlag(args, "--served-model-name") {
 			args = append(args, "--served-model-name", in.Spec.Model.Name)
 		}
-		if !hasFlag(args, "--host") {
+		if !engine.HasFlag(args, "--host") {
 			args = append(args, "--host", "0.0.0.0")
 		}
-		if !hasFlag(args, "--port") {
+		if !engine.HasFlag(args, "--port") {
 			args = append(args, "--port", strconv.Itoa(int(ports.target)))
 		}
 		c.Args = args
 	}
-	c.Env = roleEnv(engine, role, managed)
+	c.Env = roleEnv(name, role, managed)
 	if managed && ports.probed {
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, *role.StartupTimeoutSeconds)
 	}
 	switch {
 	case role.Privileged:
 		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	case engramEnabled(engine, engineArgs(role), role.Env):
+	case engine.EngramEnabled(name, engineArgs(role), role.Env):
 		// Pinning host DRAM needs these two capabilities, not a privileged Pod.
 		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{
 			Add: []corev1.Capability{"IPC_LOCK", "SYS_RESOURCE"},
@@ -381,10 +382,10 @@ func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
 	if role.Image != "" {
 		image = role.Image
 	}
-	engine := strings.ToLower(string(in.Spec.Engine.Name))
-	d := ReadDegrees(in.Spec.Engine.Name, role.ExtraArgs)
+	engineName := strings.ToLower(string(in.Spec.Engine.Name))
+	d := engine.ReadDegrees(in.Spec.Engine.Name, role.ExtraArgs)
 	key, _ := json.Marshal([]any{image, in.Spec.Model.Name, role.ExtraArgs})
-	return fmt.Sprintf("%s/%s-%s/%s/tp%d-pp%d-dp%d-ep%d-cp%d_%d-%s", compileCachePath, manufacturer, engine,
+	return fmt.Sprintf("%s/%s-%s/%s/tp%d-pp%d-dp%d-ep%d-cp%d_%d-%s", compileCachePath, manufacturer, engineName,
 		strings.ReplaceAll(in.Spec.Model.Name, "/", "--"), d.TP, d.PP, d.DP, d.EP, d.PCP, d.DCP, sha256Hex(key)[:8])
 }
 

@@ -1,4 +1,4 @@
-package renderroles
+package engine
 
 import (
 	"encoding/json"
@@ -18,9 +18,9 @@ func flagName(arg string) (string, bool) {
 	return strings.ReplaceAll(name, "_", "-"), true
 }
 
-// flagValue returns the value of the last occurrence of any of names, in --flag value or
+// FlagValue returns the value of the last occurrence of any of names, in --flag value or
 // --flag=value form; the engines' parsers let a later occurrence win.
-func flagValue(args []string, names ...string) (string, bool) {
+func FlagValue(args []string, names ...string) (string, bool) {
 	value, found := "", false
 	for i, arg := range args {
 		name, ok := flagName(arg)
@@ -39,9 +39,9 @@ func flagValue(args []string, names ...string) (string, bool) {
 	return value, found
 }
 
-// hasFlag reports whether any of names is passed, in any form, including a dotted member
+// HasFlag reports whether any of names is passed, in any form, including a dotted member
 // (--engram-config.cpu_offload) of one of them.
-func hasFlag(args []string, names ...string) bool {
+func HasFlag(args []string, names ...string) bool {
 	for _, arg := range args {
 		name, ok := flagName(arg)
 		if !ok {
@@ -92,7 +92,7 @@ var degreeFlags = map[workerv1.Engine]struct{ tp, pp, dp, ep, pcp, dcp []string 
 func ReadDegrees(engine workerv1.Engine, args []string) Degrees {
 	flags := degreeFlags[engine]
 	read := func(names []string) int {
-		v, ok := flagValue(args, names...)
+		v, ok := FlagValue(args, names...)
 		if n, err := strconv.Atoi(v); ok && err == nil && n >= 1 {
 			return n
 		}
@@ -101,16 +101,16 @@ func ReadDegrees(engine workerv1.Engine, args []string) Degrees {
 	d := Degrees{TP: read(flags.tp), PP: read(flags.pp), DP: read(flags.dp), EP: read(flags.ep),
 		PCP: read(flags.pcp), DCP: read(flags.dcp)}
 	// vLLM has no expert degree of its own: expert parallelism spans the tensor and data ranks.
-	if engine == workerv1.EngineVLLM && hasFlag(args, "--enable-expert-parallel") {
+	if engine == workerv1.EngineVLLM && HasFlag(args, "--enable-expert-parallel") {
 		d.EP = d.TP * d.DP
 	}
 	return d
 }
 
-// engramEnabled reports whether a role turns Engram host-memory offload on: vLLM through an
+// EngramEnabled reports whether a role turns Engram host-memory offload on: vLLM through an
 // --engram-config (or a dotted member) that leaves cpu_offload at its default true, SGLang through
 // SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE=1.
-func engramEnabled(engine workerv1.Engine, args []string, env []workerv1.ModelDeploymentEnvVar) bool {
+func EngramEnabled(engine workerv1.Engine, args []string, env []workerv1.ModelDeploymentEnvVar) bool {
 	switch engine {
 	case workerv1.EngineSGLang:
 		for _, e := range env {
@@ -120,13 +120,13 @@ func engramEnabled(engine workerv1.Engine, args []string, env []workerv1.ModelDe
 		}
 		return false
 	case workerv1.EngineVLLM:
-		if !hasFlag(args, "--engram-config") {
+		if !HasFlag(args, "--engram-config") {
 			return false
 		}
-		if v, ok := flagValue(args, "--engram-config.cpu-offload"); ok {
+		if v, ok := FlagValue(args, "--engram-config.cpu-offload"); ok {
 			return v != "false" && v != "False" && v != "0"
 		}
-		if v, ok := flagValue(args, "--engram-config"); ok {
+		if v, ok := FlagValue(args, "--engram-config"); ok {
 			var cfg struct {
 				CPUOffload *bool `json:"cpu_offload"`
 			}

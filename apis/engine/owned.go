@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"strings"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Ownership is per (engine, key): a key one engine owns is an ordinary user argument on another. The
+// tables are the spec's "Operator-owned keys".
+var (
+	ownedArgs = map[workerv1.Engine][]string{
+		workerv1.EngineVLLM: {"--kv-transfer-config", "--kv-events-config"},
+		workerv1.EngineSGLang: {"--hicache-storage-backend", "--hicache-storage-backend-extra-config",
+			"--disaggregation-mode", "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port"},
+	}
+	ownedEnv = map[workerv1.Engine][]string{
+		workerv1.EngineVLLM: {"MOONCAKE_CONFIG_PATH", "VLLM_MOONCAKE_BOOTSTRAP_PORT"},
+		workerv1.EngineSGLang: {"SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "MOONCAKE_MASTER", "MOONCAKE_TE_META_DATA_SERVER",
+			"MOONCAKE_PROTOCOL", "MOONCAKE_DEVICE", "MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_HOSTNAME", "MOONCAKE_TENANT_ID"},
+	}
+	// instanceEnv are the variables every multi-member replica is told about its instance; they are
+	// owned on every engine and at every size.
+	instanceEnv = []string{"GPUSTACK_REPLICA_LEADER_ADDRESS", "GPUSTACK_REPLICA_SIZE", "GPUSTACK_MEMBER_INDEX"}
+)
+
+// KVCacheDtypeFlag carries the Binding's dtype, so it is owned on both engines while spec.kvCache is
+// set.
+const KVCacheDtypeFlag = "--kv-cache-dtype"
+
+// OwnedArgs lists the flags mdplane owns on an engine; kvCache adds --kv-cache-dtype.
+func OwnedArgs(e workerv1.Engine, kvCache bool) []string {
+	out := append([]string(nil), ownedArgs[e]...)
+	if kvCache {
+		out = append(out, KVCacheDtypeFlag)
+	}
+	return out
+}
+
+// OwnedEnv lists the environment variables mdplane owns on an engine.
+func OwnedEnv(e workerv1.Engine) []string {
+	return append(append([]string(nil), ownedEnv[e]...), instanceEnv...)
+}
+
+// OwnedEnvName reports whether mdplane owns a variable on an engine.
+func OwnedEnvName(e workerv1.Engine, name string) bool {
+	for _, n := range OwnedEnv(e) {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedArg reports which owned flag, if any, a user argument is in a spelling the engine reads as
+// it, and returns that flag. Both engines accept a unique prefix of a flag (argparse's
+// abbreviations); vLLM also reads underscores as dashes and a dotted member (--kv-transfer-config.kv_role)
+// as part of the whole document. A prefix is judged against the owned flags only: one that would be
+// ambiguous on the engine fails there anyway, and one that abbreviates an owned flag is refused here.
+func OwnedArg(e workerv1.Engine, kvCache bool, arg string) (string, bool) {
+	if !strings.HasPrefix(arg, "--") || arg == "--" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(arg, "=")
+	if e == workerv1.EngineVLLM {
+		name = strings.ReplaceAll(name, "_", "-")
+		name, _, _ = strings.Cut(name, ".")
+	}
+	owned := OwnedArgs(e, kvCache)
+	var matches []string
+	for _, flag := range owned {
+		if flag == name {
+			return flag, true // an exact spelling wins over abbreviations
+		}
+		if strings.HasPrefix(flag, name) && len(name) > len("--") {
+			matches = append(matches, flag)
+		}
+	}
+	if len(matches) > 0 {
+		// Every owned flag the abbreviation could stand for is owned; name the first.
+		return matches[0], true
+	}
+	return "", false
+}
+
+// OwnedArgIn returns the first user argument in args that is an owned flag, and the flag.
+func OwnedArgIn(e workerv1.Engine, kvCache bool, args []string) (arg, flag string, found bool) {
+	for _, a := range args {
+		if f, ok := OwnedArg(e, kvCache, a); ok {
+			return a, f, true
+		}
+	}
+	return "", "", false
+}
