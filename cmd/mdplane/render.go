@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/functions"
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
@@ -20,19 +18,12 @@ type renderCmd struct {
 // errRefused makes the command exit 1 after printing every error line.
 var errRefused = errors.New("render refused")
 
-// builtInFunctions are the composition functions this binary runs in-process, by Function name.
-func builtInFunctions() map[string]fnv1.FunctionRunnerServiceServer {
-	return map[string]fnv1.FunctionRunnerServiceServer{
-		renderroles.FunctionName: &renderroles.Function{},
-	}
-}
-
 func (c *renderCmd) Run(e *env) error {
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		return err
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, builtInFunctions())
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn())
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,6 @@
-// Package kvcache is the kv-cache composition function: it amends the role Pod templates render-roles
-// produced with the Mooncake client configuration, tenant, dtype, prefill/decode transfer and KV
-// event arguments of each engine.
+// Package kvcache is the kv-cache composition function, the second step of a ModelDeployment's
+// pipeline: it amends the role Pod templates render-roles produced with the Mooncake cache client
+// (the store connector, the tenant, the dtype), the direct prefill/decode transfer and the KV event
+// publisher, per engine, and echoes the Binding onto the deployment's status. render.go is pure;
+// fn.go is the thin gRPC edge.
 package kvcache

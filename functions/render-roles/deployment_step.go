@@ -13,6 +13,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/xfn"
 )
 
 // Composition resource names of the deployment step.
@@ -34,7 +35,7 @@ type deploymentInputs struct {
 // aggregates the roles' status onto the deployment.
 func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
 	md := &workerv1.ModelDeployment{}
-	if err := decode(xr.Resource.Object, md); err != nil {
+	if err := xfn.Decode(xr.Resource.Object, md); err != nil {
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	r := newRequirements(req, rsp)
@@ -80,7 +81,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return setDesiredStatus(req, rsp, xr, map[string]any{
+	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{
 		"roles":       statuses,
 		"endpoint":    Endpoint(ns, name, rendered[0]),
 		"roleSummary": roleSummary(md, statuses),
@@ -103,7 +104,7 @@ func readDeploymentInputs(r *requirements, md *workerv1.ModelDeployment) (*deplo
 		in.instanceTypes[role.InstanceType] = nil
 		if obj != nil {
 			in.instanceTypes[role.InstanceType] = &workerv1.InstanceType{}
-			if err := decode(obj.Object, in.instanceTypes[role.InstanceType]); err != nil {
+			if err := xfn.Decode(obj.Object, in.instanceTypes[role.InstanceType]); err != nil {
 				return nil, err
 			}
 		}
@@ -135,7 +136,7 @@ func decodeInto[T any](obj *unstructured.Unstructured, err error, into **T) erro
 		return err
 	}
 	*into = new(T)
-	return decode(obj.Object, *into)
+	return xfn.Decode(obj.Object, *into)
 }
 
 // renderRoles renders every role, reporting every role that cannot be rendered at once.

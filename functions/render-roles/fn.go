@@ -17,14 +17,12 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/xfn"
 )
 
 // FunctionName is the name Crossplane gives this function when a Configuration depends on its
 // package, and so the name Compositions call it by.
 const FunctionName = "mdplane-function-render-roles"
-
-// ReasonRenderFailed is the reason of the result (and so of the event) a failed render reports.
-const ReasonRenderFailed = "RenderFailed"
 
 // Function is the render-roles composition function.
 type Function struct {
@@ -60,30 +58,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		if f.Log != nil {
 			f.Log.Info("render failed", "composite", xr.Resource.GetName(), "error", err.Error())
 		}
-		fatal(rsp, err)
+		xfn.Fatal(rsp, err)
 	}
 	return rsp, nil
-}
-
-// fatal reports a render failure: nothing is applied or deleted on a fatal result, so Pods already
-// running are left alone.
-func fatal(rsp *fnv1.RunFunctionResponse, err error) {
-	rsp.Results = append(rsp.Results, &fnv1.Result{
-		Severity: fnv1.Severity_SEVERITY_FATAL,
-		Message:  err.Error(),
-		Reason:   ptr.To(ReasonRenderFailed),
-		Target:   fnv1.Target_TARGET_COMPOSITE.Enum(),
-	})
-}
-
-// decode converts an unstructured object into a typed one. Unknown fields, such as the
-// spec.crossplane block of an XR, are ignored.
-func decode(from map[string]any, into any) error {
-	b, err := json.Marshal(from)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
 }
 
 // toComposed turns a typed object into a desired composed resource with the given readiness. It
@@ -199,21 +176,4 @@ func readiness(ready bool) resource.Ready {
 		return resource.ReadyTrue
 	}
 	return resource.ReadyFalse
-}
-
-// setDesiredStatus writes status fields onto the desired composite, keeping what earlier steps
-// wrote. Crossplane applies only the desired composite's status.
-func setDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status map[string]any) error {
-	dxr, err := request.GetDesiredCompositeResource(req)
-	if err != nil {
-		return fmt.Errorf("cannot read the desired composite: %w", err)
-	}
-	dxr.Resource.SetAPIVersion(xr.Resource.GetAPIVersion())
-	dxr.Resource.SetKind(xr.Resource.GetKind())
-	for k, v := range status {
-		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
-			return err
-		}
-	}
-	return response.SetDesiredCompositeResource(rsp, dxr)
 }

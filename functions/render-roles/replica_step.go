@@ -11,6 +11,7 @@ import (
 	"github.com/crossplane/function-sdk-go/response"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/internal/xfn"
 )
 
 // Composition resource names of the replica step.
@@ -22,7 +23,7 @@ const (
 // replicaStep stamps a replica's Pods and headless Service from the revision it names.
 func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
 	replica := &v1alpha1.ModelReplica{}
-	if err := decode(xr.Resource.Object, replica); err != nil {
+	if err := xfn.Decode(xr.Resource.Object, replica); err != nil {
 		return fmt.Errorf("cannot read ModelReplica %s: %w", xr.Resource.GetName(), err)
 	}
 	ns, spec := xr.Resource.GetNamespace(), replica.Spec
@@ -38,7 +39,7 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	}
 	revision := &v1alpha1.RoleRevision{}
 	data, _ := obj.Object["data"].(map[string]any)
-	if err := decode(data, revision); err != nil || data == nil {
+	if err := xfn.Decode(data, revision); err != nil || data == nil {
 		return fmt.Errorf("revision %s/%s holds no readable RoleRevision: %v", ns, spec.RevisionName, err)
 	}
 	if revision.Revision != spec.Revision {
@@ -78,5 +79,5 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return setDesiredStatus(req, rsp, xr, map[string]any{"members": members, "readyMembers": readyMembers})
+	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{"members": members, "readyMembers": readyMembers})
 }

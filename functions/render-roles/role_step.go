@@ -14,6 +14,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/xfn"
 )
 
 // Composition resource names of the role step.
@@ -27,7 +28,7 @@ const (
 // are still on the API server is not refilled until they are gone.
 func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
 	role := &v1alpha1.ModelRole{}
-	if err := decode(xr.Resource.Object, role); err != nil {
+	if err := xfn.Decode(xr.Resource.Object, role); err != nil {
 		return fmt.Errorf("cannot read ModelRole %s: %w", xr.Resource.GetName(), err)
 	}
 	ns, spec := xr.Resource.GetNamespace(), role.Spec
@@ -83,7 +84,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 		case obs != nil:
 			// The slot keeps its revision: render the same small spec again, read off the object.
 			observedSpec, _ := obs.Object["spec"].(map[string]any)
-			if err := decode(observedSpec, &replica); err != nil || observedSpec == nil {
+			if err := xfn.Decode(observedSpec, &replica); err != nil || observedSpec == nil {
 				return fmt.Errorf("cannot read ModelReplica %s: %w", obs.GetName(), err)
 			}
 			if _, ok := revisions[replica.Revision]; !ok {
@@ -123,7 +124,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return setDesiredStatus(req, rsp, xr, map[string]any{"ready": ready, "upToDate": upToDate})
+	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{"ready": ready, "upToDate": upToDate})
 }
 
 func replicaResource(ordinal int32) resource.Name {

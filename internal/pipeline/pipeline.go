@@ -122,6 +122,7 @@ func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, c
 		return nil, err
 	}
 	desired := &fnv1.State{}
+	var conditions []*fnv1.Condition
 	for _, step := range steps {
 		fn, ok := e.functions[step.FunctionRef.Name]
 		if !ok {
@@ -137,11 +138,13 @@ func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, c
 			return nil, fmt.Errorf("%s %s/%s, step %s: %w", xr.GetKind(), xr.GetNamespace(), xr.GetName(), step.Step, err)
 		}
 		desired = rsp.GetDesired()
+		conditions = append(conditions, rsp.GetConditions()...)
 	}
 	out, err := output(xr, desired)
 	if err != nil {
 		return nil, err
 	}
+	setConditions(out.Composite, conditions)
 	out.Input = xr
 	return out, nil
 }
@@ -268,6 +271,31 @@ func output(xr *unstructured.Unstructured, desired *fnv1.State) (*Output, error)
 	}
 	sort.Slice(out.Composed, func(i, j int) bool { return naturalLess(out.Composed[i].Name, out.Composed[j].Name) })
 	return out, nil
+}
+
+// setConditions writes the conditions the steps reported onto the composite, as Crossplane does (it
+// adds its own Synced and Ready, and times, which an offline render does not have).
+func setConditions(xr *unstructured.Unstructured, conditions []*fnv1.Condition) {
+	if len(conditions) == 0 {
+		return
+	}
+	statuses := map[fnv1.Status]string{
+		fnv1.Status_STATUS_CONDITION_TRUE: "True", fnv1.Status_STATUS_CONDITION_FALSE: "False", fnv1.Status_STATUS_CONDITION_UNKNOWN: "Unknown",
+	}
+	var list []any
+	for _, c := range conditions {
+		m := map[string]any{"type": c.GetType(), "status": statuses[c.GetStatus()], "reason": c.GetReason()}
+		if c.Message != nil {
+			m["message"] = c.GetMessage()
+		}
+		list = append(list, m)
+	}
+	status, _ := xr.Object["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+	}
+	status["conditions"] = list
+	xr.Object["status"] = status
 }
 
 func structOf(obj *unstructured.Unstructured) (*structpb.Struct, error) {

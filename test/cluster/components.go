@@ -33,7 +33,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/functions"
 	manifests "github.com/mdplane/mdplane/package"
 )
 
@@ -324,43 +324,43 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 		return err
 	}
 
-	// render-roles runs as the process Crossplane would run, built from this checkout.
-	bin := filepath.Join(s.Dir, "function-render-roles")
+	// Each function runs as the process Crossplane would run, built from this checkout. A function a
+	// Composition names that this checkout does not build is served as a pass-through, the way
+	// `mdplane render` skips it, so the pipeline runs as far as it exists.
 	here, err := packageDir()
 	if err != nil {
 		return err
 	}
-	build := exec.Command("go", "build", "-o", bin, "github.com/mdplane/mdplane/cmd/function-render-roles")
-	build.Dir = here
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building function-render-roles: %w\n%s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	address := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := s.run("function-render-roles", bin, []string{"--address=" + address, "--metrics-address=", "--debug"},
-		"TLS_SERVER_CERTS_DIR="+filepath.Join(certs, "functions"))
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, p, 30*time.Second, "function-render-roles", tcpOpen(address)); err != nil {
-		return err
-	}
-	s.functions = append(s.functions, function{name: renderroles.FunctionName, address: address})
-
-	// Every other Function a Composition names and this checkout does not build yet is served as a
-	// pass-through, the way `mdplane render` skips it, so the pipeline runs as far as it exists.
 	for _, name := range compositionFunctions() {
-		if name == renderroles.FunctionName {
+		cmd, built := functions.Commands[name]
+		if !built {
+			address, stop, err := servePassThrough(filepath.Join(certs, "functions"))
+			if err != nil {
+				return err
+			}
+			s.stops = append(s.stops, stop)
+			s.functions = append(s.functions, function{name: name, address: address})
 			continue
 		}
-		address, stop, err := servePassThrough(filepath.Join(certs, "functions"))
+		bin := filepath.Join(s.Dir, name)
+		build := exec.Command("go", "build", "-o", bin, cmd)
+		build.Dir = here
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", cmd, err, out)
+		}
+		port, err := freePort()
 		if err != nil {
 			return err
 		}
-		s.stops = append(s.stops, stop)
+		address := "127.0.0.1:" + strconv.Itoa(port)
+		p, err := s.run(name, bin, []string{"--address=" + address, "--metrics-address=", "--debug"},
+			"TLS_SERVER_CERTS_DIR="+filepath.Join(certs, "functions"))
+		if err != nil {
+			return err
+		}
+		if err := waitFor(ctx, p, 30*time.Second, name, tcpOpen(address)); err != nil {
+			return err
+		}
 		s.functions = append(s.functions, function{name: name, address: address})
 	}
 	return nil

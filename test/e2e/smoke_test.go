@@ -67,24 +67,25 @@ func kubectlApply(t *testing.T, manifest string) {
 	}
 }
 
-// publishInstanceTypes writes the status an InstanceType's reconciler would, as cluster.yaml shows
-// it: the entrance and the accelerator detail. The API server drops status on create.
-func publishInstanceTypes(t *testing.T, ctx context.Context) {
+// publishStatuses writes the status the reconcilers of InstanceTypes and KVCachePools would, as
+// cluster.yaml shows it: the entrance, the accelerator detail, the pool's client endpoint. The API
+// server drops status on create.
+func publishStatuses(t *testing.T, ctx context.Context) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(examples, "cluster.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, doc := range strings.Split(string(b), "\n---\n") {
-		want := &workerv1.InstanceType{}
-		if err := yaml.Unmarshal([]byte(doc), want); err != nil || want.Kind != workerv1.InstanceTypeKind {
+		want := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &want.Object); err != nil || want.Object["status"] == nil {
 			continue
 		}
-		got := &workerv1.InstanceType{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: want.Name}, got); err != nil {
+		got := want.DeepCopy()
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 			t.Fatal(err)
 		}
-		got.Status = want.Status
+		got.Object["status"] = want.Object["status"]
 		if err := stack.Client.Status().Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +176,7 @@ func ready(p corev1.Pod) bool {
 func TestQwenChat(t *testing.T) {
 	ctx := context.Background()
 	kubectlApply(t, readExample(t, "cluster.yaml"))
-	publishInstanceTypes(t, ctx)
+	publishStatuses(t, ctx)
 	queue(t, ctx, "gpustack-nvidia-a10g-linux-amd64", "gpustack-fnv64-7bc37bef52624161", "team-a", 8)
 	kubectlApply(t, readExample(t, "qwen-chat.yaml", "replicas: 4", "replicas: 2"))
 
@@ -286,7 +287,7 @@ func TestQwenChat(t *testing.T) {
 func TestGatedPodsKeepKueueFields(t *testing.T) {
 	ctx := context.Background()
 	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-b\n---", "namespace: team-a", "namespace: team-b"))
-	publishInstanceTypes(t, ctx)
+	publishStatuses(t, ctx)
 	queue(t, ctx, "gpustack-nvidia-h20-linux-amd64", "gpustack-fnv64-796ced4e2897a3b4", "team-b", 0)
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment

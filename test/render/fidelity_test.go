@@ -26,19 +26,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/functions"
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
-	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // crossplaneVersion is the Crossplane release whose engine is the oracle; go.mod pins the same.
 const crossplaneVersion = "v2.4.0"
-
-// kvCacheFunction is the Composition's second ModelDeployment step. Until that function lands it is
-// served here as a pass-through, which is what `mdplane render` does when it skips the step.
-const kvCacheFunction = "mdplane-function-kv-cache"
 
 // crossplaneBinary returns the cached core binary, building it on first use: one build per version
 // and machine, outside the repository.
@@ -130,16 +125,17 @@ func packageFile(u *unstructured.Unstructured) string {
 // engine calling the same function over gRPC: the composed resources and the status must be the same.
 func TestRenderMatchesCrossplane(t *testing.T) {
 	bin := crossplaneBinary(t)
-	functions := []*renderv1alpha1.FunctionInput{
-		{Name: renderroles.FunctionName, Address: serve(t, &renderroles.Function{})},
-		{Name: kvCacheFunction, Address: serve(t, cluster.PassThrough{})},
+	// Every function the Compositions call, served over gRPC for Crossplane's engine to dial.
+	var functionInputs []*renderv1alpha1.FunctionInput
+	for name, fn := range functions.BuiltIn() {
+		functionInputs = append(functionInputs, &renderv1alpha1.FunctionInput{Name: name, Address: serve(t, fn)})
 	}
 
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, map[string]fnv1.FunctionRunnerServiceServer{renderroles.FunctionName: &renderroles.Function{}})
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,16 +143,16 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 	sets := [][]string{}
 	examples, _ := filepath.Glob("../../examples/*.yaml")
 	sets = append(sets, examples)
-	cases, _ := filepath.Glob("../../functions/render-roles/testdata/cases/*.yaml")
+	cases, _ := filepath.Glob("../../functions/testdata/cases/*.yaml")
 	for _, c := range cases {
-		sets = append(sets, []string{c, "../../functions/render-roles/testdata/cluster.yaml"})
+		sets = append(sets, []string{c, "../../functions/testdata/cluster.yaml"})
 	}
 
 	levels, rendered := 0, 0
 	for _, files := range sets {
 		cluster, deployments := load(t, checker, files)
 		for _, md := range deployments {
-			levels += compareDeployment(t, bin, functions, engine, md, cluster)
+			levels += compareDeployment(t, bin, functionInputs, engine, md, cluster)
 			rendered++
 		}
 	}
@@ -246,15 +242,15 @@ func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.Function
 		m := c.AsMap()
 		theirs[compositionResourceName(m)] = normalize(m)
 	}
-	mine := map[string]map[string]any{}
+	composed := map[string]map[string]any{}
 	for _, c := range ours.Composed {
-		mine[c.Name] = normalize(c.Object.DeepCopy().Object)
+		composed[c.Name] = normalize(c.Object.DeepCopy().Object)
 	}
-	if diff := cmp.Diff(keys(mine), keys(theirs)); diff != "" {
+	if diff := cmp.Diff(keys(composed), keys(theirs)); diff != "" {
 		t.Fatalf("composed resources differ (-mdplane +crossplane):\n%s", diff)
 	}
-	for name := range mine {
-		if diff := cmp.Diff(mine[name], theirs[name]); diff != "" {
+	for name := range composed {
+		if diff := cmp.Diff(composed[name], theirs[name]); diff != "" {
 			t.Errorf("%s differs (-mdplane +crossplane):\n%s", name, diff)
 		}
 	}
@@ -264,7 +260,15 @@ func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.Function
 		t.Errorf("crossplane did not reconcile the composite: status %v", theirStatus)
 	}
 	myStatus, _ := ours.Composite.Object["status"].(map[string]any)
-	for k, v := range jsonNumbers(myStatus) {
+	mine := jsonNumbers(myStatus)
+	myConditions, _ := mine["conditions"].([]any)
+	delete(mine, "conditions")
+	for _, c := range myConditions {
+		if !hasCondition(theirStatus, c.(map[string]any)["type"].(string), c.(map[string]any)["status"].(string)) {
+			t.Errorf("crossplane does not report condition %v", c)
+		}
+	}
+	for k, v := range mine {
 		if diff := cmp.Diff(v, jsonNumbers(theirStatus)[k]); diff != "" {
 			t.Errorf("status.%s differs (-mdplane +crossplane):\n%s", k, diff)
 		}

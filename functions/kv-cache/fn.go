@@ -1,0 +1,195 @@
+package kvcache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/response"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/xfn"
+)
+
+// FunctionName is the name Compositions call this function by.
+const FunctionName = "mdplane-function-kv-cache"
+
+// Function is the kv-cache composition function.
+type Function struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+
+	Log logging.Logger
+}
+
+// RunFunction amends the desired ModelRoles of a ModelDeployment.
+func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	rsp := response.To(req, response.DefaultTTL)
+	if err := f.run(req, rsp); err != nil {
+		if f.Log != nil {
+			f.Log.Info("render failed", "error", err.Error())
+		}
+		xfn.Fatal(rsp, err)
+	}
+	return rsp, nil
+}
+
+func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) error {
+	xr, err := request.GetObservedCompositeResource(req)
+	if err != nil {
+		return fmt.Errorf("cannot read the observed composite: %w", err)
+	}
+	if gvk := xr.Resource.GroupVersionKind(); gvk != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
+		return fmt.Errorf("kv-cache amends ModelDeployments, not %s", gvk)
+	}
+	md := &workerv1.ModelDeployment{}
+	if err := xfn.Decode(xr.Resource.Object, md); err != nil {
+		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
+	}
+	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
+	status := map[string]any{}
+	if md.Spec.KVCache != nil {
+		b, echo, pending, err := readBinding(req, rsp, md)
+		if err != nil || pending {
+			return err
+		}
+		d.Binding, status["kvCache"] = b, echo
+	}
+
+	desired, err := request.GetDesiredComposedResources(req)
+	if err != nil {
+		return fmt.Errorf("cannot read desired composed resources: %w", err)
+	}
+	for _, role := range md.Spec.Roles {
+		key := resource.Name("role-" + role.Name)
+		dr, ok := desired[key]
+		if !ok {
+			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
+		}
+		if err := amend(dr, RenderRole(d, role)); err != nil {
+			return fmt.Errorf("role %q: %w", role.Name, err)
+		}
+	}
+	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
+		return err
+	}
+	setConditions(rsp, md, d)
+	return xfn.SetDesiredStatus(req, rsp, xr, status)
+}
+
+// readBinding requires the Binding the deployment names and its pool, and resolves them. pending is
+// true while Crossplane has not fetched them yet.
+func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*Binding, map[string]any, bool, error) {
+	if rsp.Requirements == nil {
+		rsp.Requirements = &fnv1.Requirements{}
+	}
+	if rsp.Requirements.Resources == nil {
+		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
+	}
+	api := workerv1.SchemeGroupVersion.String()
+	name := md.Spec.KVCache.PoolRef.Name
+	rsp.Requirements.Resources["binding"] = &fnv1.ResourceSelector{ApiVersion: api, Kind: workerv1.KVCachePoolBindingKind,
+		Namespace: ptr.To(md.Namespace), Match: &fnv1.ResourceSelector_MatchName{MatchName: name}}
+	items, resolved, err := request.GetRequiredResource(req, "binding")
+	if err != nil || !resolved {
+		return nil, nil, !resolved, err
+	}
+	if len(items) == 0 {
+		return nil, nil, false, fmt.Errorf("spec.kvCache.poolRef.name names KVCachePoolBinding %s/%s, which does not exist; an administrator grants the namespace a pool by creating it, or remove spec.kvCache", md.Namespace, name)
+	}
+	binding := &workerv1.KVCachePoolBinding{}
+	if err := xfn.Decode(items[0].Resource.Object, binding); err != nil {
+		return nil, nil, false, err
+	}
+	pool := binding.Spec.PoolRef.Name
+	rsp.Requirements.Resources["pool"] = &fnv1.ResourceSelector{ApiVersion: api, Kind: workerv1.KVCachePoolKind,
+		Match: &fnv1.ResourceSelector_MatchName{MatchName: pool}}
+	items, resolved, err = request.GetRequiredResource(req, "pool")
+	if err != nil || !resolved {
+		return nil, nil, !resolved, err
+	}
+	if len(items) == 0 {
+		return nil, nil, false, fmt.Errorf("KVCachePoolBinding %s/%s names KVCachePool %s, which does not exist", md.Namespace, name, pool)
+	}
+	p := &workerv1.KVCachePool{}
+	if err := xfn.Decode(items[0].Resource.Object, p); err != nil {
+		return nil, nil, false, err
+	}
+	if p.Status.ClientEndpoint == "" {
+		return nil, nil, false, fmt.Errorf("KVCachePool %s has not published status.clientEndpoint yet, so no cache client can be configured; the render waits for the pool", pool)
+	}
+	domain := binding.Spec.Domain
+	if domain.Name == "" {
+		domain.Name = "default"
+	}
+	echo := map[string]any{"binding": binding.Name, "pool": pool,
+		"domain": map[string]any{"name": domain.Name, "blockSize": int64(domain.BlockSize), "dtype": domain.Dtype}}
+	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
+}
+
+// amend applies an amendment to the template of a desired ModelRole.
+func amend(dr *resource.DesiredComposed, a Amendment) error {
+	raw, err := dr.Resource.GetValue("spec.template")
+	if err != nil {
+		return fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
+	}
+	t := &corev1.PodTemplateSpec{}
+	if err := xfn.Decode(raw, t); err != nil {
+		return err
+	}
+	Apply(t, a)
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp") // a null the template type marshals; not part of the intent
+	}
+	return dr.Resource.SetValue("spec.template", m)
+}
+
+// setConditions reports what was configured, not what the containers did with it.
+func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, d Deployment) {
+	unmanaged := false
+	producersUnmanaged := false
+	for _, r := range md.Spec.Roles {
+		if len(r.Command) > 0 {
+			unmanaged = true
+			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
+		}
+	}
+	switch {
+	case md.Spec.KVCache == nil:
+		response.ConditionTrue(rsp, "CacheAttached", "NotApplicable").WithMessage("spec.kvCache is not set").TargetComposite()
+	case unmanaged:
+		response.ConditionUnknown(rsp, "CacheAttached", "Unmanaged").
+			WithMessage("a role takes its command line over, so mdplane configured no cache client for it").TargetComposite()
+	default:
+		response.ConditionUnknown(rsp, "CacheAttached", "NoObservationAvailable").
+			WithMessage("the cache client is configured; no replica has reported cache operations yet").TargetComposite()
+	}
+	switch {
+	case d.Router == nil:
+		response.ConditionFalse(rsp, "KVEventsPublishing", "NoRouter").WithMessage("no router consumes KV events").TargetComposite()
+	case d.Router.Name != workerv1.RouterLLMD:
+		response.ConditionTrue(rsp, "KVEventsPublishing", "NotApplicable").WithMessage("only llm-d-router consumes KV events").TargetComposite()
+	case d.Engine == workerv1.EngineSGLang:
+		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
+			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
+	case producersUnmanaged:
+		response.ConditionUnknown(rsp, "KVEventsPublishing", "RoleUnmanaged").
+			WithMessage("a block-producing role takes its command line over").TargetComposite()
+	default:
+		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
+			WithMessage("every block-producing role is configured to publish on tcp://*:5557, topic kv@").TargetComposite()
+	}
+}

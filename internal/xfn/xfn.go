@@ -1,0 +1,55 @@
+// Package xfn holds what mdplane's composition functions share of the function protocol: reading a
+// composite into Go types, writing the desired composite's status, and reporting a render failure.
+package xfn
+
+import (
+	"encoding/json"
+	"fmt"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/response"
+	"k8s.io/utils/ptr"
+)
+
+// ReasonRenderFailed is the reason of the result, and so of the event, a failed render reports.
+const ReasonRenderFailed = "RenderFailed"
+
+// Decode converts a decoded object (maps, slices, scalars) into a typed one. Unknown fields, such as
+// the spec.crossplane block of an XR, are ignored.
+func Decode(from, into any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+// Fatal reports a render failure on the composite. Crossplane applies and deletes nothing after a
+// fatal result, so what is running is left alone.
+func Fatal(rsp *fnv1.RunFunctionResponse, err error) {
+	rsp.Results = append(rsp.Results, &fnv1.Result{
+		Severity: fnv1.Severity_SEVERITY_FATAL,
+		Message:  err.Error(),
+		Reason:   ptr.To(ReasonRenderFailed),
+		Target:   fnv1.Target_TARGET_COMPOSITE.Enum(),
+	})
+}
+
+// SetDesiredStatus writes status fields onto the desired composite, keeping what earlier steps
+// wrote. Crossplane applies only the desired composite's status.
+func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status map[string]any) error {
+	dxr, err := request.GetDesiredCompositeResource(req)
+	if err != nil {
+		return fmt.Errorf("cannot read the desired composite: %w", err)
+	}
+	dxr.Resource.SetAPIVersion(xr.Resource.GetAPIVersion())
+	dxr.Resource.SetKind(xr.Resource.GetKind())
+	for k, v := range status {
+		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
+			return err
+		}
+	}
+	return response.SetDesiredCompositeResource(rsp, dxr)
+}
