@@ -71,7 +71,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if err := amend(dr, RenderRole(d, role)); err != nil {
+		if err := amend(dr, RenderRole(d, role), needsRoutingProxy(d, role), d); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
 	}
@@ -132,8 +132,9 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
 }
 
-// amend applies an amendment to the template of a desired ModelRole.
-func amend(dr *resource.DesiredComposed, a Amendment) error {
+// amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
+// the engine behind the routing proxy.
+func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment) error {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
 		return fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
@@ -143,6 +144,9 @@ func amend(dr *resource.DesiredComposed, a Amendment) error {
 		return err
 	}
 	Apply(t, a)
+	if proxied {
+		ApplyRoutingProxy(t, d)
+	}
 	b, err := json.Marshal(t)
 	if err != nil {
 		return err

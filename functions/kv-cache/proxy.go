@@ -1,0 +1,108 @@
+package kvcache
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// The routing proxy llm-d-router puts in front of every decode replica: it owns the role's serving
+// port and forwards to the engine on an internal one.
+const (
+	RoutingProxyContainer = "routing-proxy"
+	RoutingProxyImage     = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+	internalEnginePort    = 8200
+	modelServerPortName   = "model-server"
+	decoderProbePath      = "/v1/models"
+)
+
+// needsRoutingProxy reports whether a role's replicas run behind the routing proxy: a managed
+// decoder of a deployment llm-d-router fronts.
+func needsRoutingProxy(d Deployment, role workerv1.ModelDeploymentRole) bool {
+	return d.Router != nil && d.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
+}
+
+// ApplyRoutingProxy moves the engine of a decoder's template behind the routing proxy: the proxy, a
+// native sidecar, listens on the serving port; the engine on an internal port past every declared
+// one; the probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the
+// proxy reaches its engine.
+func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
+	var main *corev1.Container
+	for i := range t.Spec.Containers {
+		if t.Spec.Containers[i].Name == mainContainer {
+			main = &t.Spec.Containers[i]
+		}
+	}
+	if main == nil || len(main.Ports) == 0 {
+		return
+	}
+	serving := main.Ports[0].ContainerPort
+	internal := int32(internalEnginePort)
+	for taken := true; taken; {
+		taken = false
+		for _, p := range main.Ports {
+			if p.ContainerPort == internal {
+				internal++
+				taken = true
+			}
+		}
+	}
+	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
+	main.Args = withPort(main.Args, internal)
+	for _, probe := range []*corev1.Probe{main.StartupProbe, main.ReadinessProbe, main.LivenessProbe} {
+		if probe != nil && probe.HTTPGet != nil {
+			probe.HTTPGet.Path, probe.HTTPGet.Port = decoderProbePath, intstr.FromInt32(serving)
+		}
+	}
+	if _, scraped := t.Annotations["prometheus.io/port"]; scraped {
+		t.Annotations["prometheus.io/port"] = strconv.Itoa(int(internal))
+	}
+
+	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}
+	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+	switch d.Engine {
+	case workerv1.EngineSGLang:
+		args = append(args, "--kv-connector=sglang")
+		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(BootstrapPort)})
+	default:
+		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(BootstrapPort))
+	}
+	args = append(args, "--secure-proxy=false")
+	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
+		Name:            RoutingProxyContainer,
+		Image:           RoutingProxyImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		// A native sidecar: it starts before the engine and runs beside it for the Pod's lifetime.
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Args:          args,
+		Env:           env,
+		Ports:         []corev1.ContainerPort{{Name: "http", ContainerPort: serving, Protocol: corev1.ProtocolTCP}},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			RunAsNonRoot:             ptr.To(true),
+		},
+	})
+}
+
+// withPort points every --port the engine reads at port: the proxy owns the declared one.
+func withPort(args []string, port int32) []string {
+	out := make([]string, 0, len(args))
+	value := strconv.Itoa(int(port))
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--port" && i+1 < len(args):
+			out = append(out, "--port", value)
+			i++
+		case strings.HasPrefix(args[i], "--port="):
+			out = append(out, "--port="+value)
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
