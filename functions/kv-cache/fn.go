@@ -2,15 +2,16 @@ package kvcache
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -65,20 +66,26 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
+	templates := map[string]*corev1.PodTemplateSpec{}
 	for _, role := range md.Spec.Roles {
 		key := resource.Name("role-" + role.Name)
 		dr, ok := desired[key]
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if err := amend(dr, RenderRole(d, role), needsRoutingProxy(d, role), d); err != nil {
+		if templates[role.Name], err = amend(dr, RenderRole(d, role), needsRoutingProxy(d, role), d); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
+	}
+	routerReady, err := composeRouter(req, md, d, templates, desired)
+	if err != nil {
+		return err
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
 	setConditions(rsp, md, d)
+	setRouterStatus(rsp, md, routerReady, status)
 	return xfn.SetDesiredStatus(req, rsp, xr, status)
 }
 
@@ -134,31 +141,24 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
 // the engine behind the routing proxy.
-func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment) error {
+func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment) (*corev1.PodTemplateSpec, error) {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
-		return fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
+		return nil, fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
 	}
 	t := &corev1.PodTemplateSpec{}
 	if err := xfn.Decode(raw, t); err != nil {
-		return err
+		return nil, err
 	}
 	Apply(t, a)
 	if proxied {
 		ApplyRoutingProxy(t, d)
 	}
-	b, err := json.Marshal(t)
+	m, err := xfn.ToMap(t)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m := map[string]any{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp") // a null the template type marshals; not part of the intent
-	}
-	return dr.Resource.SetValue("spec.template", m)
+	return t, dr.Resource.SetValue("spec.template", m)
 }
 
 // setConditions reports what was configured, not what the containers did with it.
@@ -196,4 +196,95 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
 			WithMessage("every block-producing role is configured to publish on tcp://*:5557, topic kv@").TargetComposite()
 	}
+}
+
+// routerState is what the deployment reports of its router.
+type routerState int
+
+const (
+	routerAbsent routerState = iota
+	routerNotRendered
+	routerNotDeployed
+	routerNotReady
+	routerReady
+)
+
+// composeRouter adds an argv router's objects to the desired resources and reports how far the
+// router is.
+func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d Deployment, templates map[string]*corev1.PodTemplateSpec, desired map[resource.Name]*resource.DesiredComposed) (routerState, error) {
+	if md.Spec.Router == nil {
+		return routerAbsent, nil
+	}
+	if _, argv := routerCommands[md.Spec.Router.Name]; !argv {
+		return routerNotRendered, nil
+	}
+	port, err := servingPort(templates)
+	if err != nil {
+		return 0, err
+	}
+	r, err := RenderArgvRouter(md.Namespace, md.Name, md.Spec.Router, d, port)
+	if err != nil {
+		return 0, err
+	}
+	observed, err := request.GetObservedComposedResources(req)
+	if err != nil {
+		return 0, err
+	}
+	state := routerNotDeployed
+	for key, obj := range r.Objects {
+		m, err := xfn.ToMap(obj)
+		if err != nil {
+			return 0, err
+		}
+		seen := observed[resource.Name(key)].Resource
+		ready := seen != nil
+		if key == "router-deployment" {
+			available, _, _ := unstructured.NestedFieldNoCopy(valueOr(seen), "status", "availableReplicas")
+			ready = seen != nil && available != nil && fmt.Sprint(available) != "0"
+			switch {
+			case ready:
+				state = routerReady
+			case seen != nil:
+				state = routerNotReady
+			}
+		}
+		desired[resource.Name(key)] = &resource.DesiredComposed{
+			Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}},
+			Ready:    map[bool]resource.Ready{true: resource.ReadyTrue, false: resource.ReadyFalse}[ready],
+		}
+	}
+	return state, nil
+}
+
+func valueOr(u *composed.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
+}
+
+// setRouterStatus reports RouterReady and, once the router serves, makes it the deployment's
+// endpoint: behind a router the deployment's address is the router's, and there is none until it
+// serves.
+func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, status map[string]any) {
+	switch state {
+	case routerAbsent:
+		response.ConditionTrue(rsp, "RouterReady", "NotApplicable").WithMessage("spec.router is not set").TargetComposite()
+		return
+	case routerNotRendered:
+		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").
+			WithMessage(fmt.Sprintf("this release of mdplane does not render %s's objects", md.Spec.Router.Name)).TargetComposite()
+		return
+	case routerNotDeployed:
+		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").WithMessage("the router Deployment does not exist yet").TargetComposite()
+	case routerNotReady:
+		response.ConditionFalse(rsp, "RouterReady", "NoReadyReplicas").WithMessage("no router replica is available").TargetComposite()
+	case routerReady:
+		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
+	}
+	status["endpoint"] = nil
+	if state == routerReady {
+		status["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
+	}
+	status["router"] = map[string]any{"name": string(md.Spec.Router.Name), "endpoint": RouterEndpoint(md.Namespace, md.Name)}
 }

@@ -2,7 +2,6 @@ package renderroles
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/crossplane/function-sdk-go/logging"
@@ -63,39 +62,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	return rsp, nil
 }
 
-// toComposed turns a typed object into a desired composed resource with the given readiness. It
-// drops what only the API server fills in (a null creationTimestamp, status), so Crossplane never
-// claims ownership of them.
+// toComposed turns a typed object into a desired composed resource with the given readiness.
 func toComposed(obj any, ready resource.Ready) (*resource.DesiredComposed, error) {
-	b, err := json.Marshal(obj)
+	m, err := xfn.ToMap(obj)
 	if err != nil {
 		return nil, err
 	}
-	m := map[string]any{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	dropNullTimestamps(m)
-	delete(m, "status")
 	return &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}}, Ready: ready}, nil
-}
-
-// dropNullTimestamps removes the null creationTimestamp typed metadata marshals, at every depth (a
-// Pod template carries one too).
-func dropNullTimestamps(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
-			delete(t, "creationTimestamp")
-		}
-		for _, child := range t {
-			dropNullTimestamps(child)
-		}
-	case []any:
-		for _, child := range t {
-			dropNullTimestamps(child)
-		}
-	}
 }
 
 // requirements collects the resources a step needs Crossplane to fetch. Crossplane calls the step

@@ -10,6 +10,7 @@ import (
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/response"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 )
 
@@ -38,7 +39,8 @@ func Fatal(rsp *fnv1.RunFunctionResponse, err error) {
 }
 
 // SetDesiredStatus writes status fields onto the desired composite, keeping what earlier steps
-// wrote. Crossplane applies only the desired composite's status.
+// wrote; a nil value removes the field an earlier step wrote. Crossplane applies only the desired
+// composite's status.
 func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status map[string]any) error {
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
@@ -47,9 +49,46 @@ func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 	dxr.Resource.SetAPIVersion(xr.Resource.GetAPIVersion())
 	dxr.Resource.SetKind(xr.Resource.GetKind())
 	for k, v := range status {
+		if v == nil {
+			unstructured.RemoveNestedField(dxr.Resource.Object, "status", k)
+			continue
+		}
 		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
 			return err
 		}
 	}
 	return response.SetDesiredCompositeResource(rsp, dxr)
+}
+
+// ToMap turns a typed object into the map a desired composed resource holds. It drops what only the
+// API server fills in — status, and the null creationTimestamp typed metadata marshals at every
+// depth (a Pod template carries one too) — so Crossplane never claims ownership of them.
+func ToMap(obj any) (map[string]any, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	dropNullTimestamps(m)
+	delete(m, "status")
+	return m, nil
+}
+
+func dropNullTimestamps(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
+			delete(t, "creationTimestamp")
+		}
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+	case []any:
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+	}
 }

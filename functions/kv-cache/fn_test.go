@@ -1,0 +1,100 @@
+package kvcache_test
+
+import (
+	"context"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
+)
+
+func res(t *testing.T, manifest string) *fnv1.Resource {
+	t.Helper()
+	m := map[string]any{}
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &m))
+	s, err := structpb.NewStruct(m)
+	require.NoError(t, err)
+	return &fnv1.Resource{Resource: s}
+}
+
+const routedDeployment = `
+apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: SGLang, image: lmsysorg/sglang:v0.5.4}
+  router: {name: sglang-gateway}
+  roles:
+  - {name: server, kind: Server, replicas: 2, size: 1, instanceType: a10g}
+`
+
+const desiredRole = `
+apiVersion: internal.mdplane.io/v1alpha1
+kind: ModelRole
+metadata: {name: chat-server}
+spec:
+  template: {spec: {containers: [{name: main, ports: [{name: http, containerPort: 8000}]}]}}
+`
+
+func routerRequest(t *testing.T, observedDeployment string) *fnv1.RunFunctionRequest {
+	req := &fnv1.RunFunctionRequest{
+		Observed: &fnv1.State{Composite: res(t, routedDeployment), Resources: map[string]*fnv1.Resource{}},
+		Desired: &fnv1.State{
+			Composite: res(t, `{apiVersion: worker.gpustack.ai/v1, kind: ModelDeployment, status: {endpoint: "http://chat.team-a.svc:8000"}}`),
+			Resources: map[string]*fnv1.Resource{"role-server": res(t, desiredRole)},
+		},
+	}
+	if observedDeployment != "" {
+		req.Observed.Resources["router-deployment"] = res(t, observedDeployment)
+	}
+	return req
+}
+
+func condition(rsp *fnv1.RunFunctionResponse, typ string) *fnv1.Condition {
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == typ {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestRouterEndpoint(t *testing.T) {
+	t.Run("no address while the router does not serve", func(t *testing.T) {
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), routerRequest(t, ""))
+		require.NoError(t, err)
+		require.Empty(t, rsp.GetResults())
+		status := rsp.GetDesired().GetComposite().GetResource().AsMap()["status"].(map[string]any)
+		assert.NotContains(t, status, "endpoint", "the deployment Service is not the address behind a router")
+		assert.Equal(t, "NotDeployed", condition(rsp, "RouterReady").GetReason())
+		assert.Contains(t, rsp.GetDesired().GetResources(), "router-deployment")
+		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetResources()["router-deployment"].GetReady())
+	})
+	t.Run("the router's address once a replica is available", func(t *testing.T) {
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(),
+			routerRequest(t, `{apiVersion: apps/v1, kind: Deployment, metadata: {name: chat-router}, status: {availableReplicas: 1}}`))
+		require.NoError(t, err)
+		status := rsp.GetDesired().GetComposite().GetResource().AsMap()["status"].(map[string]any)
+		assert.Equal(t, "http://chat-router.team-a.svc:8081", status["endpoint"])
+		assert.Equal(t, fnv1.Status_STATUS_CONDITION_TRUE, condition(rsp, "RouterReady").GetStatus())
+		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetResources()["router-deployment"].GetReady())
+	})
+	t.Run("a router needs every role on one serving port", func(t *testing.T) {
+		req := routerRequest(t, "")
+		two := routedDeployment + "  - {name: other, kind: Server, replicas: 1, size: 1, instanceType: a10g}\n"
+		req.Observed.Composite = res(t, two)
+		req.Desired.Resources["role-other"] = res(t, `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-other},
+		  spec: {template: {spec: {containers: [{name: main, ports: [{name: http, containerPort: 9000}]}]}}}}`)
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), req)
+		require.NoError(t, err)
+		require.Len(t, rsp.GetResults(), 1)
+		assert.Equal(t, fnv1.Severity_SEVERITY_FATAL, rsp.GetResults()[0].GetSeverity())
+		assert.Contains(t, rsp.GetResults()[0].GetMessage(), "a router needs every role on one serving port")
+	})
+}

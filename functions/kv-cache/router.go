@@ -1,0 +1,218 @@
+package kvcache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Router rendering constants of the spec's related facts (§1.4).
+const (
+	LabelRouter              = "modeldeployment.gpustack.ai/router"
+	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"
+	DefaultRouterImage       = "gpustack/llm-router:v0.1.0"
+	RouterPort               = 8081
+	routerMetricsPort        = 9090
+	routerContainer          = "router"
+	routerServicePortName    = "http"
+	routerMetricsPortName    = "metrics"
+	routerDefaultReplicaSize = 1
+)
+
+// RouterName is the name of every object of a deployment's router: <md>-router.
+func RouterName(deployment string) string { return deployment + "-router" }
+
+// RouterEndpoint is the deployment's address once a router fronts it.
+func RouterEndpoint(namespace, deployment string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", RouterName(deployment), namespace, RouterPort)
+}
+
+// Router is a deployment's router: the objects to compose, by composition resource name.
+type Router struct {
+	Objects map[string]any
+}
+
+// routerCommands are the argv routers and the command each runs; llm-d-router is an EPP and an
+// Envoy proxy, rendered elsewhere.
+var routerCommands = map[workerv1.RouterName]string{
+	workerv1.RouterVLLM:          "vllm-router",
+	workerv1.RouterSGLangGateway: "sgl-model-gateway",
+}
+
+// RenderArgvRouter renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
+// router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
+// RoleBinding that let it watch Pods. servingPort is the port every role serves on.
+func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentRouter, d Deployment, servingPort int32) (*Router, error) {
+	command, ok := routerCommands[r.Name]
+	if !ok {
+		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
+	}
+	name := RouterName(deployment)
+	labels := map[string]string{
+		workerv1.LabelName:     workerv1.NameModelDeployment,
+		workerv1.LabelInstance: deployment,
+		LabelRouter:            string(r.Name),
+	}
+	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(RouterPort),
+		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
+	if r.RequestTimeoutSeconds != nil {
+		args = append(args, "--request-timeout-secs="+strconv.Itoa(int(*r.RequestTimeoutSeconds)))
+	}
+	if r.Name == workerv1.RouterVLLM {
+		args = append(args, "--kv-connector=mooncake")
+	}
+	args = append(args, "--service-discovery", "--service-discovery-namespace="+namespace,
+		"--service-discovery-port="+strconv.Itoa(int(servingPort)))
+	if d.hasPair() {
+		flag := "--pd-disaggregation"
+		if r.Name == workerv1.RouterVLLM {
+			flag = "--vllm-pd-disaggregation"
+		}
+		args = append(args, flag)
+		args = append(args, selectorArgs("--prefill-selector", leaderLabels(deployment, workerv1.RoleKindPrefill))...)
+		args = append(args, selectorArgs("--decode-selector", leaderLabels(deployment, workerv1.RoleKindDecode))...)
+	} else {
+		args = append(args, selectorArgs("--selector", leaderLabels(deployment, ""))...)
+	}
+	args = append(args, r.ExtraArgs...)
+
+	image := DefaultRouterImage
+	if r.Image != "" {
+		image = r.Image
+	}
+	replicas := int32(routerDefaultReplicaSize)
+	if r.Replicas != nil {
+		replicas = *r.Replicas
+	}
+	container := corev1.Container{
+		Name: routerContainer, Image: image, ImagePullPolicy: r.ImagePullPolicy,
+		Command: []string{command}, Args: args,
+		Ports: []corev1.ContainerPort{
+			{Name: routerServicePortName, ContainerPort: RouterPort, Protocol: corev1.ProtocolTCP},
+			{Name: routerMetricsPortName, ContainerPort: routerMetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RouterPort)}},
+			PeriodSeconds: 10, TimeoutSeconds: 5},
+	}
+	hash, err := configHash(container)
+	if err != nil {
+		return nil, err
+	}
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
+	}
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta(),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					AnnotationRouterConfig: hash,
+					"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics",
+					"prometheus.io/port": strconv.Itoa(routerMetricsPort), "prometheus.io/scheme": "http",
+				}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: name,
+					ImagePullSecrets:   r.ImagePullSecrets,
+					Containers:         []corev1.Container{container},
+				},
+			},
+		},
+	}
+	return &Router{Objects: map[string]any{
+		"router-deployment": deploy,
+		"router-service": &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: meta(),
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+				Name: routerServicePortName, Port: RouterPort, TargetPort: intstr.FromInt32(RouterPort), Protocol: corev1.ProtocolTCP,
+			}}},
+		},
+		"router-serviceaccount": &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()},
+		"router-role": &rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: meta(),
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+		},
+		"router-rolebinding": &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: meta(),
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		},
+	}}, nil
+}
+
+// leaderLabels select the leaders of a deployment's roles, of one kind when kind is set. Router Pods
+// carry no member index, so they never select themselves.
+func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
+	l := map[string]string{
+		workerv1.LabelName:        workerv1.NameModelDeployment,
+		workerv1.LabelInstance:    deployment,
+		workerv1.LabelMemberIndex: "0",
+	}
+	if kind != "" {
+		l[workerv1.LabelRoleKind] = kind.RouterSpelling()
+	}
+	return l
+}
+
+// selectorArgs spells a selector one label per argument, sorted.
+func selectorArgs(flag string, labels map[string]string) []string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := []string{flag}
+	for _, k := range keys {
+		args = append(args, k+"="+labels[k])
+	}
+	return args
+}
+
+// configHash keys the router Pods to their configuration, so a change rolls them.
+func configHash(c corev1.Container) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// servingPort is the one port every role serves on; a router needs one.
+func servingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
+	var port int32
+	for role, t := range templates {
+		p := int32(0)
+		for _, c := range t.Spec.InitContainers {
+			if c.Name == RoutingProxyContainer && len(c.Ports) > 0 {
+				p = c.Ports[0].ContainerPort
+			}
+		}
+		for _, c := range t.Spec.Containers {
+			if c.Name == mainContainer && len(c.Ports) > 0 && p == 0 {
+				p = c.Ports[0].ContainerPort
+			}
+		}
+		if port != 0 && p != port {
+			return 0, fmt.Errorf("role %q serves on port %d and another role on %d; a router needs every role on one serving port", role, p, port)
+		}
+		port = p
+	}
+	return port, nil
+}
