@@ -81,11 +81,15 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return err
 	}
+	routerRoles, err := publishKVEvents(md, d, desired)
+	if err != nil {
+		return err
+	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
 	setConditions(rsp, md, d)
-	setRouterStatus(rsp, md, routerReady, status)
+	setRouterStatus(rsp, md, routerReady, routerRoles, status)
 	return xfn.SetDesiredStatus(req, rsp, xr, status)
 }
 
@@ -266,11 +270,14 @@ func valueOr(u *composed.Unstructured) map[string]any {
 // setRouterStatus reports RouterReady and, once the router serves, makes it the deployment's
 // endpoint: behind a router the deployment's address is the router's, and there is none until it
 // serves.
-func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, status map[string]any) {
-	switch state {
-	case routerAbsent:
+func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, roles []any, status map[string]any) {
+	if state == routerAbsent {
 		response.ConditionTrue(rsp, "RouterReady", "NotApplicable").WithMessage("spec.router is not set").TargetComposite()
 		return
+	}
+	router := map[string]any{"name": string(md.Spec.Router.Name), "roles": roles}
+	status["router"] = router
+	switch state {
 	case routerNotRendered:
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").
 			WithMessage(fmt.Sprintf("this release of mdplane does not render %s's objects", md.Spec.Router.Name)).TargetComposite()
@@ -282,9 +289,54 @@ func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment
 	case routerReady:
 		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
 	}
+	router["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
 	status["endpoint"] = nil
 	if state == routerReady {
 		status["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
 	}
-	status["router"] = map[string]any{"name": string(md.Spec.Router.Name), "endpoint": RouterEndpoint(md.Namespace, md.Name)}
+}
+
+// publishKVEvents declares the event ports on the Service of every role that publishes, so its
+// hostname is the dialable form, and returns what the router fronts for status.router.roles.
+func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) ([]any, error) {
+	if md.Spec.Router == nil {
+		return nil, nil
+	}
+	var roles []any
+	for _, role := range md.Spec.Roles {
+		svc, ok := desired[resource.Name("service-"+role.Name)]
+		if !ok {
+			return nil, fmt.Errorf("role %q: no desired Service; the kv-cache step runs after render-roles", role.Name)
+		}
+		ports, _, _ := unstructured.NestedSlice(svc.Resource.Object, "spec", "ports")
+		host := fmt.Sprintf("%s.%s.svc", svc.Resource.GetName(), md.Namespace)
+		entry := map[string]any{
+			"name":     role.Name,
+			"kind":     role.Kind.RouterSpelling(),
+			"selector": fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=0", workerv1.LabelName, workerv1.NameModelDeployment, workerv1.LabelInstance, md.Name, workerv1.LabelComponent, role.Name, workerv1.LabelMemberIndex),
+		}
+		if len(ports) > 0 {
+			if p, ok := ports[0].(map[string]any)["port"]; ok {
+				entry["endpoint"] = fmt.Sprintf("http://%s:%v", host, p)
+			}
+		}
+		if PublishesKVEvents(d, role) {
+			for _, p := range []struct {
+				name string
+				port int64
+			}{{"kv-events", KVEventsPort}, {"kv-replay", KVReplayPort}} {
+				ports = append(ports, map[string]any{"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"})
+			}
+			if err := unstructured.SetNestedSlice(svc.Resource.Object, ports, "spec", "ports"); err != nil {
+				return nil, err
+			}
+			entry["kvEvents"] = map[string]any{
+				"endpoint":       fmt.Sprintf("tcp://%s:%d", host, KVEventsPort),
+				"replayEndpoint": fmt.Sprintf("tcp://%s:%d", host, KVReplayPort),
+				"topic":          "kv@",
+			}
+		}
+		roles = append(roles, entry)
+	}
+	return roles, nil
 }

@@ -47,7 +47,10 @@ func routerRequest(t *testing.T, observedDeployment string) *fnv1.RunFunctionReq
 		Observed: &fnv1.State{Composite: res(t, routedDeployment), Resources: map[string]*fnv1.Resource{}},
 		Desired: &fnv1.State{
 			Composite: res(t, `{apiVersion: worker.gpustack.ai/v1, kind: ModelDeployment, status: {endpoint: "http://chat.team-a.svc:8000"}}`),
-			Resources: map[string]*fnv1.Resource{"role-server": res(t, desiredRole)},
+			Resources: map[string]*fnv1.Resource{
+				"role-server":    res(t, desiredRole),
+				"service-server": res(t, `{apiVersion: v1, kind: Service, metadata: {name: chat-server}, spec: {ports: [{name: http, port: 8000}]}}`),
+			},
 		},
 	}
 	if observedDeployment != "" {
@@ -84,6 +87,10 @@ func TestRouterEndpoint(t *testing.T) {
 		assert.Equal(t, "http://chat-router.team-a.svc:8081", status["endpoint"])
 		assert.Equal(t, fnv1.Status_STATUS_CONDITION_TRUE, condition(rsp, "RouterReady").GetStatus())
 		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetResources()["router-deployment"].GetReady())
+		router := status["router"].(map[string]any)
+		role := router["roles"].([]any)[0].(map[string]any)
+		assert.Equal(t, "http://chat-server.team-a.svc:8000", role["endpoint"])
+		assert.NotContains(t, role, "kvEvents", "SGLang publishes no KV events")
 	})
 	t.Run("a router needs every role on one serving port", func(t *testing.T) {
 		req := routerRequest(t, "")
@@ -91,6 +98,7 @@ func TestRouterEndpoint(t *testing.T) {
 		req.Observed.Composite = res(t, two)
 		req.Desired.Resources["role-other"] = res(t, `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-other},
 		  spec: {template: {spec: {containers: [{name: main, ports: [{name: http, containerPort: 9000}]}]}}}}`)
+		req.Desired.Resources["service-other"] = res(t, `{apiVersion: v1, kind: Service, metadata: {name: chat-other}, spec: {ports: [{name: http, port: 8000}]}}`)
 		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), req)
 		require.NoError(t, err)
 		require.Len(t, rsp.GetResults(), 1)

@@ -128,7 +128,7 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: itoa(BootstrapPort)})
 			a.Ports = append(a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: BootstrapPort, Protocol: corev1.ProtocolTCP})
 		}
-		if d.Router != nil && d.Router.Name == workerv1.RouterLLMD && kind != workerv1.RoleKindDecode {
+		if PublishesKVEvents(d, role) {
 			a.Args = append(a.Args, "--kv-events-config", kvEventsConfig)
 			a.Ports = append(a.Ports,
 				corev1.ContainerPort{Name: "kv-events", ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP},
@@ -191,6 +191,13 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 		a.Args = append(a.Args, engine.KVCacheDtypeFlag, d.Binding.Domain.Dtype)
 	}
 	return a
+}
+
+// PublishesKVEvents reports whether a role publishes KV cache events: a managed, block-producing
+// vLLM role (not a decoder) that llm-d-router fronts. SGLang renders no publisher.
+func PublishesKVEvents(d Deployment, role workerv1.ModelDeploymentRole) bool {
+	return d.Engine == workerv1.EngineVLLM && d.Router != nil && d.Router.Name == workerv1.RouterLLMD &&
+		len(role.Command) == 0 && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
 }
 
 // vllmKVRole is the kv_role of a role kind.
