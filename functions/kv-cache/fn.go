@@ -12,7 +12,6 @@ import (
 	"github.com/crossplane/function-sdk-go/response"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
@@ -96,39 +95,30 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 // readBinding requires the Binding the deployment names and its pool, and resolves them. pending is
 // true while Crossplane has not fetched them yet.
 func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*Binding, map[string]any, bool, error) {
-	if rsp.Requirements == nil {
-		rsp.Requirements = &fnv1.Requirements{}
-	}
-	if rsp.Requirements.Resources == nil {
-		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
-	}
+	r := xfn.NewRequirements(req, rsp)
 	api := workerv1.SchemeGroupVersion.String()
 	name := md.Spec.KVCache.PoolRef.Name
-	rsp.Requirements.Resources["binding"] = &fnv1.ResourceSelector{ApiVersion: api, Kind: workerv1.KVCachePoolBindingKind,
-		Namespace: ptr.To(md.Namespace), Match: &fnv1.ResourceSelector_MatchName{MatchName: name}}
-	items, resolved, err := request.GetRequiredResource(req, "binding")
-	if err != nil || !resolved {
-		return nil, nil, !resolved, err
+	obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, name)
+	if err != nil || r.Pending {
+		return nil, nil, r.Pending, err
 	}
-	if len(items) == 0 {
+	if obj == nil {
 		return nil, nil, false, fmt.Errorf("spec.kvCache.poolRef.name names KVCachePoolBinding %s/%s, which does not exist; an administrator grants the namespace a pool by creating it, or remove spec.kvCache", md.Namespace, name)
 	}
 	binding := &workerv1.KVCachePoolBinding{}
-	if err := xfn.Decode(items[0].Resource.Object, binding); err != nil {
+	if err := xfn.Decode(obj.Object, binding); err != nil {
 		return nil, nil, false, err
 	}
 	pool := binding.Spec.PoolRef.Name
-	rsp.Requirements.Resources["pool"] = &fnv1.ResourceSelector{ApiVersion: api, Kind: workerv1.KVCachePoolKind,
-		Match: &fnv1.ResourceSelector_MatchName{MatchName: pool}}
-	items, resolved, err = request.GetRequiredResource(req, "pool")
-	if err != nil || !resolved {
-		return nil, nil, !resolved, err
+	obj, err = r.ByName("pool", api, workerv1.KVCachePoolKind, "", pool)
+	if err != nil || r.Pending {
+		return nil, nil, r.Pending, err
 	}
-	if len(items) == 0 {
+	if obj == nil {
 		return nil, nil, false, fmt.Errorf("KVCachePoolBinding %s/%s names KVCachePool %s, which does not exist", md.Namespace, name, pool)
 	}
 	p := &workerv1.KVCachePool{}
-	if err := xfn.Decode(items[0].Resource.Object, p); err != nil {
+	if err := xfn.Decode(obj.Object, p); err != nil {
 		return nil, nil, false, err
 	}
 	if p.Status.ClientEndpoint == "" {

@@ -38,9 +38,9 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	if err := xfn.Decode(xr.Resource.Object, md); err != nil {
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
-	r := newRequirements(req, rsp)
+	r := xfn.NewRequirements(req, rsp)
 	in, err := readDeploymentInputs(r, md)
-	if err != nil || r.pending {
+	if err != nil || r.Pending {
 		return err // while pending, Crossplane fetches what was required and calls again
 	}
 	observed, err := request.GetObservedComposedResources(req)
@@ -90,14 +90,14 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 
 // readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
 // its pool and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
-func readDeploymentInputs(r *requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
+func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
 	in := &deploymentInputs{instanceTypes: map[string]*workerv1.InstanceType{}}
 	api := workerv1.SchemeGroupVersion.String()
 	for _, role := range md.Spec.Roles {
 		if _, seen := in.instanceTypes[role.InstanceType]; seen {
 			continue
 		}
-		obj, err := r.byName("instancetype/"+role.InstanceType, api, workerv1.InstanceTypeKind, "", role.InstanceType)
+		obj, err := r.ByName("instancetype/"+role.InstanceType, api, workerv1.InstanceTypeKind, "", role.InstanceType)
 		if err != nil {
 			return nil, err
 		}
@@ -110,19 +110,19 @@ func readDeploymentInputs(r *requirements, md *workerv1.ModelDeployment) (*deplo
 		}
 	}
 	if kv := md.Spec.KVCache; kv != nil && kv.PoolRef.Name != "" {
-		obj, err := r.byName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
+		obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
 		if err := decodeInto(obj, err, &in.binding); err != nil {
 			return nil, err
 		}
 		if in.binding != nil {
-			obj, err := r.byName("pool", api, workerv1.KVCachePoolKind, "", in.binding.Spec.PoolRef.Name)
+			obj, err := r.ByName("pool", api, workerv1.KVCachePoolKind, "", in.binding.Spec.PoolRef.Name)
 			if err := decodeInto(obj, err, &in.pool); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if ref := md.Spec.Model.ArtifactRef; ref != nil {
-		obj, err := r.byName("artifact", api, workerv1.ModelArtifactKind, md.Namespace, ref.Name)
+		obj, err := r.ByName("artifact", api, workerv1.ModelArtifactKind, md.Namespace, ref.Name)
 		if err := decodeInto(obj, err, &in.artifact); err != nil {
 			return nil, err
 		}

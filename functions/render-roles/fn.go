@@ -12,7 +12,6 @@ import (
 	"github.com/crossplane/function-sdk-go/response"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -69,64 +68,6 @@ func toComposed(obj any, ready resource.Ready) (*resource.DesiredComposed, error
 		return nil, err
 	}
 	return &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}}, Ready: ready}, nil
-}
-
-// requirements collects the resources a step needs Crossplane to fetch. Crossplane calls the step
-// again until they stop changing, so every call must ask for the same ones given the same inputs.
-type requirements struct {
-	req *fnv1.RunFunctionRequest
-	rsp *fnv1.RunFunctionResponse
-	// pending is true while a requirement has not been resolved by Crossplane yet.
-	pending bool
-}
-
-func newRequirements(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) *requirements {
-	if rsp.Requirements == nil {
-		rsp.Requirements = &fnv1.Requirements{}
-	}
-	if rsp.Requirements.Resources == nil {
-		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
-	}
-	return &requirements{req: req, rsp: rsp}
-}
-
-// byName requires one object by name (namespace empty for cluster-scoped kinds) and returns it,
-// nil when Crossplane found none or has not fetched it yet.
-func (r *requirements) byName(key, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
-	sel := &fnv1.ResourceSelector{ApiVersion: apiVersion, Kind: kind, Match: &fnv1.ResourceSelector_MatchName{MatchName: name}}
-	if namespace != "" {
-		sel.Namespace = ptr.To(namespace)
-	}
-	items, err := r.require(key, sel)
-	if err != nil || len(items) == 0 {
-		return nil, err
-	}
-	return items[0], nil
-}
-
-// byLabels requires every object of a kind in a namespace carrying the labels.
-func (r *requirements) byLabels(key, apiVersion, kind, namespace string, labels map[string]string) ([]*unstructured.Unstructured, error) {
-	return r.require(key, &fnv1.ResourceSelector{
-		ApiVersion: apiVersion, Kind: kind, Namespace: ptr.To(namespace),
-		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: labels}},
-	})
-}
-
-func (r *requirements) require(key string, sel *fnv1.ResourceSelector) ([]*unstructured.Unstructured, error) {
-	r.rsp.Requirements.Resources[key] = sel
-	items, resolved, err := request.GetRequiredResource(r.req, key)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read required resource %s: %w", key, err)
-	}
-	if !resolved {
-		r.pending = true
-		return nil, nil
-	}
-	out := make([]*unstructured.Unstructured, 0, len(items))
-	for _, i := range items {
-		out = append(out, i.Resource)
-	}
-	return out, nil
 }
 
 // observedReady reports whether an observed object's Ready condition is True.

@@ -27,9 +27,9 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 		return fmt.Errorf("cannot read ModelReplica %s: %w", xr.Resource.GetName(), err)
 	}
 	ns, spec := xr.Resource.GetNamespace(), replica.Spec
-	r := newRequirements(req, rsp)
-	obj, err := r.byName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
-	if err != nil || r.pending {
+	r := xfn.NewRequirements(req, rsp)
+	obj, err := r.ByName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
+	if err != nil || r.Pending {
 		return err
 	}
 	if obj == nil {

@@ -38,7 +38,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 	}
 	// Only an empty slot needs to know whether Pods of its ordinal remain; asking for the Pods of the
 	// whole role would carry every member of every replica into the request.
-	r := newRequirements(req, rsp)
+	r := xfn.NewRequirements(req, rsp)
 	occupied := map[int32]bool{}
 	for n := range spec.Replicas {
 		if observed[replicaResource(n)].Resource != nil {
@@ -46,13 +46,13 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 		}
 		selector := roleSelector(spec.DeploymentName, spec.RoleName)
 		selector[workerv1.LabelPodOrdinal] = strconv.Itoa(int(n))
-		pods, err := r.byLabels(fmt.Sprintf("pods-r%d", n), "v1", "Pod", ns, selector)
+		pods, err := r.ByLabels(fmt.Sprintf("pods-r%d", n), "v1", "Pod", ns, selector)
 		if err != nil {
 			return err
 		}
 		occupied[n] = len(pods) > 0
 	}
-	if r.pending {
+	if r.Pending {
 		return nil
 	}
 	desired, err := request.GetDesiredComposedResources(req)

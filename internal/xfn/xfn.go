@@ -92,3 +92,62 @@ func dropNullTimestamps(v any) {
 		}
 	}
 }
+
+// Requirements collects the resources a step needs Crossplane to fetch. Crossplane calls the step
+// again until they stop changing, so every call must ask for the same ones given the same inputs.
+type Requirements struct {
+	req *fnv1.RunFunctionRequest
+	rsp *fnv1.RunFunctionResponse
+	// Pending is true while a requirement has not been resolved by Crossplane yet.
+	Pending bool
+}
+
+// NewRequirements starts the requirements of a step on its response.
+func NewRequirements(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) *Requirements {
+	if rsp.Requirements == nil {
+		rsp.Requirements = &fnv1.Requirements{}
+	}
+	if rsp.Requirements.Resources == nil {
+		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
+	}
+	return &Requirements{req: req, rsp: rsp}
+}
+
+// ByName requires one object by name (namespace empty for cluster-scoped kinds) and returns it,
+// nil when Crossplane found none or has not fetched it yet.
+func (r *Requirements) ByName(key, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	sel := &fnv1.ResourceSelector{ApiVersion: apiVersion, Kind: kind, Match: &fnv1.ResourceSelector_MatchName{MatchName: name}}
+	if namespace != "" {
+		sel.Namespace = ptr.To(namespace)
+	}
+	items, err := r.require(key, sel)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	return items[0], nil
+}
+
+// ByLabels requires every object of a kind in a namespace carrying the labels.
+func (r *Requirements) ByLabels(key, apiVersion, kind, namespace string, labels map[string]string) ([]*unstructured.Unstructured, error) {
+	return r.require(key, &fnv1.ResourceSelector{
+		ApiVersion: apiVersion, Kind: kind, Namespace: ptr.To(namespace),
+		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: labels}},
+	})
+}
+
+func (r *Requirements) require(key string, sel *fnv1.ResourceSelector) ([]*unstructured.Unstructured, error) {
+	r.rsp.Requirements.Resources[key] = sel
+	items, resolved, err := request.GetRequiredResource(r.req, key)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read required resource %s: %w", key, err)
+	}
+	if !resolved {
+		r.Pending = true
+		return nil, nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(items))
+	for _, i := range items {
+		out = append(out, i.Resource)
+	}
+	return out, nil
+}
