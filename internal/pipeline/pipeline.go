@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,7 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 		return nil, err
 	}
 	all := []Output{*out}
+	cluster = slices.Clone(cluster) // what this composite composes is visible below it, not to the caller
 	for _, c := range out.Composed {
 		cluster = append(cluster, c.Object)
 	}
