@@ -26,8 +26,11 @@ build() {
   fi
   local start=$SECONDS
   echo "build $name $version ..."
-  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg")
-  mv "$out.tmp" "$out"
+  # A private temporary name: two builds racing for the same binary (two test packages on a cold
+  # machine) each finish theirs, and the rename is atomic.
+  local tmp="$out.tmp.$$"
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$tmp" "$pkg")
+  mv "$tmp" "$out"
   echo "built $out in $((SECONDS - start)) s"
 }
 

@@ -53,7 +53,8 @@ func crossplaneBinary(t *testing.T) string {
 	}
 	t.Logf("building crossplane %s into %s (once per machine; about ten minutes on two cores)", crossplaneVersion, bin)
 	start := time.Now()
-	tmp := bin + ".tmp"
+	// A private temporary name: the e2e stack's build.sh may build the same binary at the same time.
+	tmp := fmt.Sprintf("%s.tmp.%d", bin, os.Getpid())
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "github.com/crossplane/crossplane/v2/cmd/crossplane")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
