@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -54,11 +55,13 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 	}
 	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
 	main.Args = withPort(main.Args, internal)
+	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
 	for _, probe := range []*corev1.Probe{main.StartupProbe, main.ReadinessProbe, main.LivenessProbe} {
 		if probe != nil && probe.HTTPGet != nil {
-			probe.HTTPGet.Path, probe.HTTPGet.Port = decoderProbePath, intstr.FromInt32(serving)
+			probe.HTTPGet.Path, probe.HTTPGet.Port, probe.HTTPGet.Scheme = decoderProbePath, intstr.FromInt32(serving), corev1.URISchemeHTTP
 		}
 	}
+	engineTLS := engine.HasFlag(main.Args, "--ssl-certfile", "--ssl-keyfile")
 	if _, scraped := t.Annotations["prometheus.io/port"]; scraped {
 		t.Annotations["prometheus.io/port"] = strconv.Itoa(int(internal))
 	}
@@ -73,6 +76,9 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(BootstrapPort))
 	}
 	args = append(args, "--secure-proxy=false")
+	if engineTLS {
+		args = append(args, "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder")
+	}
 	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
 		Name:            RoutingProxyContainer,
 		Image:           RoutingProxyImage,

@@ -44,6 +44,14 @@ func TestRoutingProxy(t *testing.T) {
 		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args, "the user's own --port is the proxy's")
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--port=9000")
 	})
+	t.Run("a TLS engine is reached over TLS; the proxy itself serves plain HTTP", func(t *testing.T) {
+		tmpl := decoderTemplate([]string{"--ssl-certfile", "/etc/tls/tls.crt", "--port", "8000"}, 8000)
+		tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
+		kvcache.ApplyRoutingProxy(tmpl, llmd)
+		args := tmpl.Spec.InitContainers[0].Args
+		assert.Equal(t, []string{"--secure-proxy=false", "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"}, args[len(args)-3:])
+		assert.Equal(t, corev1.URISchemeHTTP, tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme)
+	})
 	t.Run("SGLang decoders use the sglang connector and are told the bootstrap port", func(t *testing.T) {
 		sg := llmd
 		sg.Engine = workerv1.EngineSGLang

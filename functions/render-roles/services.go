@@ -51,7 +51,8 @@ func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole
 	}
 }
 
-// Endpoint is the deployment's address: its Service, on the first role's published port.
+// Endpoint is the deployment's address: its Service, on the first role's published port, https when
+// that role's engine serves TLS.
 func Endpoint(namespace, deployment string, first *RenderedRole) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", deployment, namespace, first.ServicePort)
+	return fmt.Sprintf("%s://%s.%s.svc:%d", first.Scheme, deployment, namespace, first.ServicePort)
 }

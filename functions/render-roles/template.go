@@ -60,6 +60,8 @@ type RenderedRole struct {
 	TargetPort int32
 	// Unmanaged is true when the role takes its command line over.
 	Unmanaged bool
+	// Scheme is https when the engine serves TLS (it is passed a certificate or key file), else http.
+	Scheme string
 }
 
 // withDefaults applies the schema defaults to a role, so a render never depends on whether the
@@ -98,7 +100,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	out := &RenderedRole{ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: len(role.Command) > 0}
 
 	ports := rolePorts(role)
-	out.ServicePort, out.TargetPort = ports.service, ports.target
+	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main, err := mainContainer(in, role, ports)
 	if err != nil {
@@ -156,7 +158,7 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 		a["prometheus.io/scrape"] = "true"
 		a["prometheus.io/path"] = "/metrics"
 		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
-		a["prometheus.io/scheme"] = "http"
+		a["prometheus.io/scheme"] = ports.scheme
 	}
 	return a
 }
@@ -167,11 +169,37 @@ type portPlan struct {
 	service, target int32
 	declared        []corev1.ContainerPort
 	probed          bool
+	// scheme is what the engine speaks on the serving port: https when it serves TLS.
+	scheme string
 }
 
 // rolePorts applies the port rules: the first declared port is the serving port; with none declared
 // the engine's own --port moves only the container side, and the Service stays on 8000.
 func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
+	p := portsOf(role)
+	p.scheme, p.probed = "http", p.probed && probeable(role)
+	if servesTLS(role) {
+		p.scheme = "https"
+	}
+	return p
+}
+
+// servesTLS reports whether the engine is given a certificate or a key, and so serves HTTPS.
+func servesTLS(role workerv1.ModelDeploymentRole) bool {
+	return engine.HasFlag(engineArgs(role), "--ssl-certfile", "--ssl-keyfile")
+}
+
+// probeable reports whether a probe can reach the engine: with TLS on, only when the engine does not
+// require client certificates (--ssl-cert-reqs 0 or 1, or unset), which a probe cannot present.
+func probeable(role workerv1.ModelDeploymentRole) bool {
+	if !servesTLS(role) {
+		return true
+	}
+	v, set := engine.FlagValue(engineArgs(role), "--ssl-cert-reqs")
+	return !set || v == "0" || v == "1"
+}
+
+func portsOf(role workerv1.ModelDeploymentRole) portPlan {
 	if len(role.Ports) > 0 {
 		p := portPlan{service: role.Ports[0].Port, target: role.Ports[0].Port}
 		for _, port := range role.Ports {
@@ -253,7 +281,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 	}
 	c.Env = roleEnv(name, role, managed)
 	if managed && ports.probed {
-		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, *role.StartupTimeoutSeconds)
+		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, ports.scheme, *role.StartupTimeoutSeconds)
 	}
 	switch {
 	case role.Privileged:
@@ -297,11 +325,15 @@ func userSets(env []workerv1.ModelDeploymentEnvVar, name string) bool {
 
 // probes follow the engine's own listener. The startup budget scales the startup probe's failure
 // threshold so cold-start compilation is not killed by the liveness probe.
-func probes(port int32, startupTimeoutSeconds int32) (startup, readiness, liveness *corev1.Probe) {
+func probes(port int32, scheme string, startupTimeoutSeconds int32) (startup, readiness, liveness *corev1.Probe) {
+	uriScheme := corev1.URISchemeHTTP
+	if scheme == "https" {
+		uriScheme = corev1.URISchemeHTTPS
+	}
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: healthPath, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP,
+				Path: healthPath, Port: intstr.FromInt32(port), Scheme: uriScheme,
 			}},
 			PeriodSeconds:    probePeriod,
 			TimeoutSeconds:   probeTimeout,
