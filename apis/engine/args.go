@@ -138,3 +138,13 @@ func EngramEnabled(engine workerv1.Engine, args []string, env []workerv1.ModelDe
 	}
 	return false
 }
+
+// DegreeFlags lists every spelling of a parallel-degree flag the engine reads.
+func DegreeFlags(e workerv1.Engine) []string {
+	f := degreeFlags[e]
+	var out []string
+	for _, names := range [][]string{f.tp, f.pp, f.dp, f.ep, f.pcp, f.dcp} {
+		out = append(out, names...)
+	}
+	return out
+}

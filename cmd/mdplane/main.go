@@ -18,6 +18,7 @@ var version = "dev"
 type cli struct {
 	Version     versionCmd     `cmd:"" help:"Print the mdplane version."`
 	SchemaCheck schemaCheckCmd `cmd:"" name:"schema-check" help:"Check manifests against the generated CRD and XRD schemas, offline, with the API server's own validation."`
+	Validate    validateCmd    `cmd:"" help:"Admit manifests offline as a cluster would: the schema, then mdplane's admission rules. Silent when admitted."`
 	Render      renderCmd      `cmd:"" help:"Render ModelDeployments offline into every object their Compositions compose, down to the Pods."`
 }
 

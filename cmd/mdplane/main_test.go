@@ -118,10 +118,46 @@ spec:
 	code, out, errOut := runCLI("render", "-f", filepath.Join(dir, "md.yaml"))
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out)
-	assert.Contains(t, errOut, `error: ModelDeployment team-a/qwen-chat, step render-roles: role "server": spec.roles[].instanceType names InstanceType "missing-type", which does not exist`)
+	assert.Contains(t, errOut, `error: spec.roles[0].instanceType: Invalid value: "missing-type": InstanceType "missing-type" does not exist`)
 
 	writeFile(t, filepath.Join(dir, "md.yaml"), strings.Replace(md, "instanceType: missing-type}", "instanceType: missing-type, template: {}}", 1))
 	code, _, errOut = runCLI("render", "-f", filepath.Join(dir, "md.yaml"))
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, `error: `+filepath.Join(dir, "md.yaml")+`#1 ModelDeployment team-a/qwen-chat: spec.roles[0].template: unknown field "spec.roles[0].template"`)
+	assert.Contains(t, errOut, `error: spec.roles[0].template: unknown field "spec.roles[0].template" (ModelDeployment team-a/qwen-chat, `+filepath.Join(dir, "md.yaml")+`#1)`)
+}
+
+func TestValidate(t *testing.T) {
+	code, out, errOut := runCLI("validate", "-f", "../../examples")
+	assert.Equal(t, 0, code, errOut)
+	assert.Empty(t, out+errOut, "silent when admitted")
+
+	dir := t.TempDir()
+	md := `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: qwen-chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 64}, env: [{name: GPUSTACK_REPLICA_SIZE, value: "2"}]}
+`
+	writeFile(t, filepath.Join(dir, "md.yaml"), md)
+	code, out, errOut = runCLI("validate", "-f", filepath.Join(dir, "md.yaml"), "-f", "../../examples/cluster.yaml")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	assert.Len(t, lines, 2, errOut)
+	assert.Contains(t, errOut, `error: spec.roles[0].env[0].name: Invalid value: "GPUSTACK_REPLICA_SIZE": GPUSTACK_REPLICA_SIZE is owned by mdplane on vLLM`)
+	assert.Contains(t, errOut, `error: spec.roles[0].resources.accelerator: Invalid value: 64: InstanceType "gpustack-nvidia-a10g-linux-amd64" has 16 whole accelerators in all`)
+
+	code, _, errOut = runCLI("render", "-f", filepath.Join(dir, "md.yaml"), "-f", "../../examples/cluster.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "GPUSTACK_REPLICA_SIZE is owned by mdplane on vLLM", "render refuses with the same messages")
+
+	stored := strings.Replace(md, "accelerator: 64}, env: [{name: GPUSTACK_REPLICA_SIZE, value: \"2\"}]", "accelerator: 2}", 1)
+	writeFile(t, filepath.Join(dir, "stored.yaml"), stored)
+	writeFile(t, filepath.Join(dir, "edited.yaml"), strings.Replace(stored, "vLLM", "SGLang", 1))
+	code, _, errOut = runCLI("validate", "-f", filepath.Join(dir, "edited.yaml"), "--old", filepath.Join(dir, "stored.yaml"), "-f", "../../examples/cluster.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "spec.engine.name is frozen", "--old judges an update")
 }

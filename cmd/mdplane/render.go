@@ -27,13 +27,9 @@ func (c *renderCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	var docs []schemacheck.Document
-	for _, name := range c.Files {
-		more, err := readDocuments(name)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, more...)
+	docs, err := readAll(c.Files)
+	if err != nil {
+		return err
 	}
 
 	out, errs, err := engine.RenderDocuments(context.Background(), checker, docs)

@@ -59,7 +59,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	ns, name := md.Namespace, md.Name
 	var statuses []any
 	for i, role := range md.Spec.Roles {
-		role = withDefaults(role)
+		role = role.WithDefaults()
 		r := rendered[i]
 		roleResource := resource.Name(roleResourcePrefix + role.Name)
 		observedRole := observed[roleResource].Resource

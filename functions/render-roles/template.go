@@ -64,28 +64,10 @@ type RenderedRole struct {
 	Scheme string
 }
 
-// withDefaults applies the schema defaults to a role, so a render never depends on whether the
-// object came through the API server.
-func withDefaults(r workerv1.ModelDeploymentRole) workerv1.ModelDeploymentRole {
-	if r.Kind == "" {
-		r.Kind = workerv1.RoleKindServer
-	}
-	if r.Replicas == 0 {
-		r.Replicas = 1
-	}
-	if r.Size == 0 {
-		r.Size = 1
-	}
-	if r.StartupTimeoutSeconds == nil {
-		r.StartupTimeoutSeconds = ptr.To(int32(workerv1.DefaultStartupTimeoutSeconds))
-	}
-	return r
-}
-
 // RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
 // has not published what the render needs.
 func RenderRole(in Role) (*RenderedRole, error) {
-	role := withDefaults(in.Role)
+	role := in.Role.WithDefaults()
 	it := in.InstanceType
 	if it == nil {
 		return nil, fmt.Errorf("role %q: spec.roles[].instanceType names InstanceType %q, which does not exist; create it or name another", role.Name, role.InstanceType)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/admission"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 )
 
@@ -333,31 +334,28 @@ func leadingDigits(s string) string {
 	return s[:i]
 }
 
-// RenderDocuments judges every object among docs as the API server would on create, then renders
-// every ModelDeployment among them against the others (defaulted, status kept) and returns the
-// composites and composed resources as multi-document YAML. Refusals and render failures come back
-// as messages, one per line to print; err is for failures of the renderer itself.
+// RenderDocuments admits every object among docs as a cluster would on create (schema, then
+// mdplane's admission rules), then renders every ModelDeployment among them against the others
+// (defaulted, status kept) and returns the composites and composed resources as multi-document YAML.
+// Refusals and render failures come back as messages, one per line to print; err is for failures of
+// the renderer itself.
 func (e *Engine) RenderDocuments(ctx context.Context, checker *schemacheck.Checker, docs []schemacheck.Document) ([]byte, []string, error) {
+	cluster, refusals, err := admission.Judge(checker, docs, nil)
+	if err != nil {
+		return nil, nil, err
+	}
 	var msgs []string
-	var cluster, deployments []*unstructured.Unstructured
-	for _, d := range docs {
-		if checker.Knows(d.Object.GroupVersionKind()) {
-			_, violations, err := checker.Check(d.Object, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			for _, v := range violations {
-				msgs = append(msgs, fmt.Sprintf("%s %s: %s", d.Source, schemacheck.Describe(d.Object), v))
-			}
-		}
-		obj := checker.Default(d.Object)
-		cluster = append(cluster, obj)
-		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
-			deployments = append(deployments, obj)
-		}
+	for _, r := range refusals {
+		msgs = append(msgs, r.String())
 	}
 	if len(msgs) > 0 {
 		return nil, msgs, nil
+	}
+	var deployments []*unstructured.Unstructured
+	for _, obj := range cluster {
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
+			deployments = append(deployments, obj)
+		}
 	}
 	if len(deployments) == 0 {
 		return nil, []string{"no ModelDeployment in the given manifests"}, nil

@@ -723,3 +723,22 @@ type ModelStatus struct {
 	// +kubebuilder:validation:Enum=PVC;Engine;Node;Image
 	Delivery string `json:"delivery,omitempty"`
 }
+
+// WithDefaults returns the role with the schema's defaults applied, so code that judges or renders
+// a role never depends on whether the object came through the API server.
+func (r ModelDeploymentRole) WithDefaults() ModelDeploymentRole {
+	if r.Kind == "" {
+		r.Kind = RoleKindServer
+	}
+	if r.Replicas == 0 {
+		r.Replicas = 1
+	}
+	if r.Size == 0 {
+		r.Size = 1
+	}
+	if r.StartupTimeoutSeconds == nil {
+		timeout := int32(DefaultStartupTimeoutSeconds)
+		r.StartupTimeoutSeconds = &timeout
+	}
+	return r
+}

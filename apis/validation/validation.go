@@ -1,0 +1,415 @@
+// Package validation judges ModelDeployments by the spec's admission refusal table: pure, objects in,
+// a field error list out. Each refusal names the field, the value, the bound and the way out. The
+// admission webhook and `mdplane validate` both run it; the schema keeps the rules it can say itself.
+package validation
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mdplane/mdplane/apis/engine"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Cluster holds the objects the rules that read other objects consult. A nil map means the caller
+// did not fetch that kind, and its rules are skipped.
+type Cluster struct {
+	InstanceTypes map[string]*workerv1.InstanceType
+}
+
+// ValidateCreate judges a new deployment.
+func ValidateCreate(md *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	return validate(md, nil, c)
+}
+
+// ValidateUpdate judges an edit of a stored deployment. Rules added after an object was stored do not
+// strand it: a role the object already had keeps its name, and a stored --port is judged only when an
+// edit changes it.
+func ValidateUpdate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	return validate(md, old, c)
+}
+
+func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	var errs field.ErrorList
+	roles := field.NewPath("spec", "roles")
+	oldRoles := map[string]workerv1.ModelDeploymentRole{}
+	if old != nil {
+		for _, r := range old.Spec.Roles {
+			oldRoles[r.Name] = r.WithDefaults()
+		}
+	}
+	errs = append(errs, validateKinds(md, roles)...)
+	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
+	for i, r := range md.Spec.Roles {
+		role := r.WithDefaults()
+		path := roles.Index(i)
+		stored, had := oldRoles[role.Name]
+		errs = append(errs, validateMemberNames(md, role, path)...)
+		errs = append(errs, validateOwnedKeys(md, role, path)...)
+		errs = append(errs, validateDegrees(md.Spec.Engine.Name, role, path)...)
+		if !had || portsOrArgsChanged(role, stored) {
+			errs = append(errs, validatePorts(md, role, path)...)
+		}
+		errs = append(errs, validateResources(role, path)...)
+		errs = append(errs, validateTopology(role, path)...)
+		if role.ShmSize != nil && role.ShmSize.Sign() <= 0 {
+			errs = append(errs, field.Invalid(path.Child("shmSize"), role.ShmSize.String(),
+				"shmSize must be a positive quantity, such as 32Gi; omit it for the 16Gi default"))
+		}
+	}
+	// A rule that reads an InstanceType declines while the deployment is being deleted: an absent
+	// type must not block the update that clears the deployment's finalizer.
+	if md.DeletionTimestamp == nil && c.InstanceTypes != nil {
+		errs = append(errs, validateInstanceTypes(md, roles, c)...)
+	}
+	return errs
+}
+
+// validateKinds: a server serves whole requests by itself, and only servers may come in several.
+func validateKinds(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	first := map[workerv1.RoleKind]string{}
+	var server, other string
+	for i, r := range md.Spec.Roles {
+		role := r.WithDefaults()
+		if role.Kind == workerv1.RoleKindServer {
+			if server == "" {
+				server = role.Name
+			}
+		} else if other == "" {
+			other = role.Name
+		}
+		if role.Kind != workerv1.RoleKindServer {
+			if prev, dup := first[role.Kind]; dup {
+				errs = append(errs, field.Invalid(roles.Index(i).Child("kind"), string(role.Kind), fmt.Sprintf(
+					"roles %q and %q are both %s: only Server roles may share a kind, since nothing consuming these roles expresses a second %s; merge them into one role with more replicas",
+					prev, role.Name, role.Kind, strings.ToLower(string(role.Kind)))))
+			} else {
+				first[role.Kind] = role.Name
+			}
+		}
+	}
+	if server != "" && other != "" {
+		errs = append(errs, field.Invalid(roles, server, fmt.Sprintf(
+			"role %q is a Server beside role %q of another kind: a server serves whole requests by itself, so the combination describes no arrangement; use Server roles alone, or Prefill and Decode roles",
+			server, other)))
+	}
+	return errs
+}
+
+// serviceClaim is one Service name a role derives.
+type serviceClaim struct {
+	role, what string
+}
+
+// validateServiceNames: <md>-<role> must be a DNS-1035 label, and no two roles may derive the same
+// Service name (a role "x-r0" beside a multi-member role "x", whose instance 0 is <md>-x-r0).
+func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had map[string]workerv1.ModelDeploymentRole) field.ErrorList {
+	var errs field.ErrorList
+	claims := map[string][]serviceClaim{}
+	for i, r := range md.Spec.Roles {
+		role := r.WithDefaults()
+		name := md.Name + "-" + role.Name
+		if _, stored := had[role.Name]; !stored {
+			if reasons := k8svalidation.IsDNS1035Label(name); len(reasons) > 0 {
+				errs = append(errs, field.Invalid(roles.Index(i).Child("name"), role.Name, fmt.Sprintf(
+					"the role's Service would be named %q (%d characters), which is not a DNS-1035 label: %s; shorten the role name or the deployment name",
+					name, len(name), strings.Join(reasons, "; "))))
+			}
+		}
+		claims[name] = append(claims[name], serviceClaim{role.Name, "its Service"})
+		if role.Size > 1 {
+			for n := range role.Replicas {
+				instance := name + "-r" + strconv.Itoa(int(n))
+				claims[instance] = append(claims[instance], serviceClaim{role.Name, fmt.Sprintf("the Service of its instance %d", n)})
+			}
+		}
+	}
+	names := make([]string, 0, len(claims))
+	for n := range claims {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if c := claims[n]; len(c) > 1 {
+			errs = append(errs, field.Invalid(roles, n, fmt.Sprintf(
+				"roles %q (%s) and %q (%s) would both own the Service %q; rename one of the roles",
+				c[0].role, c[0].what, c[1].role, c[1].what, n)))
+		}
+	}
+	return errs
+}
+
+// validateMemberNames: above size 1 every member is named <md>-<role>-r<N>-m<M> and must be a
+// hostname; the longest name the declared replicas and size produce is the one that matters.
+func validateMemberNames(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	if role.Size <= 1 {
+		return nil
+	}
+	longest := fmt.Sprintf("%s-%s-r%d-m%d", md.Name, role.Name, role.Replicas-1, role.Size-1)
+	reasons := k8svalidation.IsDNS1123Label(longest)
+	if len(reasons) == 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path.Child("name"), role.Name, fmt.Sprintf(
+		"the role's members could not be named: the longest name its %d replicas of %d members produce is %q (%d characters), which is not a hostname: %s; shorten the role name, shorten the deployment name, or declare fewer replicas",
+		role.Replicas, role.Size, longest, len(longest), strings.Join(reasons, "; ")))}
+}
+
+// validateOwnedKeys: a key mdplane renders may not be supplied a second time, in any spelling the
+// engine reads as it. A take-over command owns its whole argv, so extraArgs beside it is inert.
+func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	e := md.Spec.Engine.Name
+	kvCache := md.Spec.KVCache != nil
+	if len(role.Command) == 0 {
+		for j, arg := range role.ExtraArgs {
+			flag, owned := engine.OwnedArg(e, kvCache, arg)
+			if !owned {
+				continue
+			}
+			msg := fmt.Sprintf("%s is owned by mdplane on %s, which renders it; to set it yourself, take the whole command line over with %s",
+				flag, e, path.Child("command"))
+			if flag == engine.KVCacheDtypeFlag {
+				msg = fmt.Sprintf("%s carries the KVCachePoolBinding's dtype while spec.kvCache is set; declare a Binding with the dtype you need, or take the whole command line over with %s",
+					flag, path.Child("command"))
+			}
+			errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), arg, msg))
+		}
+	}
+	for j, env := range role.Env {
+		if engine.OwnedEnvName(e, env.Name) {
+			errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("name"), env.Name, fmt.Sprintf(
+				"%s is owned by mdplane on %s, which renders it; to set it yourself, take the whole command line over with %s",
+				env.Name, e, path.Child("command"))))
+		}
+	}
+	return errs
+}
+
+// validateDegrees: a parallel degree the role declares is read, so one that cannot be read is refused
+// rather than silently taken as 1.
+func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	argsField := path.Child("extraArgs")
+	args := role.ExtraArgs
+	if len(role.Command) > 0 {
+		argsField, args = path.Child("command"), role.Command
+	}
+	for _, flag := range engine.DegreeFlags(e) {
+		v, set := engine.FlagValue(args, flag)
+		if !set {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
+				"role %q passes %s %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+				role.Name, flag, v, path.Child("command"))))
+		}
+	}
+	if e == workerv1.EngineVLLM {
+		for j, env := range role.Env {
+			if env.Name != "VLLM_DP_SIZE" {
+				continue
+			}
+			if n, err := strconv.Atoi(env.Value); err != nil || n < 1 {
+				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("value"), env.Value, fmt.Sprintf(
+					"role %q sets VLLM_DP_SIZE to %q, which is not a whole number of at least 1", role.Name, env.Value)))
+			}
+		}
+	}
+	return errs
+}
+
+func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
+	return fmt.Sprint(role.Ports) != fmt.Sprint(stored.Ports) || fmt.Sprint(role.ExtraArgs) != fmt.Sprint(stored.ExtraArgs) ||
+		fmt.Sprint(role.Command) != fmt.Sprint(stored.Command)
+}
+
+// Ports mdplane synthesizes listeners on.
+const (
+	kvEventsPort  = 5557
+	kvReplayPort  = 5558
+	bootstrapPort = 8998
+)
+
+// reservedPorts are the ports mdplane synthesizes a listener on for a managed role.
+func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
+	if len(role.Command) > 0 {
+		return nil // nothing is synthesized onto a replaced command
+	}
+	var ports []int32
+	router := md.Spec.Router
+	if md.Spec.Engine.Name == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
+		role.Kind != workerv1.RoleKindDecode {
+		ports = append(ports, kvEventsPort, kvReplayPort)
+	}
+	if role.Kind == workerv1.RoleKindPrefill && hasPair(md) && (router != nil || md.Spec.KVCache != nil) {
+		ports = append(ports, bootstrapPort)
+	}
+	return ports
+}
+
+func hasPair(md *workerv1.ModelDeployment) bool {
+	var prefill, decode bool
+	for _, r := range md.Spec.Roles {
+		prefill = prefill || r.Kind == workerv1.RoleKindPrefill
+		decode = decode || r.Kind == workerv1.RoleKindDecode
+	}
+	return prefill && decode
+}
+
+// validatePorts: a --port the engine reads must agree with the first declared port (a managed
+// decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port), and no
+// declared port may be one mdplane synthesizes a listener on.
+func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	argsField, args := path.Child("extraArgs"), role.ExtraArgs
+	if len(role.Command) > 0 {
+		argsField, args = path.Child("command"), role.Command
+	}
+	portArg, hasPort := engine.FlagValue(args, "--port")
+	proxied := md.Spec.Router != nil && md.Spec.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
+	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
+		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
+			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
+			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port)))
+	}
+	reserved := reservedPorts(md, role)
+	if len(reserved) == 0 {
+		return errs
+	}
+	set := fmt.Sprint(reserved)
+	where := ""
+	if md.Spec.Router != nil {
+		where = fmt.Sprintf(" (spec.router names %s)", md.Spec.Router.Name)
+	}
+	for k, p := range role.Ports {
+		for _, r := range reserved {
+			if p.Port == r {
+				errs = append(errs, field.Invalid(path.Child("ports").Index(k).Child("port"), p.Port, fmt.Sprintf(
+					"port %d is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; declare another port",
+					p.Port, role.Name, where, set)))
+			}
+		}
+	}
+	if len(role.Ports) == 0 && hasPort && len(role.Command) == 0 {
+		for _, r := range reserved {
+			if portArg == strconv.Itoa(int(r)) {
+				errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
+					"port %s is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; pass another port",
+					portArg, role.Name, where, set)))
+			}
+		}
+	}
+	return errs
+}
+
+// validateResources: a fabric interface count is a whole, non-negative number; one accelerator cannot
+// serve a partition profile and a slice at once.
+func validateResources(role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	res := role.Resources
+	if res == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	p := path.Child("resources")
+	if res.Interface != nil {
+		if res.Interface.Sign() < 0 || res.Interface.MilliValue()%1000 != 0 {
+			errs = append(errs, field.Invalid(p.Child("interface"), res.Interface.String(),
+				"interface is a whole, non-negative number of fabric interfaces per Pod"))
+		}
+	}
+	if res.AcceleratorPartitionedProfile != "" && (res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil) {
+		errs = append(errs, field.Invalid(p.Child("acceleratorPartitionedProfile"), res.AcceleratorPartitionedProfile, fmt.Sprintf(
+			"a partition profile together with %s or %s: one accelerator cannot serve both; request a partition or a slice",
+			p.Child("acceleratorSlicedMemoryPercentage"), p.Child("acceleratorSlicedCoresPercentage"))))
+	}
+	return errs
+}
+
+// validateTopology: requiredLevel names a node label key; the host level is implicit.
+func validateTopology(role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	if role.Topology == nil || role.Topology.RequiredLevel == "" {
+		return nil
+	}
+	level := role.Topology.RequiredLevel
+	p := path.Child("topology", "requiredLevel")
+	if level == "kubernetes.io/hostname" {
+		return field.ErrorList{field.Invalid(p, level,
+			"kubernetes.io/hostname is implicit and cannot be required; name a wider level such as a rack or zone label, or omit requiredLevel")}
+	}
+	if reasons := k8svalidation.IsQualifiedName(level); len(reasons) > 0 {
+		return field.ErrorList{field.Invalid(p, level, "requiredLevel must be a node label key naming a topology level: "+strings.Join(reasons, "; "))}
+	}
+	return nil
+}
+
+// validateInstanceTypes: the modes and capacity an InstanceType offers, read from the type.
+func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cluster) field.ErrorList {
+	var errs field.ErrorList
+	users := map[string][]string{}
+	for _, r := range md.Spec.Roles {
+		users[r.InstanceType] = append(users[r.InstanceType], r.Name)
+	}
+	slicing := map[workerv1.RoleKind]string{} // kind -> accelerator group it slices
+	for i, r := range md.Spec.Roles {
+		role := r.WithDefaults()
+		path := roles.Index(i)
+		it, ok := c.InstanceTypes[role.InstanceType]
+		if !ok || it == nil {
+			errs = append(errs, field.Invalid(path.Child("instanceType"), role.InstanceType, fmt.Sprintf(
+				"InstanceType %q does not exist; create it, or name one that does (kubectl get instancetypes)", role.InstanceType)))
+			continue
+		}
+		res := role.Resources
+		if res == nil {
+			continue
+		}
+		rp := path.Child("resources")
+		sliced := res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil
+		if sliced && !it.OffersSlicing() {
+			errs = append(errs, field.Invalid(rp, "logical slice", fmt.Sprintf("InstanceType %q offers no logical slicing; request whole accelerators or name a type that slices", it.Name)))
+		}
+		if sliced {
+			slicing[role.Kind] = it.Spec.AcceleratorGroup
+		}
+		if p := res.AcceleratorPartitionedProfile; p != "" {
+			profiles := it.PartitionProfiles()
+			var offered []string
+			found := false
+			for _, pc := range profiles {
+				offered = append(offered, pc.Name)
+				found = found || pc.Name == p
+			}
+			switch {
+			case len(profiles) == 0:
+				errs = append(errs, field.Invalid(rp.Child("acceleratorPartitionedProfile"), p, fmt.Sprintf("InstanceType %q cannot partition its accelerators", it.Name)))
+			case !found:
+				errs = append(errs, field.NotSupported(rp.Child("acceleratorPartitionedProfile"), p, offered))
+			}
+		}
+		if res.Accelerator != nil {
+			cards := res.Accelerator.Value()
+			if view := it.Status.Accelerator; view != nil && view.Capacity != nil && cards > view.Capacity.Value() {
+				errs = append(errs, field.Invalid(rp.Child("accelerator"), cards, fmt.Sprintf(
+					"InstanceType %q has %d whole accelerators in all; request at most that many per Pod", it.Name, view.Capacity.Value())))
+			}
+			if cards == 0 && it.Spec.Acceleratable && len(users[role.InstanceType]) > 1 {
+				errs = append(errs, field.Invalid(rp.Child("accelerator"), 0, fmt.Sprintf(
+					"accelerator: 0 on acceleratable InstanceType %q, which roles %s share; request at least one accelerator, or move the CPU-only role to a type without accelerators",
+					it.Name, strings.Join(users[role.InstanceType], ", "))))
+			}
+		}
+	}
+	if g, ok := slicing[workerv1.RoleKindPrefill]; ok && g != "" && g == slicing[workerv1.RoleKindDecode] {
+		errs = append(errs, field.Invalid(roles, g, fmt.Sprintf(
+			"the Prefill and the Decode role both request a logical slice (resources.acceleratorSlicedMemoryPercentage or acceleratorSlicedCoresPercentage) of accelerator group %q; give one of them whole accelerators or a partition profile", g)))
+	}
+	return errs
+}

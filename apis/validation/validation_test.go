@@ -1,0 +1,366 @@
+package validation_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/mdplane/mdplane/apis/validation"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+func deployment(edit func(md *workerv1.ModelDeployment), roles ...workerv1.ModelDeploymentRole) *workerv1.ModelDeployment {
+	md := &workerv1.ModelDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "qwen", Namespace: "team-a"},
+		Spec: workerv1.ModelDeploymentSpec{
+			Model:  workerv1.ModelDeploymentModel{Name: "Qwen/Qwen3-8B"},
+			Engine: workerv1.ModelDeploymentEngine{Name: workerv1.EngineVLLM, Image: "vllm/vllm-openai:v0.25.1"},
+			Roles:  roles,
+		},
+	}
+	if edit != nil {
+		edit(md)
+	}
+	return md
+}
+
+func role(name string, kind workerv1.RoleKind, edits ...func(*workerv1.ModelDeploymentRole)) workerv1.ModelDeploymentRole {
+	r := workerv1.ModelDeploymentRole{Name: name, Kind: kind, InstanceType: "h100"}
+	for _, e := range edits {
+		e(&r)
+	}
+	return r
+}
+
+func args(a ...string) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) { r.ExtraArgs = a }
+}
+
+func env(name, value string) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) {
+		r.Env = append(r.Env, workerv1.ModelDeploymentEnvVar{Name: name, Value: value})
+	}
+}
+
+func shape(replicas, size int32) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) { r.Replicas, r.Size = replicas, size }
+}
+
+func ports(p ...int32) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) {
+		for _, n := range p {
+			r.Ports = append(r.Ports, workerv1.ModelDeploymentPort{Port: n})
+		}
+	}
+}
+
+var (
+	kvCache = func(md *workerv1.ModelDeployment) {
+		md.Spec.KVCache = &workerv1.ModelDeploymentKVCache{PoolRef: workerv1.KVCachePoolBindingReference{Name: "team"}}
+	}
+	llmd = func(md *workerv1.ModelDeployment) {
+		md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
+	}
+	sglang = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
+)
+
+// refused asserts an error at path whose message carries every part.
+func refused(t *testing.T, errs field.ErrorList, path string, parts ...string) {
+	t.Helper()
+	for _, e := range errs {
+		if e.Field != path {
+			continue
+		}
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(e.Error(), p)
+		}
+		if all {
+			return
+		}
+	}
+	t.Errorf("no refusal at %s with %q; got %v", path, parts, errs)
+}
+
+// TestRefusals has one row per refusal row of the spec's table that the schema does not say, with
+// the message parts the table names, and beside it the near-miss that is admitted.
+func TestRefusals(t *testing.T) {
+	long := strings.Repeat("a", 50)
+	cases := []struct {
+		rule     string
+		refused  *workerv1.ModelDeployment
+		path     string
+		parts    []string
+		admitted *workerv1.ModelDeployment
+	}{
+		{
+			rule:     "members that could not be named: the longest name, its length and the three ways out",
+			refused:  deployment(nil, role("server-"+strings.Repeat("x", 45), "", shape(12, 4))),
+			path:     "spec.roles[0].name",
+			parts:    []string{`"qwen-server-` + strings.Repeat("x", 45) + `-r11-m3"`, "(64 characters)", "not a hostname", "shorten the role name, shorten the deployment name, or declare fewer replicas"},
+			admitted: deployment(nil, role("server-"+strings.Repeat("x", 45), "", shape(9, 4))),
+		},
+		{
+			rule:     "a role Service name that is not a DNS-1035 label",
+			refused:  deployment(nil, role(long+"-"+strings.Repeat("b", 12), "")),
+			path:     "spec.roles[0].name",
+			parts:    []string{"the role's Service would be named", "(68 characters)", "not a DNS-1035 label", "shorten the role name or the deployment name"},
+			admitted: deployment(nil, role(long, "")),
+		},
+		{
+			rule:     "two roles whose Services would be named the same",
+			refused:  deployment(nil, role("x", "", shape(2, 2)), role("x-r0", "")),
+			path:     "spec.roles",
+			parts:    []string{`roles "x" (the Service of its instance 0) and "x-r0" (its Service) would both own the Service "qwen-x-r0"`},
+			admitted: deployment(nil, role("x", "", shape(2, 1)), role("x-r0", "")),
+		},
+		{
+			rule:     "Server beside another kind",
+			refused:  deployment(nil, role("server", ""), role("prefill", workerv1.RoleKindPrefill)),
+			path:     "spec.roles",
+			parts:    []string{"a server serves whole requests by itself, so the combination describes no arrangement"},
+			admitted: deployment(nil, role("a", ""), role("b", workerv1.RoleKindServer)),
+		},
+		{
+			rule:     "two roles of one non-Server kind",
+			refused:  deployment(nil, role("p1", workerv1.RoleKindPrefill), role("p2", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)),
+			path:     "spec.roles[1].kind",
+			parts:    []string{`roles "p1" and "p2" are both Prefill`, "only Server roles may share a kind"},
+			admitted: deployment(nil, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)),
+		},
+		{
+			rule:     "an owned key in extraArgs, in another spelling",
+			refused:  deployment(nil, role("s", "", args("--kv_transfer_config", "{}"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--kv-transfer-config is owned by mdplane on vLLM", "spec.roles[0].command"},
+			admitted: deployment(sglang, role("s", "", args("--kv_transfer_config", "{}"))),
+		},
+		{
+			rule:     "an owned name in env",
+			refused:  deployment(sglang, role("s", "", env("MOONCAKE_TENANT_ID", "other-team"))),
+			path:     "spec.roles[0].env[0].name",
+			parts:    []string{"MOONCAKE_TENANT_ID is owned by mdplane on SGLang", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", env("MOONCAKE_TENANT_ID", "other-team"))),
+		},
+		{
+			rule:     "the GPUSTACK_* names at size 1 too",
+			refused:  deployment(nil, role("s", "", env("GPUSTACK_MEMBER_INDEX", "0"))),
+			path:     "spec.roles[0].env[0].name",
+			parts:    []string{"GPUSTACK_MEMBER_INDEX is owned by mdplane"},
+			admitted: deployment(nil, role("s", "", env("GPUSTACK_MEMBER", "0"))),
+		},
+		{
+			rule:     "--kv-cache-dtype while spec.kvCache is set",
+			refused:  deployment(kvCache, role("s", "", args("--kv-cache-dtype=fp8"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"carries the KVCachePoolBinding's dtype", "declare a Binding with the dtype you need", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", args("--kv-cache-dtype=fp8"))),
+		},
+		{
+			rule:     "--port disagreeing with the first declared port",
+			refused:  deployment(nil, role("s", "", ports(8080), args("--port", "9000"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"--port 9000", "spec.roles[0].ports[0].port", "8080"},
+			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, ports(8080), args("--port", "9000"))),
+		},
+		{
+			rule:     "a declared port mdplane reserves: KV events under llm-d-router",
+			refused:  deployment(llmd, role("s", "", ports(8000, 5557))),
+			path:     "spec.roles[0].ports[1].port",
+			parts:    []string{"port 5557 is reserved", "spec.router names llm-d-router", "[5557 5558]"},
+			admitted: deployment(llmd, role("s", "", ports(8000, 5557), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"serve"} })),
+		},
+		{
+			rule:     "a --port mdplane reserves: the bootstrap port of a prefiller in a cached pair",
+			refused:  deployment(kvCache, role("p", workerv1.RoleKindPrefill, args("--port", "8998")), role("d", workerv1.RoleKindDecode)),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"port 8998 is reserved", "[8998]"},
+			admitted: deployment(nil, role("p", workerv1.RoleKindPrefill, args("--port", "8998")), role("d", workerv1.RoleKindDecode)),
+		},
+		{
+			rule:     "a parallel degree that cannot be read",
+			refused:  deployment(nil, role("s", "", args("-tp", "four"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`role "s" passes -tp "four"`, "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", args("-tp", "4"))),
+		},
+		{
+			rule:     "a malformed VLLM_DP_SIZE",
+			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{"VLLM_DP_SIZE", `"two"`},
+			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2"))),
+		},
+		{
+			rule: "a fractional interface count",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse("1500m"))}
+			})),
+			path:  "spec.roles[0].resources.interface",
+			parts: []string{"whole, non-negative number"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse("2"))}
+			})),
+		},
+		{
+			rule: "a partition profile together with a slice percentage",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", AcceleratorSlicedMemoryPercentage: ptr.To(int32(10))}
+			})),
+			path:  "spec.roles[0].resources.acceleratorPartitionedProfile",
+			parts: []string{"acceleratorSlicedMemoryPercentage", "acceleratorSlicedCoresPercentage", "one accelerator cannot serve both"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb"}
+			})),
+		},
+		{
+			rule: "kubernetes.io/hostname as the required level",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Topology = &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "kubernetes.io/hostname"}
+			})),
+			path:  "spec.roles[0].topology.requiredLevel",
+			parts: []string{"implicit"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Topology = &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "topology.gpustack.ai/rack"}
+			})),
+		},
+		{
+			rule: "a required level that is not a label key",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Topology = &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "rack level"}
+			})),
+			path:  "spec.roles[0].topology.requiredLevel",
+			parts: []string{"node label key"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Topology = &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "zone"}
+			})),
+		},
+		{
+			rule:     "a non-positive shmSize",
+			refused:  deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) { r.ShmSize = ptr.To(resource.MustParse("0")) })),
+			path:     "spec.roles[0].shmSize",
+			parts:    []string{"positive quantity"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) { r.ShmSize = ptr.To(resource.MustParse("1Gi")) })),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			refused(t, validation.ValidateCreate(tc.refused, validation.Cluster{}), tc.path, tc.parts...)
+			assert.Empty(t, validation.ValidateCreate(tc.admitted, validation.Cluster{}), "the near-miss is admitted")
+		})
+	}
+}
+
+func h100(edit func(*workerv1.InstanceType)) map[string]*workerv1.InstanceType {
+	it := &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h100"},
+		Spec: workerv1.InstanceTypeSpec{Acceleratable: true, AcceleratorGroup: "nvidia-h100"},
+		Status: workerv1.InstanceTypeStatus{Detail: &workerv1.InstanceTypeDetail{Manufacturer: "nvidia"},
+			Accelerator: &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("16"))}}}
+	if edit != nil {
+		edit(it)
+	}
+	return map[string]*workerv1.InstanceType{"h100": it}
+}
+
+func cards(n string) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) {
+		r.Resources = &workerv1.ModelDeploymentRoleResources{Accelerator: ptr.To(resource.MustParse(n))}
+	}
+}
+
+func sliced(r *workerv1.ModelDeploymentRole) {
+	r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorSlicedMemoryPercentage: ptr.To(int32(25))}
+}
+
+func TestInstanceTypeRefusals(t *testing.T) {
+	slicing := func(it *workerv1.InstanceType) {
+		it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{Logical: &workerv1.LogicalSlicing{Count: 4},
+			Physical: &workerv1.PhysicalPartitioning{Count: 7, Profiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 7}}}}
+	}
+	cases := []struct {
+		rule    string
+		md      *workerv1.ModelDeployment
+		types   map[string]*workerv1.InstanceType
+		path    string
+		parts   []string
+		allowed map[string]*workerv1.InstanceType
+	}{
+		{"a whole-card count over the type's capacity names the capacity",
+			deployment(nil, role("s", "", cards("32"))), h100(nil), "spec.roles[0].resources.accelerator",
+			[]string{"16 whole accelerators in all"}, h100(func(it *workerv1.InstanceType) { it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("32")) })},
+		{"a slice on a type that offers no slicing",
+			deployment(nil, role("s", "", sliced)), h100(nil), "spec.roles[0].resources",
+			[]string{"offers no logical slicing"}, h100(slicing)},
+		{"a partition profile outside the type's inventory lists the offered ones",
+			deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "3g.40gb"}
+			})), h100(slicing), "spec.roles[0].resources.acceleratorPartitionedProfile",
+			[]string{`"1g.10gb"`}, h100(func(it *workerv1.InstanceType) {
+				slicing(it)
+				it.Status.Detail.SlicedDetail.Physical.Profiles = append(it.Status.Detail.SlicedDetail.Physical.Profiles, workerv1.ProfileCount{Name: "3g.40gb", Count: 2})
+			})},
+		{"accelerator: 0 on an acceleratable type another role shares",
+			deployment(nil, role("a", "", cards("0")), role("b", "")), h100(nil), "spec.roles[0].resources.accelerator",
+			[]string{"acceleratable InstanceType \"h100\"", "request at least one accelerator, or move the CPU-only role"},
+			h100(func(it *workerv1.InstanceType) { it.Spec.Acceleratable = false })},
+		{"Prefill and Decode both slicing one accelerator group",
+			deployment(nil, role("p", workerv1.RoleKindPrefill, sliced), role("d", workerv1.RoleKindDecode, sliced)), h100(slicing), "spec.roles",
+			[]string{"both request a logical slice", "nvidia-h100"}, nil},
+		{"a type that does not exist",
+			deployment(nil, role("s", "")), map[string]*workerv1.InstanceType{}, "spec.roles[0].instanceType",
+			[]string{`InstanceType "h100" does not exist`}, h100(nil)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			refused(t, validation.ValidateCreate(tc.md, validation.Cluster{InstanceTypes: tc.types}), tc.path, tc.parts...)
+			if tc.allowed != nil {
+				assert.Empty(t, validation.ValidateCreate(tc.md, validation.Cluster{InstanceTypes: tc.allowed}))
+			}
+		})
+	}
+}
+
+func TestExemptions(t *testing.T) {
+	t.Run("a rule that reads an InstanceType declines while the deployment is being deleted", func(t *testing.T) {
+		md := deployment(func(md *workerv1.ModelDeployment) { md.DeletionTimestamp = &metav1.Time{} }, role("s", ""))
+		assert.Empty(t, validation.ValidateUpdate(md, md, validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{}}))
+	})
+	t.Run("a role the stored object already had keeps its Service name", func(t *testing.T) {
+		stored := deployment(nil, role(strings.Repeat("a", 50)+"-"+strings.Repeat("b", 12), ""))
+		edited := stored.DeepCopy()
+		edited.Spec.Roles[0].Replicas = 3
+		assert.Empty(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}))
+	})
+	t.Run("a stored --port is judged only when an edit changes the ports or arguments", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", ports(8080), args("--port", "9000")))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		edited := stored.DeepCopy()
+		edited.Spec.Roles[0].ExtraArgs = []string{"--port", "9001"}
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "--port 9001")
+	})
+	t.Run("extraArgs beside a take-over command is inert", func(t *testing.T) {
+		md := deployment(nil, role("s", "", args("--kv-transfer-config", "{}"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"vllm", "serve", "x"} }))
+		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{}))
+	})
+}
+
+func BenchmarkValidateTenRoles(b *testing.B) {
+	var roles []workerv1.ModelDeploymentRole
+	for i := range 10 {
+		roles = append(roles, role("server-"+string(rune('a'+i)), "", shape(1024, 8), args("-tp", "8", "--max-model-len", "32768"),
+			env("NCCL_DEBUG", "WARN"), ports(8000)))
+	}
+	md := deployment(kvCache, roles...)
+	c := validation.Cluster{InstanceTypes: h100(nil)}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = validation.ValidateCreate(md, c)
+	}
+}

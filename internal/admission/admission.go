@@ -1,0 +1,93 @@
+// Package admission judges manifests offline the way a cluster admits them: the API server's schema
+// validation first, then mdplane's admission rules, with the InstanceTypes the manifests carry.
+package admission
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/mdplane/mdplane/apis/validation"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/schemacheck"
+)
+
+// Refusal is one reason an object would not be admitted.
+type Refusal struct {
+	// Source is the file and document the object came from, and Object names it.
+	Source, Object string
+	// Path is the field path; Reason the message.
+	Path, Reason string
+}
+
+// String is the refusal as one line: <field>: <message> (<object>, <source>).
+func (r Refusal) String() string {
+	at := r.Path
+	if at == "" {
+		at = "<object>"
+	}
+	return fmt.Sprintf("%s: %s (%s, %s)", at, r.Reason, r.Object, r.Source)
+}
+
+// Judge admits docs as creates, or as updates of the objects in stored with the same kind,
+// namespace and name. It returns every object as it would be stored (defaulted, status kept) and
+// every refusal.
+func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([]*unstructured.Unstructured, []Refusal, error) {
+	old := map[string]*unstructured.Unstructured{}
+	for _, d := range stored {
+		old[key(d.Object)] = d.Object
+	}
+	var objects []*unstructured.Unstructured
+	var refusals []Refusal
+	cluster := validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{}}
+	for _, d := range docs {
+		if checker.Knows(d.Object.GroupVersionKind()) {
+			_, violations, err := checker.Check(d.Object, old[key(d.Object)])
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, v := range violations {
+				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(d.Object), v.Path, v.Reason})
+			}
+		}
+		obj := checker.Default(d.Object)
+		objects = append(objects, obj)
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.InstanceTypeKind) {
+			it := &workerv1.InstanceType{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, it); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+			}
+			cluster.InstanceTypes[it.Name] = it
+		}
+	}
+	if len(refusals) > 0 {
+		return objects, refusals, nil // the rules below read objects the schema would have refused
+	}
+	for i, d := range docs {
+		obj := objects[i]
+		if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
+			continue
+		}
+		md := &workerv1.ModelDeployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, md); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+		}
+		errs := validation.ValidateCreate(md, cluster)
+		if prev, ok := old[key(d.Object)]; ok {
+			stored := &workerv1.ModelDeployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
+				return nil, nil, err
+			}
+			errs = validation.ValidateUpdate(md, stored, cluster)
+		}
+		for _, e := range errs {
+			refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+		}
+	}
+	return objects, refusals, nil
+}
+
+func key(u *unstructured.Unstructured) string {
+	return u.GroupVersionKind().String() + "/" + u.GetNamespace() + "/" + u.GetName()
+}
