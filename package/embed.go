@@ -4,7 +4,7 @@ package manifests
 
 import "embed"
 
-// FS holds crds/, xrds/ and compositions/.
+// FS holds crds/, xrds/, compositions/ and webhooks/.
 //
-//go:embed crds/*.yaml xrds/*.yaml compositions/*.yaml
+//go:embed crds/*.yaml xrds/*.yaml compositions/*.yaml webhooks/*.yaml
 var FS embed.FS

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io/fs"
 	"net"
@@ -316,6 +317,7 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.ca = ca
 	certs := filepath.Join(s.Dir, "certs")
 	if err := ca.issue(filepath.Join(certs, "crossplane"), "crossplane", 2); err != nil {
 		return err
@@ -535,4 +537,69 @@ func (s *Stack) registerFunction(ctx context.Context, fn function, revision int)
 		fr.Object["status"] = map[string]any{"endpoint": fn.address, "capabilities": []any{"composition"}}
 		return s.Client.Status().Update(ctx, fr)
 	})
+}
+
+// startWebhooks runs mdplane-controllers, built from this checkout, and registers its admission
+// webhooks from package/webhooks at its loopback address with the stack's CA.
+func (s *Stack) startWebhooks(ctx context.Context) error {
+	certs := filepath.Join(s.Dir, "certs", "webhooks")
+	if err := s.ca.issue(certs, "mdplane-webhook", 4); err != nil {
+		return err
+	}
+	here, err := packageDir()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(s.Dir, "mdplane-controllers")
+	build := exec.Command("go", "build", "-o", bin, "github.com/mdplane/mdplane/cmd/mdplane-controllers")
+	build.Dir = here
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building mdplane-controllers: %w\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := s.run("mdplane-controllers", bin, []string{
+		"--kubeconfig=" + s.Kubeconfig, "--webhook-cert-dir=" + certs, "--webhook-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(port), "--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+	})
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, p, 60*time.Second, "mdplane-controllers", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+		return err
+	}
+	raw, err := fs.ReadFile(manifests.FS, "webhooks/manifests.yaml")
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return err
+		}
+		hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+		for _, h := range hooks {
+			hook := h.(map[string]any)
+			cc := hook["clientConfig"].(map[string]any)
+			svc := cc["service"].(map[string]any)
+			hook["clientConfig"] = map[string]any{
+				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, svc["path"]),
+				"caBundle": base64.StdEncoding.EncodeToString(s.ca.pem),
+			}
+		}
+		if err := unstructured.SetNestedSlice(obj.Object, hooks, "webhooks"); err != nil {
+			return err
+		}
+		if err := s.Client.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return nil
 }

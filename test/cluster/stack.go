@@ -63,6 +63,7 @@ type Stack struct {
 	env       *envtest.Environment
 	processes []*process
 	functions []function
+	ca        *authority
 	stops     []func()
 	bin       string
 	modules   map[string]string
@@ -126,6 +127,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		{"kueue", s.startKueue},
 		{"functions", s.startFunctions},
 		{"crossplane", s.startCrossplane},
+		{"mdplane webhooks", s.startWebhooks},
 	}
 	for _, step := range steps {
 		if err := s.timed(step.name, func() error { return step.run(ctx) }); err != nil {

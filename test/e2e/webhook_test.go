@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mdplane/mdplane/apis/validation"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// TestAWebhookRefusalReadsAsValidate: what the cluster refuses, kubectl prints with the same field
+// errors `mdplane validate` prints offline.
+func TestAWebhookRefusalReadsAsValidate(t *testing.T) {
+	ctx := context.Background()
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-c\n---", "namespace: team-a", "namespace: team-c"))
+	publishStatuses(t, ctx)
+	manifest := `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: refused, namespace: team-c}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 64}, env: [{name: GPUSTACK_REPLICA_SIZE, value: "2"}]}
+    - {name: prefill, kind: Prefill, instanceType: gpustack-nvidia-a10g-linux-amd64}
+`
+	f := filepath.Join(t.TempDir(), "refused.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := stack.Kubectl("apply", "-f", f)
+	if err == nil {
+		t.Fatalf("kubectl apply was admitted:\n%s", out)
+	}
+
+	md := &workerv1.ModelDeployment{}
+	if err := yaml.Unmarshal([]byte(manifest), md); err != nil {
+		t.Fatal(err)
+	}
+	it := &workerv1.InstanceType{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Name: "gpustack-nvidia-a10g-linux-amd64"}, it); err != nil {
+		t.Fatal(err)
+	}
+	errs := validation.ValidateCreate(md, validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{it.Name: it}})
+	if len(errs) < 3 {
+		t.Fatalf("expected three refusals offline, got %v", errs)
+	}
+	for _, e := range errs {
+		if !strings.Contains(out, e.Error()) {
+			t.Errorf("kubectl did not print %q:\n%s", e.Error(), out)
+		}
+	}
+}
+
+// TestDeletionIsNotBlockedByAGoneInstanceType: the rules that read an InstanceType decline while the
+// deployment is being deleted, so the update that clears Crossplane's finalizer passes even when the
+// type no longer exists.
+func TestDeletionIsNotBlockedByAGoneInstanceType(t *testing.T) {
+	ctx := context.Background()
+	kubectlApply(t, `apiVersion: v1
+kind: Namespace
+metadata: {name: team-d}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: InstanceType
+metadata: {name: short-lived}
+spec: {acceleratable: false, os: linux, arch: amd64, unitResources: {cpu: "1", ram: 2Gi}}
+`)
+	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: orphan, namespace: team-d}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: short-lived}
+`)
+	md := &unstructured.Unstructured{}
+	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
+	md.SetKind(workerv1.ModelDeploymentKind)
+	eventually(t, time.Minute, "Crossplane's finalizer on the deployment", func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-d", Name: "orphan"}, md); err != nil {
+			return err
+		}
+		if len(md.GetFinalizers()) == 0 {
+			return fmt.Errorf("no finalizer yet")
+		}
+		return nil
+	})
+	if _, err := stack.Kubectl("delete", "instancetype", "short-lived"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Kubectl("delete", "modeldeployment", "orphan", "-n", "team-d", "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the deployment gone", func() error {
+		err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-d", Name: "orphan"}, md)
+		if err == nil {
+			return fmt.Errorf("still there, finalizers %v", md.GetFinalizers())
+		}
+		return client.IgnoreNotFound(err)
+	})
+}
+
+// TestTheAcceleratorCountDefaultsFromTheInstanceType: the one default a schema cannot reach.
+func TestTheAcceleratorCountDefaultsFromTheInstanceType(t *testing.T) {
+	ctx := context.Background()
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-e\n---", "namespace: team-a", "namespace: team-e"))
+	publishStatuses(t, ctx)
+	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: defaulted, namespace: team-e}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64}
+`)
+	md := &workerv1.ModelDeployment{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-e", Name: "defaulted"}, md); err != nil {
+		t.Fatal(err)
+	}
+	res := md.Spec.Roles[0].Resources
+	if res == nil || res.Accelerator == nil || res.Accelerator.String() != "1" {
+		t.Fatalf("resources.accelerator not defaulted to 1 on an acceleratable type: %+v", res)
+	}
+}

@@ -1,0 +1,130 @@
+// Package webhooks is mdplane's admission surface for ModelDeployments: the validating webhook runs
+// the rules of apis/validation with the InstanceTypes read straight from the API server, and the
+// mutating webhook defaults each role's accelerator count from its InstanceType.
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/mdplane/mdplane/apis/validation"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Paths the webhook server serves; package/webhooks registers them.
+const (
+	ValidatePath = "/validate-worker-gpustack-ai-v1-modeldeployment"
+	MutatePath   = "/mutate-worker-gpustack-ai-v1-modeldeployment"
+)
+
+// Reader reads objects straight from the API server: a stale cache must not decide admission.
+type Reader interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+}
+
+// instanceTypes reads the InstanceType of every role; a missing one is left out, which the rules
+// report.
+func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
+	out := map[string]*workerv1.InstanceType{}
+	for _, role := range md.Spec.Roles {
+		if _, seen := out[role.InstanceType]; seen || role.InstanceType == "" {
+			continue
+		}
+		it := &workerv1.InstanceType{}
+		err := r.Get(ctx, client.ObjectKey{Name: role.InstanceType}, it)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading InstanceType %q: %w", role.InstanceType, err)
+		}
+		out[role.InstanceType] = it
+	}
+	return out, nil
+}
+
+func decode(raw []byte) (*workerv1.ModelDeployment, error) {
+	md := &workerv1.ModelDeployment{}
+	return md, json.Unmarshal(raw, md)
+}
+
+// Validator refuses what the spec's refusal table refuses.
+type Validator struct {
+	Reader Reader
+}
+
+// Handle answers one admission review.
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	md, err := decode(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	cluster := validation.Cluster{}
+	// Rules that read an InstanceType decline for a deployment being deleted.
+	if md.DeletionTimestamp == nil {
+		if cluster.InstanceTypes, err = instanceTypes(ctx, v.Reader, md); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+	}
+	var errs = validation.ValidateCreate(md, cluster)
+	if req.Operation == admissionv1.Update {
+		old, err := decode(req.OldObject.Raw)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		errs = validation.ValidateUpdate(md, old, cluster)
+	}
+	if len(errs) == 0 {
+		return admission.Allowed("")
+	}
+	status := apierrors.NewInvalid(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind).GroupKind(), md.Name, errs).Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
+}
+
+// Defaulter sets the one default a schema cannot reach: a role's accelerator count, 1 on an
+// acceleratable InstanceType.
+type Defaulter struct {
+	Reader Reader
+}
+
+// Handle answers one admission review with a patch.
+func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission.Response {
+	md, err := decode(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if md.DeletionTimestamp != nil {
+		return admission.Allowed("being deleted")
+	}
+	types, err := instanceTypes(ctx, d.Reader, md)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	// Patch only what is defaulted: the object carries fields (spec.crossplane) the Go type does not.
+	var patches []jsonpatch.JsonPatchOperation
+	for i, role := range md.Spec.Roles {
+		it, ok := types[role.InstanceType]
+		if !ok || !it.Spec.Acceleratable {
+			continue
+		}
+		res := role.Resources
+		switch {
+		case res == nil:
+			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources", i), map[string]any{"accelerator": "1"}))
+		case res.Accelerator == nil && res.AcceleratorSlicedMemoryPercentage == nil && res.AcceleratorSlicedCoresPercentage == nil && res.AcceleratorPartitionedProfile == "":
+			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources/accelerator", i), "1"))
+		}
+	}
+	if len(patches) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Patched("defaulted the accelerator count from the InstanceType", patches...)
+}
