@@ -44,6 +44,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateKinds(md, roles)...)
+	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
 	for i, r := range md.Spec.Roles {
 		role := r.WithDefaults()
@@ -410,6 +411,59 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 	if g, ok := slicing[workerv1.RoleKindPrefill]; ok && g != "" && g == slicing[workerv1.RoleKindDecode] {
 		errs = append(errs, field.Invalid(roles, g, fmt.Sprintf(
 			"the Prefill and the Decode role both request a logical slice (resources.acceleratorSlicedMemoryPercentage or acceleratorSlicedCoresPercentage) of accelerator group %q; give one of them whole accelerators or a partition profile", g)))
+	}
+	return errs
+}
+
+// routerEngines are the engines each router can front.
+var routerEngines = map[workerv1.RouterName][]workerv1.Engine{
+	workerv1.RouterLLMD:          {workerv1.EngineVLLM, workerv1.EngineSGLang},
+	workerv1.RouterVLLM:          {workerv1.EngineVLLM},
+	workerv1.RouterSGLangGateway: {workerv1.EngineSGLang},
+}
+
+// routerOwnedArgs are the flags mdplane renders on each router, so a user may not pass them again.
+var routerOwnedArgs = map[workerv1.RouterName][]string{
+	workerv1.RouterLLMD: {"--endpoint-selector", "--endpoint-target-ports", "--config-file", "--secure-serving",
+		"--grpc-health-port", "--metrics-endpoint-auth"},
+	workerv1.RouterVLLM: {"--host", "--port", "--prometheus-host", "--prometheus-port", "--kv-connector", "--service-discovery",
+		"--service-discovery-namespace", "--service-discovery-port", "--selector", "--prefill-selector", "--decode-selector",
+		"--vllm-pd-disaggregation"},
+	workerv1.RouterSGLangGateway: {"--host", "--port", "--prometheus-host", "--prometheus-port", "--service-discovery",
+		"--service-discovery-namespace", "--service-discovery-port", "--selector", "--prefill-selector", "--decode-selector",
+		"--pd-disaggregation"},
+}
+
+// validateRouter: a router fronts the engines it speaks to, its own flags are mdplane's, and the
+// disaggregation threshold is llm-d-router's alone.
+func validateRouter(md *workerv1.ModelDeployment) field.ErrorList {
+	r := md.Spec.Router
+	if r == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	path := field.NewPath("spec", "router")
+	engines := routerEngines[r.Name]
+	supported := false
+	for _, e := range engines {
+		supported = supported || e == md.Spec.Engine.Name
+	}
+	if !supported && len(engines) > 0 {
+		errs = append(errs, field.Invalid(path.Child("name"), string(r.Name), fmt.Sprintf(
+			"%s fronts %v, not %s; choose a router for %s (llm-d-router fronts both engines)", r.Name, engines, md.Spec.Engine.Name, md.Spec.Engine.Name)))
+	}
+	for j, arg := range r.ExtraArgs {
+		name, _, _ := strings.Cut(arg, "=")
+		for _, owned := range routerOwnedArgs[r.Name] {
+			if name == owned {
+				errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), arg, fmt.Sprintf(
+					"%s is rendered by mdplane on %s and cannot be passed again", owned, r.Name)))
+			}
+		}
+	}
+	if r.DisaggregationThresholdTokens != nil && r.Name != workerv1.RouterLLMD {
+		errs = append(errs, field.Invalid(path.Child("disaggregationThresholdTokens"), *r.DisaggregationThresholdTokens, fmt.Sprintf(
+			"only llm-d-router splits requests by prompt length; remove it for %s", r.Name)))
 	}
 	return errs
 }

@@ -241,6 +241,37 @@ func TestRefusals(t *testing.T) {
 			})),
 		},
 		{
+			rule: "a router that does not front the engine",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterSGLangGateway}
+			}, role("s", "")),
+			path:     "spec.router.name",
+			parts:    []string{"sglang-gateway fronts [SGLang], not vLLM"},
+			admitted: deployment(llmd, role("s", "")),
+		},
+		{
+			rule: "a flag mdplane renders on the router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM, ExtraArgs: []string{"--port=9000"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[0]",
+			parts: []string{"--port is rendered by mdplane on vllm-router"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM, ExtraArgs: []string{"--policy", "round_robin"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "a disaggregation threshold on a router other than llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM, DisaggregationThresholdTokens: ptr.To(int32(8))}
+			}, role("s", "")),
+			path:  "spec.router.disaggregationThresholdTokens",
+			parts: []string{"only llm-d-router"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, DisaggregationThresholdTokens: ptr.To(int32(8))}
+			}, role("s", "")),
+		},
+		{
 			rule:     "a non-positive shmSize",
 			refused:  deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) { r.ShmSize = ptr.To(resource.MustParse("0")) })),
 			path:     "spec.roles[0].shmSize",
