@@ -1,0 +1,71 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/webhooks"
+)
+
+// A fake client stands in for the API server here; the e2e suite proves the webhooks on a real one.
+func reader(t *testing.T, objs ...*workerv1.InstanceType) webhooks.Reader {
+	s := runtime.NewScheme()
+	require.NoError(t, workerv1.AddToScheme(s))
+	b := fake.NewClientBuilder().WithScheme(s)
+	for _, o := range objs {
+		b = b.WithObjects(o)
+	}
+	return b.Build()
+}
+
+func request(t *testing.T, op admissionv1.Operation, md any) admission.Request {
+	raw, err := json.Marshal(md)
+	require.NoError(t, err)
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op, Object: runtime.RawExtension{Raw: raw}}}
+}
+
+const deployment = `{"apiVersion":"worker.gpustack.ai/v1","kind":"ModelDeployment",
+ "metadata":{"name":"qwen","namespace":"team-a"},
+ "spec":{"crossplane":{"compositionRef":{"name":"x"}},"model":{"name":"m"},"engine":{"name":"vLLM","image":"i"},
+  "roles":[{"name":"server","instanceType":"h100"},{"name":"cpu","instanceType":"cpu","resources":{}}]}}`
+
+func gpuType() *workerv1.InstanceType {
+	return &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h100"}, Spec: workerv1.InstanceTypeSpec{Acceleratable: true}}
+}
+
+func TestValidatorAnswersInvalidWithTheFieldErrors(t *testing.T) {
+	v := &webhooks.Validator{Reader: reader(t, gpuType())}
+	var md map[string]any
+	require.NoError(t, json.Unmarshal([]byte(deployment), &md))
+	rsp := v.Handle(context.Background(), request(t, admissionv1.Create, md))
+	require.False(t, rsp.Allowed)
+	assert.EqualValues(t, http.StatusUnprocessableEntity, rsp.Result.Code)
+	assert.Equal(t, metav1.StatusReasonInvalid, rsp.Result.Reason)
+	require.NotNil(t, rsp.Result.Details)
+	require.Len(t, rsp.Result.Details.Causes, 1)
+	assert.Equal(t, "spec.roles[1].instanceType", rsp.Result.Details.Causes[0].Field)
+	assert.Contains(t, rsp.Result.Message, `InstanceType "cpu" does not exist`)
+}
+
+func TestDefaulterPatchesOnlyTheAcceleratorCount(t *testing.T) {
+	d := &webhooks.Defaulter{Reader: reader(t, gpuType())}
+	var md map[string]any
+	require.NoError(t, json.Unmarshal([]byte(deployment), &md))
+	rsp := d.Handle(context.Background(), request(t, admissionv1.Create, md))
+	require.True(t, rsp.Allowed)
+	require.Len(t, rsp.Patches, 1, "spec.crossplane and every other field are left alone")
+	assert.Equal(t, "add", rsp.Patches[0].Operation)
+	assert.Equal(t, "/spec/roles/0/resources", rsp.Patches[0].Path)
+	assert.Equal(t, map[string]any{"accelerator": "1"}, rsp.Patches[0].Value)
+}
