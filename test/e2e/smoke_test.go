@@ -92,6 +92,14 @@ func publishStatuses(t *testing.T, ctx context.Context) {
 	}
 }
 
+// applyCluster applies examples/cluster.yaml with its namespaced objects in namespace, and publishes
+// the statuses their reconcilers would.
+func applyCluster(t *testing.T, ctx context.Context, namespace string) {
+	t.Helper()
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace))
+	publishStatuses(t, ctx)
+}
+
 // queue creates the ClusterQueue named after an InstanceType and the LocalQueue named after its
 // entrance in namespace, with gpus of quota (and room for everything else).
 func queue(t *testing.T, ctx context.Context, instanceType, entrance, namespace string, gpus int64) {
@@ -175,8 +183,7 @@ func ready(p corev1.Pod) bool {
 // removes its composites and Services at once, and its Pods once their Workloads go.
 func TestQwenChat(t *testing.T) {
 	ctx := context.Background()
-	kubectlApply(t, readExample(t, "cluster.yaml"))
-	publishStatuses(t, ctx)
+	applyCluster(t, ctx, "team-a")
 	queue(t, ctx, "gpustack-nvidia-a10g-linux-amd64", "gpustack-fnv64-7bc37bef52624161", "team-a", 8)
 	kubectlApply(t, readExample(t, "qwen-chat.yaml", "replicas: 4", "replicas: 2"))
 
@@ -286,8 +293,7 @@ func TestQwenChat(t *testing.T) {
 // the finalizer Kueue's webhook added.
 func TestGatedPodsKeepKueueFields(t *testing.T) {
 	ctx := context.Background()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-b\n---", "namespace: team-a", "namespace: team-b"))
-	publishStatuses(t, ctx)
+	applyCluster(t, ctx, "team-b")
 	queue(t, ctx, "gpustack-nvidia-h20-linux-amd64", "gpustack-fnv64-796ced4e2897a3b4", "team-b", 0)
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment

@@ -21,8 +21,7 @@ import (
 // errors `mdplane validate` prints offline.
 func TestAWebhookRefusalReadsAsValidate(t *testing.T) {
 	ctx := context.Background()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-c\n---", "namespace: team-a", "namespace: team-c"))
-	publishStatuses(t, ctx)
+	applyCluster(t, ctx, "team-c")
 	manifest := `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
 metadata: {name: refused, namespace: team-c}
@@ -114,8 +113,7 @@ spec:
 // TestTheAcceleratorCountDefaultsFromTheInstanceType: the one default a schema cannot reach.
 func TestTheAcceleratorCountDefaultsFromTheInstanceType(t *testing.T) {
 	ctx := context.Background()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: team-e\n---", "namespace: team-a", "namespace: team-e"))
-	publishStatuses(t, ctx)
+	applyCluster(t, ctx, "team-e")
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
 metadata: {name: defaulted, namespace: team-e}
