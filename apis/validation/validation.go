@@ -5,6 +5,7 @@ package validation
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,8 +229,8 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 }
 
 func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
-	return fmt.Sprint(role.Ports) != fmt.Sprint(stored.Ports) || fmt.Sprint(role.ExtraArgs) != fmt.Sprint(stored.ExtraArgs) ||
-		fmt.Sprint(role.Command) != fmt.Sprint(stored.Command)
+	return !slices.Equal(role.Ports, stored.Ports) || !slices.Equal(role.ExtraArgs, stored.ExtraArgs) ||
+		!slices.Equal(role.Command, stored.Command)
 }
 
 // Ports mdplane synthesizes listeners on.

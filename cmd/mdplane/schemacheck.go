@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
@@ -21,54 +20,41 @@ type schemaCheckCmd struct {
 // errViolations makes the command exit 1 after printing every violation.
 var errViolations = errors.New("manifests violate the schema")
 
-type objectKey struct {
-	gvk             schema.GroupVersionKind
-	namespace, name string
-}
-
-func keyOf(obj *unstructured.Unstructured) objectKey {
-	return objectKey{gvk: obj.GroupVersionKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
-}
-
 func (c *schemaCheckCmd) Run(e *env) error {
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		return err
 	}
-	stored := map[objectKey]*unstructured.Unstructured{}
-	for _, name := range c.Old {
-		docs, err := readDocuments(name)
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			stored[keyOf(d.Object)] = d.Object
-		}
+	old, err := readAll(c.Old)
+	if err != nil {
+		return err
+	}
+	stored := map[string]*unstructured.Unstructured{}
+	for _, d := range old {
+		stored[schemacheck.Key(d.Object)] = d.Object
+	}
+	docs, err := readAll(c.Files)
+	if err != nil {
+		return err
 	}
 	checked, violations := 0, 0
-	for _, name := range c.Files {
-		docs, err := readDocuments(name)
-		if err != nil {
-			return err
+	for _, d := range docs {
+		if !checker.Knows(d.Object.GroupVersionKind()) {
+			fmt.Fprintf(e.stdout, "skip %s %s: not an mdplane kind\n", d.Source, schemacheck.Describe(d.Object))
+			continue
 		}
-		for _, d := range docs {
-			if !checker.Knows(d.Object.GroupVersionKind()) {
-				fmt.Fprintf(e.stdout, "skip %s %s: not an mdplane kind\n", d.Source, schemacheck.Describe(d.Object))
-				continue
-			}
-			_, found, err := checker.Check(d.Object, stored[keyOf(d.Object)])
-			if err != nil {
-				return fmt.Errorf("%s: %w", d.Source, err)
-			}
-			checked++
-			if len(found) == 0 {
-				fmt.Fprintf(e.stdout, "ok   %s %s\n", d.Source, schemacheck.Describe(d.Object))
-				continue
-			}
-			for _, v := range found {
-				violations++
-				fmt.Fprintf(e.stdout, "FAIL %s %s: %s\n", d.Source, schemacheck.Describe(d.Object), v)
-			}
+		_, found, err := checker.Check(d.Object, stored[schemacheck.Key(d.Object)])
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.Source, err)
+		}
+		checked++
+		if len(found) == 0 {
+			fmt.Fprintf(e.stdout, "ok   %s %s\n", d.Source, schemacheck.Describe(d.Object))
+			continue
+		}
+		for _, v := range found {
+			violations++
+			fmt.Fprintf(e.stdout, "FAIL %s %s: %s\n", d.Source, schemacheck.Describe(d.Object), v)
 		}
 	}
 	fmt.Fprintf(e.stdout, "%d objects checked, %d violations\n", checked, violations)
@@ -102,6 +88,19 @@ func readDocuments(name string) ([]schemacheck.Document, error) {
 			continue
 		}
 		more, err := readDocuments(filepath.Join(name, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, more...)
+	}
+	return docs, nil
+}
+
+// readAll reads the objects of every manifest file or directory named, in order.
+func readAll(names []string) ([]schemacheck.Document, error) {
+	var docs []schemacheck.Document
+	for _, name := range names {
+		more, err := readDocuments(name)
 		if err != nil {
 			return nil, err
 		}

@@ -39,15 +39,3 @@ func (c *validateCmd) Run(e *env) error {
 	}
 	return nil
 }
-
-func readAll(names []string) ([]schemacheck.Document, error) {
-	var docs []schemacheck.Document
-	for _, name := range names {
-		more, err := readDocuments(name)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, more...)
-	}
-	return docs, nil
-}

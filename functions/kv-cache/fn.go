@@ -8,7 +8,6 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -226,35 +225,21 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	}
 	state := routerNotDeployed
 	for key, obj := range r.Objects {
-		m, err := xfn.ToMap(obj)
-		if err != nil {
-			return 0, err
-		}
 		seen := observed[resource.Name(key)].Resource
 		ready := seen != nil
-		if key == "router-deployment" {
-			available, _, _ := unstructured.NestedFieldNoCopy(valueOr(seen), "status", "availableReplicas")
-			ready = seen != nil && available != nil && fmt.Sprint(available) != "0"
-			switch {
-			case ready:
+		if key == "router-deployment" && seen != nil {
+			available, _ := xfn.NestedCount(seen.Object, "status", "availableReplicas")
+			ready = available > 0
+			state = routerNotReady
+			if ready {
 				state = routerReady
-			case seen != nil:
-				state = routerNotReady
 			}
 		}
-		desired[resource.Name(key)] = &resource.DesiredComposed{
-			Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}},
-			Ready:    map[bool]resource.Ready{true: resource.ReadyTrue, false: resource.ReadyFalse}[ready],
+		if desired[resource.Name(key)], err = xfn.Composed(obj, ready); err != nil {
+			return 0, err
 		}
 	}
 	return state, nil
-}
-
-func valueOr(u *composed.Unstructured) map[string]any {
-	if u == nil {
-		return nil
-	}
-	return u.Object
 }
 
 // setRouterStatus reports RouterReady and, once the router serves, makes it the deployment's

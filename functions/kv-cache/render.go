@@ -3,6 +3,7 @@ package kvcache
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -125,7 +126,7 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			a.Env = append(a.Env, corev1.EnvVar{Name: "MOONCAKE_CONFIG_PATH", Value: clientConfigDir + "/" + clientConfigFile})
 		}
 		if leg && kind == workerv1.RoleKindPrefill {
-			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: itoa(BootstrapPort)})
+			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(BootstrapPort)})
 			a.Ports = append(a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: BootstrapPort, Protocol: corev1.ProtocolTCP})
 		}
 		if PublishesKVEvents(d, role) {
@@ -173,9 +174,9 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			}
 			a.Args = append(a.Args, "--disaggregation-mode", mode, "--disaggregation-transfer-backend", backend)
 			if kind == workerv1.RoleKindPrefill {
-				a.Args = append(a.Args, "--disaggregation-bootstrap-port", itoa(BootstrapPort))
+				a.Args = append(a.Args, "--disaggregation-bootstrap-port", strconv.Itoa(BootstrapPort))
 				a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: BootstrapPort, Protocol: corev1.ProtocolTCP})
-				a.Annotations = map[string]string{AnnotationSGLangBoot: itoa(BootstrapPort)}
+				a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(BootstrapPort)}
 			} else if !engine.HasFlag(role.ExtraArgs, "--disaggregation-decode-retraction-backup") {
 				a.Args = append(a.Args, "--disaggregation-decode-retraction-backup", "cpu_tensor")
 			}
@@ -283,9 +284,4 @@ func Apply(t *corev1.PodTemplateSpec, a Amendment) {
 		c.Ports = append(c.Ports, a.Ports...)
 		c.VolumeMounts = append(c.VolumeMounts, a.Mounts...)
 	}
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

@@ -63,19 +63,19 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 		r := rendered[i]
 		roleResource := resource.Name(roleResourcePrefix + role.Name)
 		observedRole := observed[roleResource].Resource
-		if desired[roleResource], err = toComposed(modelRole(md, role, r), readiness(observedReady(observedRole))); err != nil {
+		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedReady(observedRole)); err != nil {
 			return err
 		}
 		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
 		svc := RenderRoleService(ns, RoleServiceName(name, role.Name), name, role.Name, r)
-		if desired[svcResource], err = toComposed(svc, readiness(observed[svcResource].Resource != nil)); err != nil {
+		if desired[svcResource], err = xfn.Composed(svc, observed[svcResource].Resource != nil); err != nil {
 			return err
 		}
 		statuses = append(statuses, roleStatus(role, r, observedRole))
 	}
 	first := md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, rendered[0])
-	if desired[deploymentServiceResource], err = toComposed(svc, readiness(observed[deploymentServiceResource].Resource != nil)); err != nil {
+	if desired[deploymentServiceResource], err = xfn.Composed(svc, observed[deploymentServiceResource].Resource != nil); err != nil {
 		return err
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
@@ -199,30 +199,12 @@ func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *co
 	}
 	if observed != nil {
 		for _, field := range []string{"ready", "upToDate", "quotaReserved"} {
-			if v, ok := nestedCount(observed.Object, "status", field); ok {
+			if v, ok := xfn.NestedCount(observed.Object, "status", field); ok {
 				s[field] = v
 			}
 		}
 	}
 	return s
-}
-
-// nestedCount reads a count from an object that came through the function protocol, where every
-// number arrives as a float64.
-func nestedCount(obj map[string]any, fields ...string) (int64, bool) {
-	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
-	if !ok {
-		return 0, false
-	}
-	switch n := v.(type) {
-	case float64:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.

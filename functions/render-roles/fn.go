@@ -61,15 +61,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	return rsp, nil
 }
 
-// toComposed turns a typed object into a desired composed resource with the given readiness.
-func toComposed(obj any, ready resource.Ready) (*resource.DesiredComposed, error) {
-	m, err := xfn.ToMap(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}}, Ready: ready}, nil
-}
-
 // observedReady reports whether an observed object's Ready condition is True.
 func observedReady(obj *composed.Unstructured) bool {
 	if obj == nil {
@@ -83,11 +74,4 @@ func observedReady(obj *composed.Unstructured) bool {
 		}
 	}
 	return false
-}
-
-func readiness(ready bool) resource.Ready {
-	if ready {
-		return resource.ReadyTrue
-	}
-	return resource.ReadyFalse
 }

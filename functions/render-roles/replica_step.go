@@ -59,7 +59,7 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	for m, pod := range RenderMembers(in) {
 		key := resource.Name(memberResourcePrefix + strconv.Itoa(m))
 		isReady := observedReady(observed[key].Resource)
-		if desired[key], err = toComposed(pod, readiness(isReady)); err != nil {
+		if desired[key], err = xfn.Composed(pod, isReady); err != nil {
 			return err
 		}
 		if isReady {
@@ -72,7 +72,7 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 		}
 	}
 	if svc := RenderInstanceService(in); svc != nil {
-		if desired[instanceServiceResource], err = toComposed(svc, readiness(observed[instanceServiceResource].Resource != nil)); err != nil {
+		if desired[instanceServiceResource], err = xfn.Composed(svc, observed[instanceServiceResource].Resource != nil); err != nil {
 			return err
 		}
 	}

@@ -106,7 +106,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 		if replica.Revision == spec.Revision {
 			upToDate++
 		}
-		if desired[key], err = toComposed(modelReplica(ns, replica), readiness(isReady)); err != nil {
+		if desired[key], err = xfn.Composed(modelReplica(ns, replica), isReady); err != nil {
 			return err
 		}
 	}
@@ -117,7 +117,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 			Data:       data,
 			Revision:   1,
 		}
-		if desired[resource.Name(revisionResourcePrefix+rev)], err = toComposed(cr, resource.ReadyTrue); err != nil {
+		if desired[resource.Name(revisionResourcePrefix+rev)], err = xfn.Composed(cr, true); err != nil {
 			return err
 		}
 	}

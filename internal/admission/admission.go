@@ -36,14 +36,14 @@ func (r Refusal) String() string {
 func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([]*unstructured.Unstructured, []Refusal, error) {
 	old := map[string]*unstructured.Unstructured{}
 	for _, d := range stored {
-		old[key(d.Object)] = d.Object
+		old[schemacheck.Key(d.Object)] = d.Object
 	}
 	var objects []*unstructured.Unstructured
 	var refusals []Refusal
 	cluster := validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{}}
 	for _, d := range docs {
 		if checker.Knows(d.Object.GroupVersionKind()) {
-			_, violations, err := checker.Check(d.Object, old[key(d.Object)])
+			_, violations, err := checker.Check(d.Object, old[schemacheck.Key(d.Object)])
 			if err != nil {
 				return nil, nil, err
 			}
@@ -74,7 +74,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 		}
 		errs := validation.ValidateCreate(md, cluster)
-		if prev, ok := old[key(d.Object)]; ok {
+		if prev, ok := old[schemacheck.Key(d.Object)]; ok {
 			stored := &workerv1.ModelDeployment{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
 				return nil, nil, err
@@ -86,8 +86,4 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		}
 	}
 	return objects, refusals, nil
-}
-
-func key(u *unstructured.Unstructured) string {
-	return u.GroupVersionKind().String() + "/" + u.GetNamespace() + "/" + u.GetName()
 }

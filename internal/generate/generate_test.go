@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/internal/generate"
 )
@@ -143,4 +144,5 @@ func firstDifference(want, got []byte) (int, string, string) {
 // build before the API packages do), so this holds them to the functions' own.
 func TestCompositionsCallTheFunctionsByTheirNames(t *testing.T) {
 	assert.Equal(t, renderroles.FunctionName, generate.FunctionRenderRoles)
+	assert.Equal(t, kvcache.FunctionName, generate.FunctionKVCache)
 }

@@ -287,6 +287,12 @@ func SplitDocuments(name string, data []byte) ([]Document, error) {
 	}
 }
 
+// Key identifies an object across files: kind, namespace and name. A stored version given with
+// --old is the one with the same key.
+func Key(obj *unstructured.Unstructured) string {
+	return obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+}
+
 // Describe names an object for a report: Kind namespace/name.
 func Describe(obj *unstructured.Unstructured) string {
 	name := obj.GetName()

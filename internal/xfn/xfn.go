@@ -9,6 +9,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -150,4 +151,36 @@ func (r *Requirements) require(key string, sel *fnv1.ResourceSelector) ([]*unstr
 		out = append(out, i.Resource)
 	}
 	return out, nil
+}
+
+// Composed turns a typed object into a desired composed resource, ready or not. Crossplane counts a
+// resource whose readiness is left unspecified as not ready, so a function always says.
+func Composed(obj any, ready bool) (*resource.DesiredComposed, error) {
+	m, err := ToMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	r := resource.ReadyFalse
+	if ready {
+		r = resource.ReadyTrue
+	}
+	return &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: m}}, Ready: r}, nil
+}
+
+// NestedCount reads a count from an object that came through the function protocol, where every
+// number arrives as a float64.
+func NestedCount(obj map[string]any, fields ...string) (int64, bool) {
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case float64:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
 }
