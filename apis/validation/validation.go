@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -58,6 +60,12 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 			errs = append(errs, validatePorts(md, role, path)...)
 		}
 		errs = append(errs, validateResources(role, path)...)
+		if !had || !sameFabricPath(md, old, role, stored) {
+			errs = append(errs, validateInterface(md, role, path)...)
+		}
+		if !had || !sameWidthInputs(role, stored) {
+			errs = append(errs, validateWidth(md, role, path, c)...)
+		}
 		errs = append(errs, validateTopology(role, path)...)
 		if role.ShmSize != nil && role.ShmSize.Sign() <= 0 {
 			errs = append(errs, field.Invalid(path.Child("shmSize"), role.ShmSize.String(),
@@ -251,19 +259,10 @@ func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 		role.Kind != workerv1.RoleKindDecode {
 		ports = append(ports, kvEventsPort, kvReplayPort)
 	}
-	if role.Kind == workerv1.RoleKindPrefill && hasPair(md) && (router != nil || md.Spec.KVCache != nil) {
+	if role.Kind == workerv1.RoleKindPrefill && engine.DeclaresPair(md.Spec.Roles) && (router != nil || md.Spec.KVCache != nil) {
 		ports = append(ports, bootstrapPort)
 	}
 	return ports
-}
-
-func hasPair(md *workerv1.ModelDeployment) bool {
-	var prefill, decode bool
-	for _, r := range md.Spec.Roles {
-		prefill = prefill || r.Kind == workerv1.RoleKindPrefill
-		decode = decode || r.Kind == workerv1.RoleKindDecode
-	}
-	return prefill && decode
 }
 
 // validatePorts: a --port the engine reads must agree with the first declared port (a managed
@@ -333,6 +332,105 @@ func validateResources(role workerv1.ModelDeploymentRole, path *field.Path) fiel
 			p.Child("acceleratorSlicedMemoryPercentage"), p.Child("acceleratorSlicedCoresPercentage"))))
 	}
 	return errs
+}
+
+// fabricPath is the transport a role's fabric interfaces would serve: the protocol of the direct
+// prefill/decode transfer its engine is given, and whether a cache pool is bound (whose backend's
+// group protocol the webhook cannot read: no backend type is published to it).
+type fabricPath struct {
+	leg      bool
+	protocol workerv1.TransferProtocol
+	pooled   bool
+}
+
+func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) fabricPath {
+	p := fabricPath{
+		leg:    engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
+		pooled: md.Spec.KVCache != nil,
+	}
+	if md.Spec.KVTransfer != nil {
+		p.protocol = md.Spec.KVTransfer.Protocol
+	}
+	return p
+}
+
+// sameFabricPath: the interface check re-runs only for a role whose own interface request, type or
+// command presence moved, or whose rendered transfer path an edit changed — a drifted store is
+// repaired at the pool, not refused at the next unrelated edit.
+func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.ModelDeploymentRole) bool {
+	var a, b *resource.Quantity
+	if role.Resources != nil {
+		a = role.Resources.Interface
+	}
+	if stored.Resources != nil {
+		b = stored.Resources.Interface
+	}
+	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0) &&
+		role.InstanceType == stored.InstanceType && (len(role.Command) > 0) == (len(stored.Command) > 0) &&
+		fabricPathOf(md, role) == fabricPathOf(old, stored)
+}
+
+// validateInterface: a positive fabric interface count must have an RDMA or EFA path to allocate for.
+func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	if role.Resources == nil || role.Resources.Interface == nil || role.Resources.Interface.Sign() <= 0 {
+		return nil
+	}
+	p := fabricPathOf(md, role)
+	if p.pooled || (p.leg && (p.protocol == workerv1.TransferRDMA || p.protocol == workerv1.TransferEFA)) {
+		return nil
+	}
+	var why string
+	switch {
+	case p.leg:
+		protocol := p.protocol
+		if protocol == "" {
+			protocol = workerv1.TransferTCP
+		}
+		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", protocol)
+	case len(role.Command) > 0:
+		why = "its replaced command is given no transfer and it binds no cache pool"
+	default:
+		why = "it is given no direct prefill/decode transfer and binds no cache pool"
+	}
+	return field.ErrorList{field.Invalid(path.Child("resources", "interface"), role.Resources.Interface.String(), fmt.Sprintf(
+		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for: %s; set spec.kvTransfer.protocol to RDMA or EFA for a prefill/decode pair, bind a cache pool, or remove the interface request",
+		role.Name, why))}
+}
+
+// sameWidthInputs: a stored role's width is judged again only when its arguments or card request move.
+func sameWidthInputs(role, stored workerv1.ModelDeploymentRole) bool {
+	return slices.Equal(role.ExtraArgs, stored.ExtraArgs) && slices.Equal(role.Command, stored.Command) &&
+		equality.Semantic.DeepEqual(role.Resources, stored.Resources) && role.InstanceType == stored.InstanceType
+}
+
+// validateWidth: the tensor × pipeline ranks a role declares run on one member's own cards. A slice or
+// a partition is one card's share; an unset count is what the mutating half defaults (one card on an
+// acceleratable type). CPU-only roles are not judged.
+func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path, c Cluster) field.ErrorList {
+	var cards int64
+	res := role.Resources
+	switch {
+	case res != nil && (res.AcceleratorPartitionedProfile != "" || res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil):
+		cards = 1
+	case res != nil && res.Accelerator != nil:
+		cards = res.Accelerator.Value()
+	default:
+		if it := c.InstanceTypes[role.InstanceType]; md.DeletionTimestamp == nil && it != nil && it.Spec.Acceleratable {
+			cards = 1
+		}
+	}
+	argsField, args := path.Child("extraArgs"), role.ExtraArgs
+	if len(role.Command) > 0 {
+		argsField, args = path.Child("command"), role.Command
+	}
+	d := engine.ReadDegrees(md.Spec.Engine.Name, args)
+	width := int64(d.TP) * int64(d.PP)
+	if cards == 0 || width <= cards {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(argsField, width, fmt.Sprintf(
+		"role %q declares a parallel width of %d (tensor-parallel %d × pipeline-parallel %d) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %d in %s or declare smaller degrees",
+		role.Name, width, d.TP, d.PP, cards, width, path.Child("resources", "accelerator")))}
 }
 
 // validateTopology: requiredLevel names a node label key; the host level is implicit.

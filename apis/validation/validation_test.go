@@ -69,6 +69,16 @@ var (
 	sglang = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
 )
 
+func fabric(n string) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) {
+		r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse(n))}
+	}
+}
+
+func transfer(p workerv1.TransferProtocol) func(*workerv1.ModelDeployment) {
+	return func(md *workerv1.ModelDeployment) { md.Spec.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: p} }
+}
+
 // refused asserts an error at path whose message carries every part.
 func refused(t *testing.T, errs field.ErrorList, path string, parts ...string) {
 	t.Helper()
@@ -203,9 +213,35 @@ func TestRefusals(t *testing.T) {
 			})),
 			path:  "spec.roles[0].resources.interface",
 			parts: []string{"whole, non-negative number"},
-			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
-				r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse("2"))}
-			})),
+			admitted: deployment(kvCache, role("s", "", fabric("2"))),
+		},
+		{
+			rule:     "an interface count with no RDMA or EFA path names the protocol that prevents allocation",
+			refused:  deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferTCP)(md) }, role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
+			path:     "spec.roles[0].resources.interface",
+			parts:    []string{`role "p"`, "no RDMA or EFA path", "protocol TCP (spec.kvTransfer.protocol)", "set spec.kvTransfer.protocol to RDMA or EFA"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferRDMA)(md) }, role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
+		},
+		{
+			rule:     "an interface count on a role given no transfer and no pool",
+			refused:  deployment(nil, role("s", "", fabric("2"))),
+			path:     "spec.roles[0].resources.interface",
+			parts:    []string{"given no direct prefill/decode transfer and binds no cache pool", "remove the interface request"},
+			admitted: deployment(nil, role("s", "", fabric("0"))),
+		},
+		{
+			rule:     "a declared parallel width over the card request names the cards, the degrees and that size does not rescue it",
+			refused:  deployment(nil, role("s", "", shape(1, 2), cards("8"), args("--tensor-parallel-size", "8", "-pp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 16 (tensor-parallel 8 × pipeline-parallel 2)", "over its 8 accelerator(s) per Pod", "the width is per member", "size does not rescue it"},
+			admitted: deployment(nil, role("s", "", shape(1, 2), cards("16"), args("--tensor-parallel-size", "8", "-pp", "2"))),
+		},
+		{
+			rule:     "a slice is one card's share of the width",
+			refused:  deployment(sglang, role("s", "", sliced, args("--tp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"over its 1 accelerator(s) per Pod"},
+			admitted: deployment(sglang, role("s", "", sliced, args("--tp", "1"))),
 		},
 		{
 			rule: "a partition profile together with a slice percentage",
@@ -376,6 +412,29 @@ func TestExemptions(t *testing.T) {
 		edited.Spec.Roles[0].ExtraArgs = []string{"--port", "9001"}
 		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "--port 9001")
 	})
+	t.Run("a stored interface request is judged again only when its own inputs move", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", fabric("2")))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		raised := stored.DeepCopy()
+		raised.Spec.Roles[0].Resources.Interface = ptr.To(resource.MustParse("4"))
+		refused(t, validation.ValidateUpdate(raised, stored, validation.Cluster{}), "spec.roles[0].resources.interface", "no RDMA or EFA path")
+	})
+	t.Run("a stored width is judged again only when its arguments or cards move", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", cards("4"), args("-tp", "8")))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		edited := stored.DeepCopy()
+		edited.Spec.Roles[0].ExtraArgs = []string{"-tp", "8", "--max-model-len", "8192"}
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "parallel width of 8")
+	})
+	t.Run("an unset card count is the mutating default: one card on an acceleratable type, none judged elsewhere", func(t *testing.T) {
+		md := deployment(nil, role("s", "", args("-tp", "2")))
+		refused(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(nil)}), "spec.roles[0].extraArgs", "over its 1 accelerator(s)")
+		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(func(it *workerv1.InstanceType) { it.Spec.Acceleratable = false })}))
+	})
 	t.Run("extraArgs beside a take-over command is inert", func(t *testing.T) {
 		md := deployment(nil, role("s", "", args("--kv-transfer-config", "{}"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"vllm", "serve", "x"} }))
 		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{}))
@@ -385,7 +444,7 @@ func TestExemptions(t *testing.T) {
 func BenchmarkValidateTenRoles(b *testing.B) {
 	var roles []workerv1.ModelDeploymentRole
 	for i := range 10 {
-		roles = append(roles, role("server-"+string(rune('a'+i)), "", shape(1024, 8), args("-tp", "8", "--max-model-len", "32768"),
+		roles = append(roles, role("server-"+string(rune('a'+i)), "", shape(1024, 8), cards("8"), args("-tp", "8", "--max-model-len", "32768"),
 			env("NCCL_DEBUG", "WARN"), ports(8000)))
 	}
 	md := deployment(kvCache, roles...)

@@ -62,16 +62,6 @@ func mooncakeProtocol(t *workerv1.ModelDeploymentKVTransfer) string {
 	}
 }
 
-// hasPair reports whether the deployment declares both halves of a prefill/decode pair.
-func (d Deployment) hasPair() bool {
-	var prefill, decode bool
-	for _, r := range d.Roles {
-		prefill = prefill || r.Kind == workerv1.RoleKindPrefill
-		decode = decode || r.Kind == workerv1.RoleKindDecode
-	}
-	return prefill && decode
-}
-
 // Amendment is what the cache step adds to one role's Pod template.
 type Amendment struct {
 	// Args go before the user's extraArgs, right after the engine's launch line.
@@ -110,7 +100,7 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 
 	switch d.Engine {
 	case workerv1.EngineVLLM:
-		leg := d.Router != nil && (kind == workerv1.RoleKindPrefill || kind == workerv1.RoleKindDecode)
+		leg := engine.RendersDirectLeg(d.Engine, d.Router != nil, d.Roles, role)
 		if doc := vllmTransferConfig(kind, store, leg, protocol); doc != "" {
 			a.Args = append(a.Args, "--kv-transfer-config", doc)
 		}
@@ -142,7 +132,7 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			}
 		}
 	case workerv1.EngineSGLang:
-		pair := d.hasPair() && (kind == workerv1.RoleKindPrefill || kind == workerv1.RoleKindDecode)
+		pair := engine.RendersDirectLeg(d.Engine, d.Router != nil, d.Roles, role)
 		if store {
 			a.Args = append(a.Args, "--hicache-storage-backend", "mooncake")
 			if kind != workerv1.RoleKindDecode && !engine.HasFlag(role.ExtraArgs, "--enable-hierarchical-cache") {

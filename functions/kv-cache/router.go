@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -74,7 +75,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	}
 	args = append(args, "--service-discovery", "--service-discovery-namespace="+namespace,
 		"--service-discovery-port="+strconv.Itoa(int(servingPort)))
-	if d.hasPair() {
+	if engine.DeclaresPair(d.Roles) {
 		flag := "--pd-disaggregation"
 		if r.Name == workerv1.RouterVLLM {
 			flag = "--vllm-pd-disaggregation"
