@@ -76,7 +76,9 @@ func fabric(n string) func(*workerv1.ModelDeploymentRole) {
 }
 
 func transfer(p workerv1.TransferProtocol) func(*workerv1.ModelDeployment) {
-	return func(md *workerv1.ModelDeployment) { md.Spec.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: p} }
+	return func(md *workerv1.ModelDeployment) {
+		md.Spec.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: p}
+	}
 }
 
 // refused asserts an error at path whose message carries every part.
@@ -211,8 +213,8 @@ func TestRefusals(t *testing.T) {
 			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
 				r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse("1500m"))}
 			})),
-			path:  "spec.roles[0].resources.interface",
-			parts: []string{"whole, non-negative number"},
+			path:     "spec.roles[0].resources.interface",
+			parts:    []string{"whole, non-negative number"},
 			admitted: deployment(kvCache, role("s", "", fabric("2"))),
 		},
 		{

@@ -1,10 +1,21 @@
-// Command mdplane-controllers runs mdplane's in-cluster parts: today the ModelDeployment admission
-// webhooks (validating and mutating), served over TLS from a certificate directory.
+// Command mdplane-controllers runs mdplane's in-cluster parts: the ModelDeployment admission webhooks
+// (validating and mutating, served over TLS from a certificate directory) and the joint admission
+// check that holds a deployment's replica groups until the whole set has reserved quota.
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -15,17 +26,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/webhooks"
 )
 
 func main() {
 	var certDir, host, metrics, health string
 	var port int
+	var parkAfter time.Duration
+	var leaderElect bool
 	flag.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
 	flag.StringVar(&host, "webhook-host", "", "address the webhook server binds; empty means every interface")
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
 	flag.StringVar(&health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	flag.DurationVar(&parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -33,7 +49,7 @@ func main() {
 	log := ctrl.Log.WithName("mdplane-controllers")
 
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, workerv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, workerv1.AddToScheme, kueue.AddToScheme} {
 		if err := add(scheme); err != nil {
 			log.Error(err, "building the scheme")
 			os.Exit(1)
@@ -43,7 +59,13 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metrics},
 		HealthProbeBindAddress: health,
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "mdplane-controllers.worker.gpustack.ai",
+		// Only the deployments' own Pods are cached: the check finds a Workload's deployment from them.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
+		}},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
 	})
 	if err != nil {
 		log.Error(err, "creating the manager")
@@ -53,6 +75,22 @@ func main() {
 	reader := mgr.GetAPIReader()
 	mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
 	mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
+	joint := &admissioncheck.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-joint"),
+		Clock: clock.RealClock{}, ParkAfter: parkAfter}
+	if err := joint.SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the joint admission check")
+		os.Exit(1)
+	}
+	if err := (&admissioncheck.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the AdmissionCheck reconciler")
+		os.Exit(1)
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return admissioncheck.EnsureCheck(ctx, mgr.GetClient())
+	})); err != nil {
+		log.Error(err, "adding the AdmissionCheck installer")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		log.Error(err, "adding the health check")
 		os.Exit(1)

@@ -539,8 +539,9 @@ func (s *Stack) registerFunction(ctx context.Context, fn function, revision int)
 	})
 }
 
-// startWebhooks runs mdplane-controllers, built from this checkout, and registers its admission
-// webhooks from package/webhooks at its loopback address with the stack's CA.
+// startWebhooks runs mdplane-controllers (webhooks and the joint admission check), built from this
+// checkout, and registers its admission webhooks from package/webhooks at its loopback address with
+// the stack's CA.
 func (s *Stack) startWebhooks(ctx context.Context) error {
 	certs := filepath.Join(s.Dir, "certs", "webhooks")
 	if err := s.ca.issue(certs, "mdplane-webhook", 4); err != nil {
@@ -564,11 +565,11 @@ func (s *Stack) startWebhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.run("mdplane-controllers", bin, []string{
+	p, err := s.run("mdplane-controllers", bin, append([]string{
 		"--kubeconfig=" + s.Kubeconfig, "--webhook-cert-dir=" + certs, "--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(port), "--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-	})
+	}, s.opts.ControllerArgs...))
 	if err != nil {
 		return err
 	}

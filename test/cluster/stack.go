@@ -44,6 +44,8 @@ type Options struct {
 	Nodes int
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
+	// ControllerArgs are extra flags for mdplane-controllers, such as a short --park-after.
+	ControllerArgs []string
 	// Log receives one line per started component with its startup time.
 	Log func(format string, args ...any)
 }

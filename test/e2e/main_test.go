@@ -24,7 +24,10 @@ func TestMain(m *testing.M) {
 	var err error
 	stack, err = cluster.Start(ctx, cluster.Options{
 		CrossplanePollInterval: 5 * time.Second,
-		Log:                    func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
+		// Short enough for a test to watch a set being parked, long enough for the others to finish
+		// holding a set on purpose.
+		ControllerArgs: []string{"--park-after=" + parkAfter.String()},
+		Log:            func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
 	})
 	cancel()
 	if err != nil {

@@ -100,9 +100,10 @@ func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	publishStatuses(t, ctx)
 }
 
-// queue creates the ClusterQueue named after an InstanceType and the LocalQueue named after its
-// entrance in namespace, with gpus of quota (and room for everything else).
-func queue(t *testing.T, ctx context.Context, instanceType, entrance, namespace string, gpus int64) {
+// queue creates a ClusterQueue (named after an InstanceType, as mdplane will) and the LocalQueue named
+// after the type's entrance in namespace, with gpus of quota (and room for everything else) and the
+// admission checks named.
+func queue(t *testing.T, ctx context.Context, clusterQueue, entrance, namespace string, gpus int64, checks ...kueuev1beta2.AdmissionCheckReference) {
 	t.Helper()
 	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"}}
 	if err := stack.Client.Create(ctx, flavor); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -112,7 +113,7 @@ func queue(t *testing.T, ctx context.Context, instanceType, entrance, namespace 
 		return kueuev1beta2.ResourceQuota{Name: name, NominalQuota: q}
 	}
 	cq := &kueuev1beta2.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: instanceType},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterQueue},
 		Spec: kueuev1beta2.ClusterQueueSpec{
 			NamespaceSelector: &metav1.LabelSelector{},
 			ResourceGroups: []kueuev1beta2.ResourceGroup{{
@@ -126,12 +127,18 @@ func queue(t *testing.T, ctx context.Context, instanceType, entrance, namespace 
 			}},
 		},
 	}
+	if len(checks) > 0 {
+		cq.Spec.AdmissionChecksStrategy = &kueuev1beta2.AdmissionChecksStrategy{}
+		for _, c := range checks {
+			cq.Spec.AdmissionChecksStrategy.AdmissionChecks = append(cq.Spec.AdmissionChecksStrategy.AdmissionChecks, kueuev1beta2.AdmissionCheckStrategyRule{Name: c})
+		}
+	}
 	if err := stack.Client.Create(ctx, cq); err != nil {
 		t.Fatal(err)
 	}
 	lq := &kueuev1beta2.LocalQueue{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: entrance},
-		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(instanceType)},
+		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(clusterQueue)},
 	}
 	if err := stack.Client.Create(ctx, lq); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,70 @@
+package admissioncheck
+
+import (
+	"context"
+	"fmt"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// EnsureCheck applies the AdmissionCheck object itself: ClusterQueues name it, and a check that does
+// not exist makes every such queue inactive.
+func EnsureCheck(ctx context.Context, c client.Client) error {
+	check := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueue.GroupVersion.String(),
+		"kind":       "AdmissionCheck",
+		"metadata":   map[string]any{"name": string(CheckName)},
+		"spec":       map[string]any{"controllerName": ControllerName},
+	}}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(check), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying AdmissionCheck %s: %w", CheckName, err)
+	}
+	return nil
+}
+
+// CheckReconciler keeps the AdmissionCheck Active while this controller runs: Kueue deactivates
+// every ClusterQueue naming a check no controller vouches for.
+type CheckReconciler struct {
+	Client client.Client
+}
+
+// SetupWithManager watches the one AdmissionCheck this controller owns.
+func (r *CheckReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == string(CheckName) })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("joint_admission_check").
+		For(&kueue.AdmissionCheck{}, builder.WithPredicates(ours)).
+		Complete(r)
+}
+
+// Reconcile sets the Active condition, or reports a check some other controller claims.
+func (r *CheckReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ac := &kueue.AdmissionCheck{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Name}, ac); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return reconcile.Result{}, EnsureCheck(ctx, r.Client) // deleted while running: put it back
+		}
+		return reconcile.Result{}, err
+	}
+	want := metav1.Condition{Type: kueue.AdmissionCheckActive, Status: metav1.ConditionTrue, Reason: "Active",
+		Message: "mdplane holds every replica group of a ModelDeployment until the whole set has reserved quota", ObservedGeneration: ac.Generation}
+	if ac.Spec.ControllerName != ControllerName {
+		want.Status, want.Reason = metav1.ConditionFalse, "ControllerNameMismatch"
+		want.Message = fmt.Sprintf("AdmissionCheck %s names controller %q; mdplane answers for %q only, so delete the object and let mdplane recreate it", CheckName, ac.Spec.ControllerName, ControllerName)
+	}
+	cur := apimeta.FindStatusCondition(ac.Status.Conditions, want.Type)
+	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
+		return reconcile.Result{}, nil
+	}
+	apimeta.SetStatusCondition(&ac.Status.Conditions, want)
+	return reconcile.Result{}, r.Client.Status().Update(ctx, ac)
+}

@@ -1,0 +1,148 @@
+package admissioncheck
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// ParkedMarker is in the message of every check of a parked set; runbooks and tests search for it.
+const ParkedMarker = "parked rather than held"
+
+// Group is one replica group of a deployment as observed: the role and ordinal its Pods carry, and
+// the Workload Kueue built for it (nil while its Pods are still assembling).
+type Group struct {
+	Role     string
+	Ordinal  int32
+	Workload *kueue.Workload
+}
+
+// Set is what the check judges: the replica count each role declares and the groups observed.
+type Set struct {
+	// Declared maps each role to its replicas.
+	Declared map[string]int32
+	Groups   []Group
+}
+
+// Verdict is the check state every Workload of a set gets.
+type Verdict struct {
+	State   kueue.CheckState
+	Message string
+	// Admitted is true when the set turns Ready; FirstReserved is then the earliest reservation.
+	Admitted      bool
+	FirstReserved time.Time
+	// Park is true when the set has waited past the park time: its Workloads are deactivated.
+	Park bool
+	// ParkIn is how long until the set would be parked, when it is waiting and settled.
+	ParkIn time.Duration
+}
+
+// reserved reports whether a Workload holds a quota reservation that is not being given up.
+func reserved(wl *kueue.Workload) bool {
+	return wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) &&
+		!apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted)
+}
+
+// CheckState returns the state of the named check on a Workload, or nil.
+func CheckState(wl *kueue.Workload, check kueue.AdmissionCheckReference) *kueue.AdmissionCheckState {
+	for i := range wl.Status.AdmissionChecks {
+		if wl.Status.AdmissionChecks[i].Name == check {
+			return &wl.Status.AdmissionChecks[i]
+		}
+	}
+	return nil
+}
+
+// roleCounts renders "decode 1 of 2, prefill 2 of 2" in role order.
+func roleCounts(short, declared map[string]int32) string {
+	roles := make([]string, 0, len(short))
+	for r := range short {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	parts := make([]string, 0, len(roles))
+	for _, r := range roles {
+		parts = append(parts, fmt.Sprintf("%s %d of %d", r, short[r], declared[r]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Judge decides the check of a whole set at now: Ready when every declared group holds a quota
+// reservation, else Pending with what is missing; a settled set (every group has its Workload) that
+// has been Pending for parkAfter is parked. The check is never Retry or Rejected: Retry would evict
+// the reservations the set is assembling, Rejected would end the deployment.
+func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfter time.Duration) Verdict {
+	var total int32
+	for _, n := range set.Declared {
+		total += n
+	}
+	if total < 2 {
+		return Verdict{State: kueue.CheckStateReady, Message: "the ModelDeployment declares a single replica group; nothing to hold it for"}
+	}
+	seen := map[string]map[int32]*kueue.Workload{}
+	for _, g := range set.Groups {
+		if g.Ordinal >= set.Declared[g.Role] {
+			continue // a departing replica is not part of the set
+		}
+		if seen[g.Role] == nil {
+			seen[g.Role] = map[int32]*kueue.Workload{}
+		}
+		if prev, ok := seen[g.Role][g.Ordinal]; !ok || (prev == nil && g.Workload != nil) || (!reserved(prev) && reserved(g.Workload)) {
+			seen[g.Role][g.Ordinal] = g.Workload
+		}
+	}
+	assembling, lacking := map[string]int32{}, map[string]int32{}
+	var nAssembling, nLacking int32
+	var first time.Time
+	var pendingSince time.Time
+	for role, replicas := range set.Declared {
+		for ordinal := range replicas {
+			wl := seen[role][ordinal]
+			switch {
+			case wl == nil:
+				assembling[role]++
+				nAssembling++
+			case !reserved(wl):
+				lacking[role]++
+				nLacking++
+			default:
+				at := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time
+				if first.IsZero() || at.Before(first) {
+					first = at
+				}
+				if s := CheckState(wl, check); s != nil && s.State == kueue.CheckStatePending &&
+					(pendingSince.IsZero() || s.LastTransitionTime.Time.Before(pendingSince)) {
+					pendingSince = s.LastTransitionTime.Time
+				}
+			}
+		}
+	}
+	if nAssembling == 0 && nLacking == 0 {
+		return Verdict{State: kueue.CheckStateReady, Admitted: true, FirstReserved: first,
+			Message: fmt.Sprintf("all %d replica groups of the deployment hold quota; admitted together", total)}
+	}
+	if nAssembling > 0 {
+		return Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+			"held until the whole set has reserved quota: %d of %d replica groups are still assembling their Pods (%s)",
+			nAssembling, total, roleCounts(assembling, set.Declared))}
+	}
+	v := Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+		"held until the whole set has reserved quota: %d of %d replica groups still lack quota (%s)",
+		nLacking, total, roleCounts(lacking, set.Declared))}
+	if pendingSince.IsZero() {
+		v.ParkIn = parkAfter
+		return v
+	}
+	if waited := now.Sub(pendingSince); waited >= parkAfter {
+		v.Park = true
+		v.Message = fmt.Sprintf("%s: %d of %d replica groups still lacked quota after %s (%s); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again",
+			ParkedMarker, nLacking, total, parkAfter, roleCounts(lacking, set.Declared))
+	} else {
+		v.ParkIn = parkAfter - waited
+	}
+	return v
+}

@@ -1,0 +1,364 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/admissioncheck"
+)
+
+// parkAfter is the stack's park time for sets that hold part of their quota.
+const parkAfter = 45 * time.Second
+
+// h20Entrance is the LocalQueue name the h20 InstanceType of examples/cluster.yaml publishes.
+const h20Entrance = "gpustack-fnv64-796ced4e2897a3b4"
+
+// deploymentOnH20 is a ModelDeployment whose roles ("name kind replicas gpus") run on the h20 type.
+func deploymentOnH20(namespace, name string, roles ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %s, namespace: %s}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+`, name, namespace)
+	for _, r := range roles {
+		var role, kind string
+		var replicas, gpus int
+		if _, err := fmt.Sscanf(r, "%s %s %d %d", &role, &kind, &replicas, &gpus); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(&b, "    - {name: %s, kind: %s, replicas: %d, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: %d}}\n", role, kind, replicas, gpus)
+	}
+	return b.String()
+}
+
+// groupWorkloads returns the Workloads of a deployment's groups, read from its Pods' labels.
+func groupWorkloads(ctx context.Context, namespace, deployment string) ([]kueuev1beta2.Workload, error) {
+	ps, err := pods(ctx, namespace, deployment)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[string]bool{}
+	for _, p := range ps {
+		groups[p.Labels[workerv1.LabelPodGroupName]] = true
+	}
+	all, err := workloads(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []kueuev1beta2.Workload
+	for _, wl := range all {
+		if groups[wl.Name] {
+			out = append(out, wl)
+		}
+	}
+	return out, nil
+}
+
+func checkOf(wl kueuev1beta2.Workload) kueuev1beta2.AdmissionCheckState {
+	for _, c := range wl.Status.AdmissionChecks {
+		if c.Name == admissioncheck.CheckName {
+			return c
+		}
+	}
+	return kueuev1beta2.AdmissionCheckState{}
+}
+
+// running reports an error unless want Pods of the deployment are bound, Ready and ungated.
+func running(ctx context.Context, namespace, deployment string, want int) error {
+	ps, err := pods(ctx, namespace, deployment)
+	if err != nil {
+		return err
+	}
+	if len(ps) != want {
+		return fmt.Errorf("%d Pods of %s, want %d", len(ps), deployment, want)
+	}
+	for _, p := range ps {
+		if p.Spec.NodeName == "" || !ready(p) {
+			return fmt.Errorf("Pod %s not running and Ready yet", p.Name)
+		}
+	}
+	return nil
+}
+
+// setQuota sets the nvidia.com/gpu quota of a ClusterQueue.
+func setQuota(t *testing.T, ctx context.Context, clusterQueue string, gpus int64) {
+	t.Helper()
+	cq := &kueuev1beta2.ClusterQueue{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Name: clusterQueue}, cq); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
+		if r.Name == "nvidia.com/gpu" {
+			cq.Spec.ResourceGroups[0].Flavors[0].Resources[i].NominalQuota = *resource.NewQuantity(gpus, resource.DecimalSI)
+		}
+	}
+	if err := stack.Client.Update(ctx, cq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tearDown deletes every deployment of a namespace and, as the rollout controller will, the
+// Workloads that hold their serving Pods, until nothing is left.
+func tearDown(t *testing.T, ctx context.Context, namespace string) {
+	t.Helper()
+	if _, err := stack.Kubectl("delete", "modeldeployments", "--all", "-n", namespace, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "every Pod and Workload of "+namespace+" gone", func() error {
+		wls, err := workloads(ctx, namespace)
+		if err != nil {
+			return err
+		}
+		for i := range wls {
+			if err := stack.Client.Delete(ctx, &wls[i]); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		if len(list.Items)+len(wls) > 0 {
+			return fmt.Errorf("%d Pods, %d Workloads remain", len(list.Items), len(wls))
+		}
+		return nil
+	})
+}
+
+// TestJointAdmission: a prefill/decode deployment whose queue has quota for three of its four replica
+// groups runs nothing and holds every group; a small deployment that fits in what is left runs
+// meanwhile; raising the quota admits all four groups together.
+func TestJointAdmission(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-j"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "joint-h20", h20Entrance, ns, 7, admissioncheck.CheckName)
+	kubectlApply(t, deploymentOnH20(ns, "pd", "prefill Prefill 2 2", "decode Decode 2 2"))
+	defer tearDown(t, ctx, ns)
+
+	t.Run("a set short of quota is held whole", func(t *testing.T) {
+		eventually(t, 3*time.Minute, "three of four groups holding quota, all held by the joint check", func() error {
+			wls, err := groupWorkloads(ctx, ns, "pd")
+			if err != nil {
+				return err
+			}
+			if len(wls) != 4 {
+				return fmt.Errorf("%d Workloads", len(wls))
+			}
+			var reserved int
+			for _, wl := range wls {
+				if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved) {
+					continue
+				}
+				reserved++
+				c := checkOf(wl)
+				if c.State != kueuev1beta2.CheckStatePending || !strings.Contains(c.Message, "1 of 4 replica groups still lack quota") {
+					return fmt.Errorf("Workload %s: check %s %q", wl.Name, c.State, c.Message)
+				}
+			}
+			if reserved != 3 {
+				return fmt.Errorf("%d groups hold quota", reserved)
+			}
+			return nil
+		})
+		for range 5 {
+			wls, err := groupWorkloads(ctx, ns, "pd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, wl := range wls {
+				if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
+					t.Fatalf("Workload %s admitted while its set lacks quota", wl.Name)
+				}
+			}
+			ps, err := pods(ctx, ns, "pd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if p.Spec.NodeName != "" || !slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+					t.Fatalf("Pod %s runs while its set lacks quota", p.Name)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+	})
+
+	t.Run("a deployment that fits is admitted while the first waits", func(t *testing.T) {
+		kubectlApply(t, deploymentOnH20(ns, "small", "server Server 1 1"))
+		eventually(t, 3*time.Minute, "the small deployment running", func() error { return running(ctx, ns, "small", 1) })
+		wls, err := groupWorkloads(ctx, ns, "pd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, wl := range wls {
+			if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
+				t.Fatalf("Workload %s of the waiting set admitted", wl.Name)
+			}
+		}
+	})
+
+	t.Run("raising the quota admits every group together", func(t *testing.T) {
+		// Time the two moments from the API server's own stream of Workload changes.
+		wc, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Client.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := wc.Watch(ctx, &kueuev1beta2.WorkloadList{}, client.InNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		setQuota(t, ctx, "joint-h20", 9)
+		members, err := groupWorkloads(ctx, ns, "pd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest := map[string]*kueuev1beta2.Workload{}
+		for i := range members {
+			latest[members[i].Name] = &members[i]
+		}
+		var allReserved, allReady time.Time
+		timeout := time.After(2 * time.Minute)
+		for allReady.IsZero() {
+			select {
+			case ev := <-w.ResultChan():
+				wl, ok := ev.Object.(*kueuev1beta2.Workload)
+				if !ok || latest[wl.Name] == nil {
+					continue
+				}
+				latest[wl.Name] = wl
+				var reserved, ready int
+				for _, m := range latest {
+					if meta.IsStatusConditionTrue(m.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved) {
+						reserved++
+					}
+					if checkOf(*m).State == kueuev1beta2.CheckStateReady {
+						ready++
+					}
+				}
+				if reserved == 4 && allReserved.IsZero() {
+					allReserved = time.Now()
+				}
+				if ready == 4 {
+					allReady = time.Now()
+				}
+			case <-timeout:
+				t.Fatal("the set's checks did not all turn Ready")
+			}
+		}
+		fmt.Printf("e2e figure: last group's quota reservation → all 4 checks Ready, as the watch saw them: %d ms\n", allReady.Sub(allReserved).Milliseconds())
+		eventually(t, time.Minute, "all four Workloads admitted within a second of each other", func() error {
+			wls, err := groupWorkloads(ctx, ns, "pd")
+			if err != nil {
+				return err
+			}
+			var times []time.Time
+			for _, wl := range wls {
+				c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted)
+				if c == nil || c.Status != "True" {
+					return fmt.Errorf("Workload %s not admitted", wl.Name)
+				}
+				times = append(times, c.LastTransitionTime.Time)
+			}
+			slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+			if spread := times[len(times)-1].Sub(times[0]); spread > time.Second {
+				return fmt.Errorf("admissions spread over %s", spread)
+			}
+			return nil
+		})
+		eventually(t, 3*time.Minute, "all four replicas running", func() error { return running(ctx, ns, "pd", 4) })
+	})
+}
+
+// TestParking: a set that cannot complete is parked after the park time, releasing its quota to a
+// deployment waiting behind it; an edit of the parked deployment queues its set again.
+func TestParking(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-k"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "joint-park", h20Entrance, ns, 4, admissioncheck.CheckName)
+	kubectlApply(t, deploymentOnH20(ns, "stuck", "server Server 2 4"))
+	eventually(t, 3*time.Minute, "one group of stuck holding quota", func() error {
+		wls, err := groupWorkloads(ctx, ns, "stuck")
+		if err != nil {
+			return err
+		}
+		for _, wl := range wls {
+			if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no group holds quota among %d Workloads", len(wls))
+	})
+	kubectlApply(t, deploymentOnH20(ns, "waiting", "server Server 1 4"))
+	defer tearDown(t, ctx, ns)
+
+	started := time.Now()
+	eventually(t, parkAfter+2*time.Minute, "stuck parked: its Workloads deactivated", func() error {
+		wls, err := groupWorkloads(ctx, ns, "stuck")
+		if err != nil {
+			return err
+		}
+		if len(wls) == 0 {
+			return fmt.Errorf("no Workloads")
+		}
+		for _, wl := range wls {
+			if wl.Spec.Active == nil || *wl.Spec.Active || wl.Annotations[admissioncheck.AnnotationParkedGeneration] == "" {
+				return fmt.Errorf("Workload %s still active", wl.Name)
+			}
+		}
+		return nil
+	})
+	if waited := time.Since(started); waited < parkAfter-10*time.Second {
+		t.Fatalf("parked after %s, before the park time %s", waited, parkAfter)
+	}
+	eventually(t, time.Minute, "a Warning event naming the parking", func() error {
+		evs := &corev1.EventList{}
+		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "ReplicaSetParked" && strings.Contains(e.Message, admissioncheck.ParkedMarker) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ReplicaSetParked event among %d", len(evs.Items))
+	})
+	eventually(t, 3*time.Minute, "the waiting deployment running", func() error { return running(ctx, ns, "waiting", 1) })
+
+	t.Run("an edit of the parked deployment queues it again", func(t *testing.T) {
+		if _, err := stack.Kubectl("patch", "modeldeployment", "stuck", "-n", ns, "--type=json",
+			"-p", `[{"op":"replace","path":"/spec/roles/0/replicas","value":1}]`); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "stuck's Workloads active again", func() error {
+			wls, err := groupWorkloads(ctx, ns, "stuck")
+			if err != nil {
+				return err
+			}
+			for _, wl := range wls {
+				if wl.Spec.Active != nil && !*wl.Spec.Active {
+					return fmt.Errorf("Workload %s still inactive", wl.Name)
+				}
+			}
+			return nil
+		})
+	})
+}
