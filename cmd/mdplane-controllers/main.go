@@ -1,6 +1,7 @@
 // Command mdplane-controllers runs mdplane's in-cluster parts: the ModelDeployment admission webhooks
 // (validating and mutating, served over TLS from a certificate directory) and the joint admission
-// check that holds a deployment's replica groups until the whole set has reserved quota.
+// check that holds a deployment's replica groups until the whole set has reserved quota, and the Kueue
+// queues behind each InstanceType.
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/webhooks"
 )
 
@@ -35,12 +37,14 @@ func main() {
 	var port int
 	var parkAfter time.Duration
 	var leaderElect bool
+	var queueTypes string
 	flag.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
 	flag.StringVar(&host, "webhook-host", "", "address the webhook server binds; empty means every interface")
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
 	flag.StringVar(&health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	flag.DurationVar(&parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
+	flag.StringVar(&queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -83,6 +87,15 @@ func main() {
 	}
 	if err := (&admissioncheck.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the AdmissionCheck reconciler")
+		os.Exit(1)
+	}
+	selector, err := labels.Parse(queueTypes)
+	if err != nil {
+		log.Error(err, "parsing --queue-instance-types")
+		os.Exit(1)
+	}
+	if err := (&queues.Reconciler{Client: mgr.GetClient(), Selector: selector}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the queue reconciler")
 		os.Exit(1)
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -12,12 +12,6 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// acceleratorKeys maps an InstanceType's reported manufacturer to the device plugin's resource key.
-var acceleratorKeys = map[string]corev1.ResourceName{
-	"nvidia": "nvidia.com/gpu",
-	"amd":    "amd.com/gpu",
-}
-
 // Fabric interface keys: one RDMA interface shares a device, more than one are whole devices; EFA
 // uses the EFA device plugin's key.
 const (
@@ -39,7 +33,7 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	units := big.NewRat(1, 1)
 	devices := corev1.ResourceList{}
 	if it.Spec.Acceleratable {
-		key, err := acceleratorKey(it)
+		key, err := it.AcceleratorResource()
 		if err != nil {
 			return corev1.ResourceRequirements{}, err
 		}
@@ -100,17 +94,6 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	// Requests equal limits: an inference replica is sized for its accelerators and must not be the
 	// first Pod evicted on a busy node.
 	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
-}
-
-func acceleratorKey(it *workerv1.InstanceType) (corev1.ResourceName, error) {
-	if !it.AcceleratorReady() {
-		return "", fmt.Errorf("InstanceType %q has not reported its accelerator manufacturer in status.detail yet; the render waits for it to converge", it.Name)
-	}
-	key, ok := acceleratorKeys[it.Status.Detail.Manufacturer]
-	if !ok {
-		return "", fmt.Errorf("InstanceType %q reports manufacturer %q, for which mdplane knows no device resource key", it.Name, it.Status.Detail.Manufacturer)
-	}
-	return key, nil
 }
 
 // slicePercentages returns the memory and cores shares of a logical slice; one set alone stands for

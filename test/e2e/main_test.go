@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 		CrossplanePollInterval: 5 * time.Second,
 		// Short enough for a test to watch a set being parked, long enough for the others to finish
 		// holding a set on purpose.
-		ControllerArgs: []string{"--park-after=" + parkAfter.String()},
+		// The other tests make their own queues, with the quotas they need; mdplane manages the queues
+		// of the types labelled so.
+		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + managedQueuesLabel + "=true"},
 		Log:            func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
 	})
 	cancel()

@@ -1,6 +1,10 @@
 package v1
 
 import (
+	"fmt"
+	"hash/fnv"
+
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -244,6 +248,32 @@ type CPUDetail struct {
 // AcceleratorReady is true once the type's accelerator detail has converged.
 func (t *InstanceType) AcceleratorReady() bool {
 	return t.Status.Detail != nil && t.Status.Detail.Manufacturer != ""
+}
+
+// acceleratorResources maps a reported manufacturer to its device plugin's resource key.
+var acceleratorResources = map[string]corev1.ResourceName{
+	"nvidia": "nvidia.com/gpu",
+	"amd":    "amd.com/gpu",
+}
+
+// AcceleratorResource is the device plugin's resource key for the type's accelerators.
+func (t *InstanceType) AcceleratorResource() (corev1.ResourceName, error) {
+	if !t.AcceleratorReady() {
+		return "", fmt.Errorf("InstanceType %q has not reported its accelerator manufacturer in status.detail yet; the render waits for it to converge", t.Name)
+	}
+	key, ok := acceleratorResources[t.Status.Detail.Manufacturer]
+	if !ok {
+		return "", fmt.Errorf("InstanceType %q reports manufacturer %q, for which mdplane knows no device resource key", t.Name, t.Status.Detail.Manufacturer)
+	}
+	return key, nil
+}
+
+// EntranceName is the LocalQueue name of an InstanceType: gpustack-fnv64- and the FNV-1a 64 hash of
+// its name in hex.
+func EntranceName(instanceType string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(instanceType))
+	return fmt.Sprintf("gpustack-fnv64-%016x", h.Sum64())
 }
 
 // OffersSlicing is true when one accelerator of the type can be sliced logically.

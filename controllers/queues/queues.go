@@ -1,0 +1,231 @@
+package queues
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/admissioncheck"
+)
+
+// FieldOwner owns every queue object and the entrance this controller writes.
+const FieldOwner = "worker.gpustack.ai/queues"
+
+// AnnotationQueueManagement set to CheckOnly on an InstanceType leaves its ClusterQueue to the
+// platform: mdplane only adds the joint check to it (and still creates the LocalQueues).
+const (
+	AnnotationQueueManagement = "worker.gpustack.ai/queue-management"
+	QueueManagementCheckOnly  = "CheckOnly"
+)
+
+// Reconciler gives every selected InstanceType its ResourceFlavor and ClusterQueue (named after the
+// type), a LocalQueue named by its entrance in each namespace whose deployments name it, and
+// publishes the entrance.
+type Reconciler struct {
+	Client client.Client
+	// Selector picks the InstanceTypes whose queues mdplane manages; everything when empty.
+	Selector labels.Selector
+}
+
+// SetupWithManager watches InstanceTypes, and deployments so that a namespace naming a type for the
+// first time gets its LocalQueue.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	selected := predicate.NewPredicateFuncs(func(o client.Object) bool { return r.selects(o.GetLabels()) })
+	return ctrl.ControllerManagedBy(mgr).
+		Named("instancetype_queues").
+		For(&workerv1.InstanceType{}, ctrl.WithPredicates(selected)).
+		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment)).
+		Complete(r)
+}
+
+func (r *Reconciler) selects(l map[string]string) bool {
+	return r.Selector == nil || r.Selector.Matches(labels.Set(l))
+}
+
+func typesOfDeployment(_ context.Context, obj client.Object) []reconcile.Request {
+	md, ok := obj.(*workerv1.ModelDeployment)
+	if !ok {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, role := range md.Spec.Roles {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: role.InstanceType}})
+	}
+	return reqs
+}
+
+// Reconcile applies the type's queue objects; each apply is idempotent and owned by FieldOwner.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	it := &workerv1.InstanceType{}
+	if err := r.Client.Get(ctx, req.NamespacedName, it); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.selects(it.Labels) || it.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	entrance := workerv1.EntranceName(it.Name)
+	if it.Status.Entrance != entrance {
+		status := object("worker.gpustack.ai/v1", workerv1.InstanceTypeKind, "", it.Name)
+		status.Object["status"] = map[string]any{"entrance": entrance}
+		if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return reconcile.Result{}, fmt.Errorf("publishing the entrance of InstanceType %s: %w", it.Name, err)
+		}
+	}
+	if err := r.applyClusterQueue(ctx, it); err != nil {
+		return reconcile.Result{}, err
+	}
+	namespaces, err := r.namespacesNaming(ctx, it.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, ns := range namespaces {
+		lq := managed(object(kueue.GroupVersion.String(), "LocalQueue", ns, entrance))
+		lq.Object["spec"] = map[string]any{"clusterQueue": it.Name}
+		if err := r.apply(ctx, lq); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// applyClusterQueue applies the type's flavor and queue, or only the joint check on a queue the
+// platform manages.
+func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.InstanceType) error {
+	checks := map[string]any{"admissionChecks": []any{map[string]any{"name": string(admissioncheck.CheckName)}}}
+	cq := object(kueue.GroupVersion.String(), "ClusterQueue", "", it.Name)
+	if it.Annotations[AnnotationQueueManagement] == QueueManagementCheckOnly {
+		existing := &kueue.ClusterQueue{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: it.Name}, existing); apierrors.IsNotFound(err) {
+			return nil // nothing to add the check to until the platform creates it
+		} else if err != nil {
+			return err
+		}
+		cq.Object["spec"] = map[string]any{"admissionChecksStrategy": checks}
+		return r.apply(ctx, cq)
+	}
+	quotas, err := Quotas(it)
+	if err != nil {
+		return err
+	}
+	if err := r.apply(ctx, managed(object(kueue.GroupVersion.String(), "ResourceFlavor", "", it.Name))); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(quotas))
+	for name := range quotas {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	covered := make([]any, 0, len(names))
+	resources := make([]any, 0, len(names))
+	for _, name := range names {
+		q := quotas[corev1.ResourceName(name)]
+		covered = append(covered, name)
+		resources = append(resources, map[string]any{"name": name, "nominalQuota": q.String()})
+	}
+	managed(cq)
+	cq.Object["spec"] = map[string]any{
+		"namespaceSelector": map[string]any{},
+		"resourceGroups": []any{map[string]any{
+			"coveredResources": covered,
+			"flavors":          []any{map[string]any{"name": it.Name, "resources": resources}},
+		}},
+		"admissionChecksStrategy": checks,
+	}
+	return r.apply(ctx, cq)
+}
+
+// Quotas is the capacity an InstanceType's ClusterQueue offers: its whole accelerators, and CPU,
+// memory and local storage as the unit resources scaled by them (one unit on a type without
+// accelerators, scaled by its CPU capacity).
+func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	units := int64(1)
+	if it.Spec.Acceleratable {
+		key, err := it.AcceleratorResource()
+		if err != nil {
+			return nil, err
+		}
+		var cards int64
+		if v := it.Status.Accelerator; v != nil && v.Capacity != nil {
+			cards = v.Capacity.Value()
+		}
+		out[key] = *resource.NewQuantity(cards, resource.DecimalSI)
+		units = cards
+	} else if v := it.Status.CPU; v != nil && v.Capacity != nil {
+		units = v.Capacity.Value()
+	}
+	for name, value := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU:              it.Spec.UnitResources.CPU,
+		corev1.ResourceMemory:           it.Spec.UnitResources.RAM,
+		corev1.ResourceEphemeralStorage: it.Spec.LocalStorage,
+	} {
+		if value == "" {
+			continue
+		}
+		unit, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("InstanceType %q: %s %q is not a quantity", it.Name, name, value)
+		}
+		total := unit.DeepCopy()
+		total.Mul(units)
+		out[name] = total
+	}
+	return out, nil
+}
+
+// namespacesNaming lists the namespaces with a deployment whose roles name the type.
+func (r *Reconciler) namespacesNaming(ctx context.Context, instanceType string) ([]string, error) {
+	list := &workerv1.ModelDeploymentList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, md := range list.Items {
+		for _, role := range md.Spec.Roles {
+			if role.InstanceType == instanceType && !seen[md.Namespace] {
+				seen[md.Namespace] = true
+				out = append(out, md.Namespace)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (r *Reconciler) apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// object is the stem of an apply: identity only. Objects mdplane creates also get managed().
+func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
+	meta := map[string]any{"name": name}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}}
+}
+
+// managed labels an object mdplane creates, so a person can tell where it came from.
+func managed(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	obj.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "mdplane"})
+	return obj
+}
