@@ -169,18 +169,11 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 	} else if v := it.Status.CPU; v != nil && v.Capacity != nil {
 		units = v.Capacity.Value()
 	}
-	for name, value := range map[corev1.ResourceName]string{
-		corev1.ResourceCPU:              it.Spec.UnitResources.CPU,
-		corev1.ResourceMemory:           it.Spec.UnitResources.RAM,
-		corev1.ResourceEphemeralStorage: it.Spec.LocalStorage,
-	} {
-		if value == "" {
-			continue
-		}
-		unit, err := resource.ParseQuantity(value)
-		if err != nil {
-			return nil, fmt.Errorf("InstanceType %q: %s %q is not a quantity", it.Name, name, value)
-		}
+	perUnit, err := it.UnitResourceList()
+	if err != nil {
+		return nil, err
+	}
+	for name, unit := range perUnit {
 		total := unit.DeepCopy()
 		total.Mul(units)
 		out[name] = total

@@ -62,19 +62,12 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 		}
 	}
 
+	perUnit, err := it.UnitResourceList()
+	if err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
 	list := corev1.ResourceList{}
-	for name, value := range map[corev1.ResourceName]string{
-		corev1.ResourceCPU:              it.Spec.UnitResources.CPU,
-		corev1.ResourceMemory:           it.Spec.UnitResources.RAM,
-		corev1.ResourceEphemeralStorage: it.Spec.LocalStorage,
-	} {
-		if value == "" {
-			continue
-		}
-		unit, err := resource.ParseQuantity(value)
-		if err != nil {
-			return corev1.ResourceRequirements{}, fmt.Errorf("InstanceType %q: unit %s %q is not a quantity", it.Name, name, value)
-		}
+	for name, unit := range perUnit {
 		list[name] = scale(unit, units, name == corev1.ResourceCPU)
 	}
 	for k, v := range devices {

@@ -79,6 +79,20 @@ func checkOf(wl kueuev1beta2.Workload) kueuev1beta2.AdmissionCheckState {
 	return kueuev1beta2.AdmissionCheckState{}
 }
 
+// noneAdmitted fails the test if any group of the deployment is admitted.
+func noneAdmitted(t *testing.T, ctx context.Context, namespace, deployment string) {
+	t.Helper()
+	wls, err := groupWorkloads(ctx, namespace, deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wl := range wls {
+		if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
+			t.Fatalf("Workload %s admitted while its set lacks quota", wl.Name)
+		}
+	}
+}
+
 // running reports an error unless want Pods of the deployment are bound, Ready and ungated.
 func running(ctx context.Context, namespace, deployment string, want int) error {
 	ps, err := pods(ctx, namespace, deployment)
@@ -178,15 +192,7 @@ func TestJointAdmission(t *testing.T) {
 			return nil
 		})
 		for range 5 {
-			wls, err := groupWorkloads(ctx, ns, "pd")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, wl := range wls {
-				if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
-					t.Fatalf("Workload %s admitted while its set lacks quota", wl.Name)
-				}
-			}
+			noneAdmitted(t, ctx, ns, "pd")
 			ps, err := pods(ctx, ns, "pd")
 			if err != nil {
 				t.Fatal(err)
@@ -203,15 +209,7 @@ func TestJointAdmission(t *testing.T) {
 	t.Run("a deployment that fits is admitted while the first waits", func(t *testing.T) {
 		kubectlApply(t, deploymentOnH20(ns, "small", "server Server 1 1"))
 		eventually(t, 3*time.Minute, "the small deployment running", func() error { return running(ctx, ns, "small", 1) })
-		wls, err := groupWorkloads(ctx, ns, "pd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, wl := range wls {
-			if meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
-				t.Fatalf("Workload %s of the waiting set admitted", wl.Name)
-			}
-		}
+		noneAdmitted(t, ctx, ns, "pd")
 	})
 
 	t.Run("raising the quota admits every group together", func(t *testing.T) {

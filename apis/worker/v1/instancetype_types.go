@@ -268,6 +268,27 @@ func (t *InstanceType) AcceleratorResource() (corev1.ResourceName, error) {
 	return key, nil
 }
 
+// UnitResourceList parses what one unit of the type (one accelerator, or one CPU unit on a type
+// without accelerators) brings: CPU, memory and local storage. An empty value is left out.
+func (t *InstanceType) UnitResourceList() (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for name, value := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU:              t.Spec.UnitResources.CPU,
+		corev1.ResourceMemory:           t.Spec.UnitResources.RAM,
+		corev1.ResourceEphemeralStorage: t.Spec.LocalStorage,
+	} {
+		if value == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("InstanceType %q: unit %s %q is not a quantity", t.Name, name, value)
+		}
+		out[name] = q
+	}
+	return out, nil
+}
+
 // EntranceName is the LocalQueue name of an InstanceType: gpustack-fnv64- and the FNV-1a 64 hash of
 // its name in hex.
 func EntranceName(instanceType string) string {
