@@ -111,7 +111,7 @@ func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
 		"data":     &v1alpha1.RoleRevision{Revision: rendered.Revision, Size: size, Template: rendered.Template}}
 	return &fnv1.RunFunctionRequest{
 		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, rep)}},
-		RequiredResources: map[string]*fnv1.Resources{"revision": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, revision)}}}},
+		RequiredResources: map[string]*fnv1.Resources{"revision": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, revision)}}}, "workload": {}},
 	}
 }
 

@@ -58,6 +58,8 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	}
 	ns, name := md.Namespace, md.Name
 	var statuses []any
+	desiredReplicas := map[string]int32{}
+	quotaStates := map[string]map[string]int32{}
 	for i, role := range md.Spec.Roles {
 		role = role.WithDefaults()
 		r := rendered[i]
@@ -72,7 +74,20 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 			return err
 		}
 		statuses = append(statuses, roleStatus(role, r, observedRole))
+		desiredReplicas[role.Name] = role.Replicas
+		quotaStates[role.Name] = observedQuota(observedRole)
 	}
+	quota := QuotaCondition(desiredReplicas, quotaStates)
+	var c *response.ConditionOption
+	switch quota.Status {
+	case "True":
+		c = response.ConditionTrue(rsp, "QuotaReserved", quota.Reason)
+	case "False":
+		c = response.ConditionFalse(rsp, "QuotaReserved", quota.Reason)
+	default:
+		c = response.ConditionUnknown(rsp, "QuotaReserved", quota.Reason)
+	}
+	c.WithMessage(quota.Message).TargetComposite()
 	first := md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, rendered[0])
 	if desired[deploymentServiceResource], err = xfn.Composed(svc, observed[deploymentServiceResource].Resource != nil); err != nil {
@@ -185,6 +200,21 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 			Template:       r.Template,
 		},
 	}
+}
+
+// observedQuota reads a ModelRole's instances counted by admission state; none before it is observed.
+func observedQuota(role *composed.Unstructured) map[string]int32 {
+	out := map[string]int32{}
+	if role == nil {
+		return out
+	}
+	counts, _, _ := unstructured.NestedMap(role.Object, "status", "quota")
+	for state := range counts {
+		if n, ok := xfn.NestedCount(counts, state); ok {
+			out[state] = int32(n)
+		}
+	}
+	return out
 }
 
 // roleStatus is one entry of status.roles, counted in instances from the observed ModelRole.

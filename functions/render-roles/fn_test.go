@@ -278,14 +278,14 @@ func TestReplicaStep(t *testing.T) {
 		assert.Equal(t, "team-a", sel.GetNamespace())
 	})
 	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}}})
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}})
 		msg, reason := fatalMessage(rsp)
 		assert.Equal(t, "RenderFailed", reason)
 		assert.Contains(t, msg, "its revision team-a/chat-server-newrevisio is not on the API server")
 		assert.Empty(t, rsp.GetDesired().GetResources())
 	})
 	t.Run("renders its members from the revision and its headless Service", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}}, observed: map[string]string{
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: map[string]string{
 			"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
 			  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`,
 		}})
@@ -299,6 +299,23 @@ func TestReplicaStep(t *testing.T) {
 		assert.Nil(t, field(t, desired["member-0"], "metadata", "labels", "kueue.x-k8s.io/managed"))
 		assert.Equal(t, "None", field(t, desired["service"], "spec", "clusterIP"))
 		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "readyMembers"))
+		assert.Equal(t, "PodGroupIncomplete", field(t, rsp.GetDesired().GetComposite(), "status", "quota"), "one of two members, no Workload yet")
+	})
+	t.Run("asks for its group's Workload by name and reports its admission", func(t *testing.T) {
+		sel := run(t, request{composite: replica}).GetRequirements().GetResources()["workload"]
+		assert.Equal(t, renderroles.GroupName("team-a", "chat", "server", 1), sel.GetMatchName())
+		assert.Equal(t, "Workload", sel.GetKind())
+		workload := `{apiVersion: kueue.x-k8s.io/v1beta2, kind: Workload, metadata: {name: w, namespace: team-a},
+		  status: {conditions: [{type: QuotaReserved, status: "True", reason: QuotaReserved, message: "", lastTransitionTime: "2026-11-30T06:00:00Z"},
+		    {type: Admitted, status: "True", reason: Admitted, message: "", lastTransitionTime: "2026-11-30T06:00:00Z"}]}}`
+		pod := `{apiVersion: v1, kind: Pod, metadata: {name: p}}`
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {workload}},
+			observed: map[string]string{"member-0": pod, "member-1": pod}})
+		status := rsp.GetDesired().GetComposite()
+		assert.Equal(t, "Reserved", field(t, status, "status", "quota"))
+		assert.Equal(t, true, field(t, status, "status", "quotaReserved"))
+		assert.Equal(t, true, field(t, status, "status", "admitted"))
+		assert.Equal(t, renderroles.GroupName("team-a", "chat", "server", 1), field(t, status, "status", "workload"))
 	})
 }
 

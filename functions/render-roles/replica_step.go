@@ -9,6 +9,8 @@ import (
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/response"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/internal/xfn"
@@ -29,6 +31,11 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	ns, spec := xr.Resource.GetNamespace(), replica.Spec
 	r := xfn.NewRequirements(req, rsp)
 	obj, err := r.ByName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
+	if err != nil {
+		return err
+	}
+	group := GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal)
+	wlObj, err := r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, group)
 	if err != nil || r.Pending {
 		return err
 	}
@@ -55,8 +62,9 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
 	in := Replica{Namespace: ns, Deployment: spec.DeploymentName, Role: spec.RoleName, Ordinal: spec.Ordinal, Revision: revision}
-	var members, readyMembers int64
-	for m, pod := range RenderMembers(in) {
+	var members, readyMembers, terminating int64
+	pods := RenderMembers(in)
+	for m, pod := range pods {
 		key := resource.Name(memberResourcePrefix + strconv.Itoa(m))
 		isReady := observedReady(observed[key].Resource)
 		if desired[key], err = xfn.Composed(pod, isReady); err != nil {
@@ -66,11 +74,22 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 			readyMembers++
 		}
 	}
-	for key := range observed {
+	for key, o := range observed {
 		if strings.HasPrefix(string(key), memberResourcePrefix) {
 			members++
+			if o.Resource.GetDeletionTimestamp() != nil {
+				terminating++
+			}
 		}
 	}
+	var wl *kueue.Workload
+	if wlObj != nil {
+		wl = &kueue.Workload{}
+		if err := xfn.Decode(wlObj.Object, wl); err != nil {
+			return fmt.Errorf("cannot read Workload %s/%s: %w", ns, group, err)
+		}
+	}
+	quota := InstanceQuota(wl, int(members), int(terminating), len(pods))
 	if svc := RenderInstanceService(in); svc != nil {
 		if desired[instanceServiceResource], err = xfn.Composed(svc, observed[instanceServiceResource].Resource != nil); err != nil {
 			return err
@@ -79,5 +98,9 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{"members": members, "readyMembers": readyMembers})
+	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{
+		"members": members, "readyMembers": readyMembers, "workload": group,
+		"quota": quota, "quotaReserved": quota == QuotaReserved,
+		"admitted": wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted),
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/response"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -72,7 +73,15 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 	}
 	revisions := map[string]runtime.RawExtension{spec.Revision: {Raw: data}}
 
-	var ready, upToDate int64
+	var ready, upToDate, reserved int64
+	quota := map[string]any{}
+	count := func(state string) {
+		n, _ := quota[state].(int64)
+		quota[state] = n + 1
+		if state == QuotaReserved {
+			reserved++
+		}
+	}
 	for n := range spec.Replicas {
 		key := replicaResource(n)
 		replica := v1alpha1.ModelReplicaSpec{
@@ -97,12 +106,20 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 				}
 			}
 		case occupied[n]:
+			count(QuotaTerminating)
 			continue // the departed replica's Pods are still on the API server
 		}
 		isReady := observedReady(obs)
 		if isReady {
 			ready++
 		}
+		state := QuotaInFlight // a replica not yet observed has no Pods
+		if obs != nil {
+			if s, ok, _ := unstructured.NestedString(obs.Object, "status", "quota"); ok && s != "" {
+				state = s
+			}
+		}
+		count(state)
 		if replica.Revision == spec.Revision {
 			upToDate++
 		}
@@ -124,7 +141,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{"ready": ready, "upToDate": upToDate})
+	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{"ready": ready, "upToDate": upToDate, "quotaReserved": reserved, "quota": quota})
 }
 
 func replicaResource(ordinal int32) resource.Name {

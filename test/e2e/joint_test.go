@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -282,6 +283,31 @@ func TestJointAdmission(t *testing.T) {
 			return nil
 		})
 		eventually(t, 3*time.Minute, "all four replicas running", func() error { return running(ctx, ns, "pd", 4) })
+		eventually(t, 2*time.Minute, "the deployment reporting QuotaReserved and each role's reserved instances", func() error {
+			md := &unstructured.Unstructured{}
+			md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pd"}, md); err != nil {
+				return err
+			}
+			conditions, _, _ := unstructured.NestedSlice(md.Object, "status", "conditions")
+			var quota map[string]any
+			for _, c := range conditions {
+				if m, _ := c.(map[string]any); m["type"] == "QuotaReserved" {
+					quota = m
+				}
+			}
+			if quota["status"] != "True" || quota["reason"] != "Reserved" || quota["message"] != "all 4 instances hold quota" {
+				return fmt.Errorf("QuotaReserved condition %v", quota)
+			}
+			roles, _, _ := unstructured.NestedSlice(md.Object, "status", "roles")
+			for _, r := range roles {
+				m, _ := r.(map[string]any)
+				if fmt.Sprint(m["quotaReserved"]) != "2" {
+					return fmt.Errorf("role %v reports quotaReserved %v", m["name"], m["quotaReserved"])
+				}
+			}
+			return nil
+		})
 	})
 }
 

@@ -82,6 +82,9 @@ type ModelRoleStatus struct {
 	// QuotaReserved is the number of instances whose Workload holds quota.
 	// +optional
 	QuotaReserved int32 `json:"quotaReserved,omitempty"`
+	// Quota counts the instances in each admission state (see ModelReplicaStatus.Quota).
+	// +optional
+	Quota map[string]int32 `json:"quota,omitempty"`
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
@@ -171,6 +174,11 @@ type ModelReplicaStatus struct {
 	// Admitted is true when Kueue admitted the Workload.
 	// +optional
 	Admitted bool `json:"admitted,omitempty"`
+	// Quota is the instance's admission state: Reserved, Pending, PodGroupIncomplete, Preempted,
+	// Parked, NoQueue, InFlight or Terminating.
+	// +optional
+	// +kubebuilder:validation:Enum=Reserved;Pending;PodGroupIncomplete;Preempted;Parked;NoQueue;InFlight;Terminating
+	Quota string `json:"quota,omitempty"`
 }
 
 // RoleRevision is the immutable snapshot of one configuration of a role, stored as the data of an

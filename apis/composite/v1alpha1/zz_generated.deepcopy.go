@@ -177,6 +177,13 @@ func (in *ModelRoleSpec) DeepCopy() *ModelRoleSpec {
 func (in *ModelRoleStatus) DeepCopyInto(out *ModelRoleStatus) {
 	*out = *in
 	in.ConditionedStatus.DeepCopyInto(&out.ConditionedStatus)
+	if in.Quota != nil {
+		in, out := &in.Quota, &out.Quota
+		*out = make(map[string]int32, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.Replacement != nil {
 		in, out := &in.Replacement, &out.Replacement
 		*out = new(Replacement)

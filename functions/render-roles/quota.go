@@ -1,0 +1,116 @@
+package renderroles
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// Admission states of one instance, reported as ModelReplica status.quota and counted per role.
+const (
+	QuotaReserved      = "Reserved"
+	QuotaPending       = "Pending"
+	QuotaIncomplete    = "PodGroupIncomplete"
+	QuotaPreempted     = "Preempted"
+	QuotaParked        = "Parked"
+	QuotaNoQueue       = "NoQueue"
+	QuotaInFlight      = "InFlight"
+	QuotaTerminating   = "Terminating"
+	annotationParkedAt = "worker.gpustack.ai/parked-generation"
+)
+
+// InstanceQuota reads an instance's admission state from its group's Workload (nil while Kueue has
+// built none) and its members on the API server.
+func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
+	switch {
+	case members == 0:
+		return QuotaInFlight
+	case terminating == members:
+		return QuotaTerminating
+	case wl == nil && members < size:
+		return QuotaIncomplete // Kueue builds the group's Workload once all its Pods exist
+	case wl == nil:
+		return QuotaInFlight
+	case wl.Annotations[annotationParkedAt] != "" || (wl.Spec.Active != nil && !*wl.Spec.Active):
+		return QuotaParked
+	}
+	conds := wl.Status.Conditions
+	evicted := apimeta.FindStatusCondition(conds, kueue.WorkloadEvicted)
+	if apimeta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) && (evicted == nil || evicted.Status != "True") {
+		return QuotaReserved
+	}
+	if evicted != nil && evicted.Status == "True" && evicted.Reason == kueue.WorkloadEvictedByPreemption {
+		return QuotaPreempted
+	}
+	if c := apimeta.FindStatusCondition(conds, kueue.WorkloadQuotaReserved); c != nil && c.Reason == kueue.WorkloadInadmissible &&
+		strings.HasPrefix(c.Message, "LocalQueue ") && strings.HasSuffix(c.Message, " doesn't exist") {
+		return QuotaNoQueue
+	}
+	return QuotaPending
+}
+
+// Condition is a condition the function reports on the deployment.
+type Condition struct {
+	Status  string // True, False or Unknown
+	Reason  string
+	Message string
+}
+
+// quotaReasons maps an instance state that keeps a deployment short of quota to the condition's
+// reason, in the order a person should look at them.
+var quotaReasons = []struct{ state, reason string }{
+	{QuotaParked, "Parked"},
+	{QuotaNoQueue, "NoQueueInReservedNamespace"},
+	{QuotaPreempted, "PreemptedInPart"},
+	{QuotaIncomplete, "PodGroupIncomplete"},
+	{QuotaPending, "Pending"},
+}
+
+// QuotaCondition is the deployment's QuotaReserved condition from each role's desired replicas and
+// its instances counted by admission state.
+func QuotaCondition(desired map[string]int32, states map[string]map[string]int32) Condition {
+	var total, reserved, terminating int32
+	short := map[string][]string{}
+	for role, n := range desired {
+		total += n
+		reserved += states[role][QuotaReserved]
+		terminating += states[role][QuotaTerminating]
+		for state, count := range states[role] {
+			if count > 0 && state != QuotaReserved {
+				short[state] = append(short[state], fmt.Sprintf("%s %d", role, count))
+			}
+		}
+	}
+	if total == 0 {
+		return Condition{"Unknown", "NoReplicas", "the deployment declares no replicas"}
+	}
+	if reserved >= total {
+		return Condition{"True", "Reserved", fmt.Sprintf("all %d instances hold quota", total)}
+	}
+	var details []string
+	states2 := make([]string, 0, len(short))
+	for s := range short {
+		states2 = append(states2, s)
+	}
+	sort.Strings(states2)
+	for _, s := range states2 {
+		sort.Strings(short[s])
+		details = append(details, fmt.Sprintf("%s: %s", s, strings.Join(short[s], ", ")))
+	}
+	message := fmt.Sprintf("%d of %d instances hold quota", reserved, total)
+	if len(details) > 0 {
+		message += " (" + strings.Join(details, "; ") + ")"
+	}
+	if terminating == total {
+		return Condition{"Unknown", "AllReplicasTerminating", message}
+	}
+	for _, r := range quotaReasons {
+		if len(short[r.state]) > 0 {
+			return Condition{"False", r.reason, message}
+		}
+	}
+	return Condition{"Unknown", "AdmissionInFlight", message}
+}

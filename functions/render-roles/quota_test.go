@@ -1,0 +1,88 @@
+package renderroles_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+)
+
+func workloadWith(edit func(*kueue.Workload), conds ...metav1.Condition) *kueue.Workload {
+	wl := &kueue.Workload{Status: kueue.WorkloadStatus{Conditions: conds}}
+	if edit != nil {
+		edit(wl)
+	}
+	return wl
+}
+
+func cond(typ, status, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, Message: message}
+}
+
+func TestInstanceQuota(t *testing.T) {
+	reserved := cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", "")
+	cases := []struct {
+		rule                       string
+		wl                         *kueue.Workload
+		members, terminating, size int
+		want                       string
+	}{
+		{"no Pods yet is in flight", nil, 0, 0, 2, "InFlight"},
+		{"every member terminating", workloadWith(nil, reserved), 2, 2, 2, "Terminating"},
+		{"a group short of members has no Workload", nil, 1, 0, 2, "PodGroupIncomplete"},
+		{"a complete group Kueue has not built a Workload for yet", nil, 2, 0, 2, "InFlight"},
+		{"a reservation held", workloadWith(nil, reserved), 2, 0, 2, "Reserved"},
+		{"a reservation evicted by preemption", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", "Pending", ""),
+			cond(kueue.WorkloadEvicted, "True", kueue.WorkloadEvictedByPreemption, "")), 2, 0, 2, "Preempted"},
+		{"a Workload whose LocalQueue is missing", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", kueue.WorkloadInadmissible,
+			"LocalQueue gpustack-fnv64-796ced4e2897a3b4 doesn't exist")), 1, 0, 1, "NoQueue"},
+		{"a parked set's Workload", workloadWith(func(wl *kueue.Workload) { wl.Spec.Active = ptr.To(false) }), 1, 0, 1, "Parked"},
+		{"a queued Workload", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", "Pending", "couldn't assign flavors")), 1, 0, 1, "Pending"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.want, renderroles.InstanceQuota(tc.wl, tc.members, tc.terminating, tc.size))
+		})
+	}
+}
+
+func TestQuotaCondition(t *testing.T) {
+	pd := map[string]int32{"prefill": 2, "decode": 2}
+	cases := []struct {
+		rule    string
+		desired map[string]int32
+		states  map[string]map[string]int32
+		want    renderroles.Condition
+	}{
+		{"every instance holding quota is Reserved", pd,
+			map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Reserved": 2}},
+			renderroles.Condition{Status: "True", Reason: "Reserved", Message: "all 4 instances hold quota"}},
+		{"a queued instance is Pending, named by role", pd,
+			map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Reserved": 1, "Pending": 1}},
+			renderroles.Condition{Status: "False", Reason: "Pending", Message: "3 of 4 instances hold quota (Pending: decode 1)"}},
+		{"a parked set outranks the rest", pd,
+			map[string]map[string]int32{"prefill": {"Parked": 2}, "decode": {"Parked": 1, "Pending": 1}},
+			renderroles.Condition{Status: "False", Reason: "Parked", Message: "0 of 4 instances hold quota (Parked: decode 1, prefill 2; Pending: decode 1)"}},
+		{"a missing LocalQueue", map[string]int32{"s": 1}, map[string]map[string]int32{"s": {"NoQueue": 1}},
+			renderroles.Condition{Status: "False", Reason: "NoQueueInReservedNamespace", Message: "0 of 1 instances hold quota (NoQueue: s 1)"}},
+		{"preemption of part of the set", pd,
+			map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Reserved": 1, "Preempted": 1}},
+			renderroles.Condition{Status: "False", Reason: "PreemptedInPart", Message: "3 of 4 instances hold quota (Preempted: decode 1)"}},
+		{"a group still assembling", map[string]int32{"s": 2}, map[string]map[string]int32{"s": {"Reserved": 1, "PodGroupIncomplete": 1}},
+			renderroles.Condition{Status: "False", Reason: "PodGroupIncomplete", Message: "1 of 2 instances hold quota (PodGroupIncomplete: s 1)"}},
+		{"nothing observed yet is in flight", map[string]int32{"s": 2}, map[string]map[string]int32{},
+			renderroles.Condition{Status: "Unknown", Reason: "AdmissionInFlight", Message: "0 of 2 instances hold quota"}},
+		{"every instance terminating", map[string]int32{"s": 2}, map[string]map[string]int32{"s": {"Terminating": 2}},
+			renderroles.Condition{Status: "Unknown", Reason: "AllReplicasTerminating", Message: "0 of 2 instances hold quota (Terminating: s 2)"}},
+		{"no replicas", map[string]int32{}, nil, renderroles.Condition{Status: "Unknown", Reason: "NoReplicas", Message: "the deployment declares no replicas"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.want, renderroles.QuotaCondition(tc.desired, tc.states))
+		})
+	}
+}
