@@ -166,6 +166,7 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 		}
 		out[key] = *resource.NewQuantity(cards, resource.DecimalSI)
 		units = cards
+		sharedModes(it, key, cards, out)
 	} else if v := it.Status.CPU; v != nil && v.Capacity != nil {
 		units = v.Capacity.Value()
 	}
@@ -179,6 +180,28 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 		out[name] = total
 	}
 	return out, nil
+}
+
+// sharedModes adds the keys a slice or a partition request carries, for a type that offers them: the
+// slices or partitions the type's views count, every card's whole memory and cores as percentages,
+// and each partition profile's total (allocated and remaining).
+func sharedModes(it *workerv1.InstanceType, key corev1.ResourceName, cards int64, out corev1.ResourceList) {
+	count := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
+	if v := it.Status.AcceleratorSliced; it.OffersSlicing() && v != nil && v.Capacity != nil {
+		out[key+".sliced"] = count(v.Capacity.Value())
+		out[key+".sliced.memory-percentage"] = count(100 * cards)
+		out[key+".sliced.cores-percentage"] = count(100 * cards)
+	}
+	if v := it.Status.AcceleratorPartitioned; len(it.PartitionProfiles()) > 0 && v != nil && v.Capacity != nil {
+		out[key+".partitioned"] = count(v.Capacity.Value())
+		profiles := map[string]int64{}
+		for _, p := range append(append([]workerv1.ProfileCount{}, v.AllocatedProfiles...), v.RemainingProfiles...) {
+			profiles[p.Name] += int64(p.Count)
+		}
+		for name, n := range profiles {
+			out[key+corev1.ResourceName(".partitioned.mig-"+name)] = count(n)
+		}
+	}
 }
 
 // namespacesNaming lists the namespaces with a deployment whose roles name the type.

@@ -36,6 +36,23 @@ func TestQuotas(t *testing.T) {
 		assert.Equal(t, "128", ptr.To(q[corev1.ResourceCPU]).String())
 		assert.Equal(t, "512Gi", ptr.To(q[corev1.ResourceMemory]).String())
 		assert.Equal(t, "800Gi", ptr.To(q[corev1.ResourceEphemeralStorage]).String())
+		assert.Len(t, q, 4, "no slice or partition keys on a type that offers neither")
+	})
+	t.Run("a type that slices and partitions offers the keys those requests carry", func(t *testing.T) {
+		it := a10g()
+		it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{Logical: &workerv1.LogicalSlicing{Count: 4},
+			Physical: &workerv1.PhysicalPartitioning{Count: 7, Profiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 7}}}}
+		it.Status.AcceleratorSliced = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("64"))}
+		it.Status.AcceleratorPartitioned = &workerv1.PartitionedCapacityView{CapacityView: workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("112"))},
+			AllocatedProfiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 12}}, RemainingProfiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 100}}}
+		q, err := Quotas(it)
+		require.NoError(t, err)
+		for key, want := range map[corev1.ResourceName]string{
+			"nvidia.com/gpu.sliced": "64", "nvidia.com/gpu.sliced.memory-percentage": "1600", "nvidia.com/gpu.sliced.cores-percentage": "1600",
+			"nvidia.com/gpu.partitioned": "112", "nvidia.com/gpu.partitioned.mig-1g.10gb": "112",
+		} {
+			assert.Equal(t, want, ptr.To(q[key]).String(), key)
+		}
 	})
 	t.Run("a CPU-only type offers its units", func(t *testing.T) {
 		it := a10g()
