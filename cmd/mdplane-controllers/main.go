@@ -26,9 +26,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/queues"
+	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
 )
 
@@ -53,7 +55,7 @@ func main() {
 	log := ctrl.Log.WithName("mdplane-controllers")
 
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, workerv1.AddToScheme, kueue.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, workerv1.AddToScheme, v1alpha1.AddToScheme, kueue.AddToScheme} {
 		if err := add(scheme); err != nil {
 			log.Error(err, "building the scheme")
 			os.Exit(1)
@@ -87,6 +89,18 @@ func main() {
 	}
 	if err := (&admissioncheck.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the AdmissionCheck reconciler")
+		os.Exit(1)
+	}
+	if err := (&rollout.WorkloadReaper{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the Workload reaper")
+		os.Exit(1)
+	}
+	if err := (&rollout.Departures{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the departure reconciler")
+		os.Exit(1)
+	}
+	if err := (&rollout.Pacer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the rollout pacer")
 		os.Exit(1)
 	}
 	selector, err := labels.Parse(queueTypes)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -303,7 +304,7 @@ func TestReplicaStep(t *testing.T) {
 	})
 	t.Run("asks for its group's Workload by name and reports its admission", func(t *testing.T) {
 		sel := run(t, request{composite: replica}).GetRequirements().GetResources()["workload"]
-		assert.Equal(t, renderroles.GroupName("team-a", "chat", "server", 1), sel.GetMatchName())
+		assert.Equal(t, workerv1.GroupName("team-a", "chat", "server", 1), sel.GetMatchName())
 		assert.Equal(t, "Workload", sel.GetKind())
 		workload := `{apiVersion: kueue.x-k8s.io/v1beta2, kind: Workload, metadata: {name: w, namespace: team-a},
 		  status: {conditions: [{type: QuotaReserved, status: "True", reason: QuotaReserved, message: "", lastTransitionTime: "2026-11-30T06:00:00Z"},
@@ -315,7 +316,7 @@ func TestReplicaStep(t *testing.T) {
 		assert.Equal(t, "Reserved", field(t, status, "status", "quota"))
 		assert.Equal(t, true, field(t, status, "status", "quotaReserved"))
 		assert.Equal(t, true, field(t, status, "status", "admitted"))
-		assert.Equal(t, renderroles.GroupName("team-a", "chat", "server", 1), field(t, status, "status", "workload"))
+		assert.Equal(t, workerv1.GroupName("team-a", "chat", "server", 1), field(t, status, "status", "workload"))
 	})
 }
 

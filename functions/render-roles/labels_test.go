@@ -62,7 +62,7 @@ func TestPodLabelsAndAnnotations(t *testing.T) {
 			r0, r1 := members(t, server, 0), members(t, server, 1)
 			group := r0[0].Labels[workerv1.LabelPodGroupName]
 			assert.Regexp(t, regexp.MustCompile(`^gpustack-fnv64-[0-9a-f]{16}$`), group)
-			assert.Equal(t, renderroles.GroupName("team-a", "qwen", "server", 0), group)
+			assert.Equal(t, workerv1.GroupName("team-a", "qwen", "server", 0), group)
 			assert.Equal(t, group, r0[1].Labels[workerv1.LabelPodGroupName], "every member of a replica is in its group")
 			assert.NotEqual(t, group, r1[0].Labels[workerv1.LabelPodGroupName], "every replica is its own group")
 		},

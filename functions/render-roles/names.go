@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 )
 
@@ -12,17 +11,6 @@ import (
 // synthesizes (flags, probes, labels, volumes) changes for the same inputs. It is written on every Pod
 // and keys the revision, so new and replaced replicas take a new baseline while running ones stay.
 const RenderVersion = 1
-
-// groupNamePrefix marks a hashed Kueue pod-group name.
-const groupNamePrefix = "gpustack-fnv64-"
-
-// GroupName is the Kueue pod-group name of one replica: FNV-1a 64 over namespace, deployment, role
-// and ordinal. It is unique, not parseable; the ordinal travels in its own label.
-func GroupName(namespace, deployment, role string, ordinal int32) string {
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "%s/%s/%s/%d", namespace, deployment, role, ordinal)
-	return fmt.Sprintf("%s%016x", groupNamePrefix, h.Sum64())
-}
 
 // RoleServiceName is the name of a role's Service, which fronts its leaders: <md>-<role>.
 func RoleServiceName(deployment, role string) string { return deployment + "-" + role }

@@ -39,7 +39,7 @@ func RenderMembers(r Replica) []*corev1.Pod {
 		pod := &corev1.Pod{ObjectMeta: *r.Revision.Template.ObjectMeta.DeepCopy(), Spec: *r.Revision.Template.Spec.DeepCopy()}
 		pod.APIVersion, pod.Kind = "v1", "Pod"
 		pod.Namespace = r.Namespace
-		pod.Labels[workerv1.LabelPodGroupName] = GroupName(r.Namespace, r.Deployment, r.Role, r.Ordinal)
+		pod.Labels[workerv1.LabelPodGroupName] = workerv1.GroupName(r.Namespace, r.Deployment, r.Role, r.Ordinal)
 		pod.Labels[workerv1.LabelPodOrdinal] = strconv.Itoa(int(r.Ordinal))
 		pod.Labels[workerv1.LabelMemberIndex] = strconv.Itoa(int(m))
 		pod.Annotations[workerv1.AnnotationPodSpecHash] = seatHash(digest, r.Ordinal, m)

@@ -13,6 +13,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -34,7 +35,7 @@ func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	if err != nil {
 		return err
 	}
-	group := GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal)
+	group := workerv1.GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal)
 	wlObj, err := r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, group)
 	if err != nil || r.Pending {
 		return err

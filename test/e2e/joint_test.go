@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -128,8 +127,8 @@ func setQuota(t *testing.T, ctx context.Context, clusterQueue string, gpus int64
 	}
 }
 
-// tearDown deletes every deployment of a namespace and, as the rollout controller will, the
-// Workloads that hold their serving Pods, until nothing is left.
+// tearDown deletes every deployment of a namespace and waits until nothing of them is left: mdplane
+// deletes the Workloads that hold their serving Pods.
 func tearDown(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
 	if _, err := stack.Kubectl("delete", "modeldeployments", "--all", "-n", namespace, "--wait=false"); err != nil {
@@ -139,11 +138,6 @@ func tearDown(t *testing.T, ctx context.Context, namespace string) {
 		wls, err := workloads(ctx, namespace)
 		if err != nil {
 			return err
-		}
-		for i := range wls {
-			if err := stack.Client.Delete(ctx, &wls[i]); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
 		}
 		list := &corev1.PodList{}
 		if err := stack.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {

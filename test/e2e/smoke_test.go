@@ -187,7 +187,8 @@ func ready(p corev1.Pod) bool {
 // TestQwenChat applies the example deployment with two replicas on a queue with quota: Crossplane
 // composes its Pods through the real render-roles function, Kueue admits each replica's group as one
 // Workload named after the group, KWOK runs the Pods, and the deployment turns Ready. Deleting it
-// removes its composites and Services at once, and its Pods once their Workloads go.
+// removes its composites and Services at once, and its Pods and Workloads once mdplane deletes the
+// Workloads of the departed groups.
 func TestQwenChat(t *testing.T) {
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-a")
@@ -266,18 +267,8 @@ func TestQwenChat(t *testing.T) {
 			}
 			return nil
 		})
-		// A serving group's Pods keep Kueue's finalizer until their Workload goes; deleting the Workloads
-		// of departed replicas is the rollout controller's job, which is not part of this stack yet, so
-		// the test does what it will do.
-		wls, err := workloads(ctx, "team-a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range wls {
-			if err := stack.Client.Delete(ctx, &wls[i]); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-		}
+		// A serving group's Pods keep Kueue's finalizer until their Workload goes; mdplane deletes the
+		// Workload of a group none of whose Pods is standing.
 		eventually(t, 2*time.Minute, "nothing of qwen-chat left", func() error {
 			ps, err := pods(ctx, "team-a", "qwen-chat")
 			if err != nil {

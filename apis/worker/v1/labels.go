@@ -1,5 +1,10 @@
 package v1
 
+import (
+	"fmt"
+	"hash/fnv"
+)
+
 // Labels and annotations of the spec's "Pod labels and annotations" table and of the
 // ModelDeployment itself. The keys are contracts: Kueue, Services, routers and runbooks select on
 // them.
@@ -25,3 +30,12 @@ const (
 	// NameModelDeployment is the app.kubernetes.io/name value on every replica Pod.
 	NameModelDeployment = "model-deployment"
 )
+
+// GroupName is the Kueue pod-group name of one replica: gpustack-fnv64- and the FNV-1a 64 hash of
+// namespace, deployment, role and ordinal. It is unique, not parseable; the ordinal travels in its
+// own label.
+func GroupName(namespace, deployment, role string, ordinal int32) string {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%s/%s/%s/%d", namespace, deployment, role, ordinal)
+	return fmt.Sprintf("gpustack-fnv64-%016x", h.Sum64())
+}

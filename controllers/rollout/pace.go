@@ -1,0 +1,77 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Slot is one replica of a role as the pacer sees it: the ModelReplica in the ordinal's slot, the
+// revision it was stamped from, and its group's admission.
+type Slot struct {
+	Ordinal  int32
+	Replica  string // the ModelReplica's name; empty when the slot is empty
+	Revision string
+	// Admitted is true while the group's Workload is admitted; EverAdmitted once it has been.
+	Admitted     bool
+	EverAdmitted bool
+}
+
+// Step is what the pacer does next for a role.
+type Step struct {
+	// Replace names the ModelReplica to delete now; empty means wait (or nothing to do).
+	Replace string
+	Ordinal int32
+	// InFlight is the ordinal whose replacement is unresolved after this step, or -1.
+	InFlight int32
+	Message  string
+}
+
+// Pace decides a role's next replacement. One replica is missing at a time; the next outdated replica
+// leaves only when every declared replica holds an admitted Workload; a replica that was never
+// admitted (a queued replacement a newer edit superseded, or a group still waiting for its first
+// admission) is replaced without waiting, since it serves nothing; otherwise the highest outdated
+// ordinal goes first. inFlight is the remembered unresolved ordinal, or -1.
+func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
+	byOrdinal := map[int32]Slot{}
+	for _, s := range slots {
+		if s.Ordinal < replicas {
+			byOrdinal[s.Ordinal] = s
+		}
+	}
+	var outdated []Slot
+	for _, s := range byOrdinal {
+		if s.Replica != "" && s.Revision != current {
+			outdated = append(outdated, s)
+		}
+	}
+	sort.Slice(outdated, func(i, j int) bool { return outdated[i].Ordinal > outdated[j].Ordinal })
+
+	// One replica missing at a time: an empty slot is a replacement (or a new ordinal) whose Pods
+	// are still going or whose ModelReplica is still being created.
+	for ordinal := range replicas {
+		if s, ok := byOrdinal[ordinal]; !ok || s.Replica == "" {
+			return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d is being replaced: waiting for its Pods to go and its replacement to be created", ordinal)}
+		}
+	}
+	// A queued replica on an old revision serves nothing: replace it without waiting for admission.
+	for _, s := range outdated {
+		if !s.EverAdmitted {
+			return Step{Replace: s.Replica, Ordinal: s.Ordinal, InFlight: s.Ordinal,
+				Message: fmt.Sprintf("replica r%d on revision %s was never admitted; replaced by revision %s at once", s.Ordinal, s.Revision, current)}
+		}
+	}
+	if s, ok := byOrdinal[inFlight]; ok && inFlight >= 0 && s.Revision == current && !s.Admitted {
+		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d's replacement waits for admission before the next replica leaves", inFlight)}
+	}
+	if len(outdated) == 0 {
+		return Step{InFlight: -1, Message: "every replica is on the current revision"}
+	}
+	for ordinal := range replicas {
+		if s, ok := byOrdinal[ordinal]; !ok || s.Replica == "" || !s.Admitted {
+			return Step{InFlight: -1, Message: fmt.Sprintf("%d replicas are outdated; the next leaves once every replica is admitted (r%d is not)", len(outdated), ordinal)}
+		}
+	}
+	next := outdated[0]
+	return Step{Replace: next.Replica, Ordinal: next.Ordinal, InFlight: next.Ordinal,
+		Message: fmt.Sprintf("replacing replica r%d (revision %s) with revision %s; %d outdated", next.Ordinal, next.Revision, current, len(outdated))}
+}

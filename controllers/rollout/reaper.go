@@ -1,0 +1,128 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// WorkloadReaper deletes the Workload of a replica group none of whose Pods is standing any more. A
+// serving group is never finished, so Kueue keeps its finalizer on the departing Pods until the
+// Workload goes: without this, a scale-down, a replacement or a deleted deployment would leave its
+// Pods terminating for ever and their quota held.
+type WorkloadReaper struct {
+	Client client.Client
+}
+
+// SetupWithManager watches Workloads and the deployments' Pods, mapping a Pod to its group.
+func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("stranded_workload").
+		For(&kueue.Workload{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			group := o.GetLabels()[workerv1.LabelPodGroupName]
+			if group == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: group}}}
+		})).
+		Complete(r)
+}
+
+// Reconcile deletes the Workload when its group has members and every one is terminating. A group
+// without any Pod is left to the garbage collector (its Pods own the Workload).
+func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingLabels{
+		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: req.Name,
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if !Stranded(pods.Items) {
+		return reconcile.Result{}, nil
+	}
+	wl := &kueue.Workload{}
+	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if wl.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("deleting the Workload of a departed replica group", "workload", req.Name, "pods", len(pods.Items))
+	err := r.Client.Delete(ctx, wl, client.Preconditions{UID: &wl.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return reconcile.Result{}, fmt.Errorf("deleting Workload %s/%s of a departed group: %w", req.Namespace, req.Name, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// Stranded reports whether a group has Pods and none of them is standing.
+func Stranded(pods []corev1.Pod) bool {
+	if len(pods) == 0 {
+		return false
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Departures deletes the Pods of a ModelReplica that is being deleted (a scale-down or a retired
+// replica) at once, instead of leaving them to the garbage collector, whose view of composite kinds
+// can lag by its discovery period. Only the replica's own Pods go (by controller reference): a
+// replacement in the same slot is never touched.
+type Departures struct {
+	Client client.Client
+}
+
+// SetupWithManager watches ModelReplicas.
+func (d *Departures) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("replica_departure").
+		For(&v1alpha1.ModelReplica{}).
+		Complete(d)
+}
+
+// Reconcile deletes a departing replica's standing Pods.
+func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	replica := &v1alpha1.ModelReplica{}
+	if err := d.Client.Get(ctx, req.NamespacedName, replica); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if replica.DeletionTimestamp == nil {
+		return reconcile.Result{}, nil
+	}
+	pods := &corev1.PodList{}
+	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
+		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
+		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		owner := metav1.GetControllerOf(p)
+		if p.DeletionTimestamp != nil || owner == nil || owner.UID != replica.UID {
+			continue
+		}
+		if err := d.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
+		}
+	}
+	return reconcile.Result{}, nil
+}
