@@ -565,15 +565,12 @@ func (s *Stack) startWebhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.run("mdplane-controllers", bin, append([]string{
+	s.controllers = controllers{bin: bin, health: health, args: append([]string{
 		"--kubeconfig=" + s.Kubeconfig, "--webhook-cert-dir=" + certs, "--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(port), "--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-	}, s.opts.ControllerArgs...))
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, p, 60*time.Second, "mdplane-controllers", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+	}, s.opts.ControllerArgs...)}
+	if err := s.StartControllers(ctx); err != nil {
 		return err
 	}
 	raw, err := fs.ReadFile(manifests.FS, "webhooks/manifests.yaml")
@@ -603,4 +600,39 @@ func (s *Stack) startWebhooks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// controllers is how mdplane-controllers was started, so a test can kill it and start it again.
+type controllers struct {
+	bin     string
+	args    []string
+	health  int
+	process *process
+	starts  int
+}
+
+// StartControllers starts mdplane-controllers (again, after KillControllers) with the same flags and
+// waits until it is ready.
+func (s *Stack) StartControllers(ctx context.Context) error {
+	s.controllers.starts++
+	name := "mdplane-controllers"
+	if s.controllers.starts > 1 {
+		name += "-" + strconv.Itoa(s.controllers.starts)
+	}
+	p, err := s.run(name, s.controllers.bin, s.controllers.args)
+	if err != nil {
+		return err
+	}
+	s.controllers.process = p
+	return waitFor(ctx, p, 60*time.Second, name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.controllers.health)))
+}
+
+// KillControllers ends mdplane-controllers with SIGKILL, as a crashed or evicted operator ends: no
+// cleanup, no graceful shutdown.
+func (s *Stack) KillControllers() {
+	p := s.controllers.process
+	if p == nil {
+		return
+	}
+	p.kill()
 }

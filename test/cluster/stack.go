@@ -61,14 +61,15 @@ type Stack struct {
 	// Dir is the stack's state directory.
 	Dir string
 
-	opts      Options
-	env       *envtest.Environment
-	processes []*process
-	functions []function
-	ca        *authority
-	stops     []func()
-	bin       string
-	modules   map[string]string
+	opts        Options
+	env         *envtest.Environment
+	processes   []*process
+	functions   []function
+	ca          *authority
+	stops       []func()
+	bin         string
+	modules     map[string]string
+	controllers controllers
 }
 
 // Binaries returns the directory build.sh writes to.
@@ -244,6 +245,12 @@ func (s *Stack) run(name, bin string, args []string, env ...string) (*process, e
 		_ = f.Close()
 	}
 	return p, nil
+}
+
+// kill ends the process group at once, without the grace stop gives it.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
 }
 
 func (p *process) stop() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,17 +136,7 @@ func TestRollingEdit(t *testing.T) {
 	fail := func(format string, args ...any) {
 		t.Fatalf("%s; timeline:\n%s", fmt.Sprintf(format, args...), strings.Join(timeline, "\n"))
 	}
-	edited := func(p *corev1.Pod) bool {
-		return strings.Contains(strings.Join(append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...), " "), "--max-model-len 8192")
-	}
-	gated := func(p *corev1.Pod) bool {
-		for _, g := range p.Spec.SchedulingGates {
-			if g.Name == admissionGate {
-				return true
-			}
-		}
-		return false
-	}
+	edited := func(p *corev1.Pod) bool { return strings.Contains(argsOf(p), "--max-model-len 8192") }
 	type seen struct{ leaving, gated bool }
 	state := map[string]seen{}
 	podsNow := map[string]*corev1.Pod{}
@@ -224,11 +215,213 @@ func TestRollingEdit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, p := range ps {
-			if !strings.Contains(strings.Join(append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...), " "), "--max-model-len 8192") {
-				return fmt.Errorf("Pod %s runs without the new arguments", p.Name)
+		for i := range ps {
+			if !edited(&ps[i]) {
+				return fmt.Errorf("Pod %s runs without the new arguments", ps[i].Name)
 			}
 		}
 		return nil
 	})
 }
+
+// argsOf is a Pod's main command line.
+func argsOf(p *corev1.Pod) string {
+	return strings.Join(append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...), " ")
+}
+
+func gated(p *corev1.Pod) bool {
+	for _, g := range p.Spec.SchedulingGates {
+		if g.Name == admissionGate {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRolloutWaitsAndSupersedes: with the quota full, a rollout retires one replica and waits — its
+// replacement queued, nothing else shed; a second edit supersedes the queued replacement, and once
+// quota frees up only the newest configuration is ever admitted.
+func TestRolloutWaitsAndSupersedes(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-w", "waiting"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "rollout-wait", h20Entrance, ns, 3)
+	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
+	defer tearDown(t, ctx, ns)
+	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	setQuota(t, ctx, "rollout-wait", 2) // the retired replica's quota cannot be reused
+
+	edit := func(maxLen string) {
+		t.Helper()
+		if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
+			"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","`+maxLen+`"]}]`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Any admitted Pod of the middle configuration fails the test, whenever it is seen.
+	middleAdmitted := func() error {
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		for i := range ps {
+			if strings.Contains(argsOf(&ps[i]), "--max-model-len 8192") && !gated(&ps[i]) {
+				return fmt.Errorf("Pod %s of the superseded configuration was admitted", ps[i].Name)
+			}
+		}
+		return nil
+	}
+
+	edit("8192")
+	eventually(t, 2*time.Minute, "one replica retired, its replacement queued, the other two untouched", func() error {
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		var old, queuedNew int
+		for i := range ps {
+			switch {
+			case ps[i].DeletionTimestamp != nil:
+			case strings.Contains(argsOf(&ps[i]), "--max-model-len 8192") && gated(&ps[i]):
+				queuedNew++
+			case !strings.Contains(argsOf(&ps[i]), "--max-model-len") && !gated(&ps[i]):
+				old++
+			}
+		}
+		if old != 2 || queuedNew != 1 {
+			return fmt.Errorf("%d old replicas running, %d queued replacements", old, queuedNew)
+		}
+		return nil
+	})
+	for range 5 { // the rollout waits and sheds nothing
+		if err := middleAdmitted(); err != nil {
+			t.Fatal(err)
+		}
+		if err := running(ctx, ns, name, 3); err == nil {
+			t.Fatal("three replicas running while the quota holds two")
+		}
+		time.Sleep(time.Second)
+	}
+
+	edit("4096")
+	eventually(t, 2*time.Minute, "the queued replacement superseded by the newest configuration", func() error {
+		if err := middleAdmitted(); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		for i := range ps {
+			if ps[i].DeletionTimestamp == nil && strings.Contains(argsOf(&ps[i]), "--max-model-len 8192") {
+				return fmt.Errorf("Pod %s of the middle configuration still standing", ps[i].Name)
+			}
+		}
+		return nil
+	})
+
+	setQuota(t, ctx, "rollout-wait", 3)
+	eventually(t, 3*time.Minute, "three replicas running the newest configuration", func() error {
+		if err := middleAdmitted(); err != nil {
+			t.Fatal(err)
+		}
+		if err := running(ctx, ns, name, 3); err != nil {
+			return err
+		}
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		for i := range ps {
+			if !strings.Contains(argsOf(&ps[i]), "--max-model-len 4096") {
+				return fmt.Errorf("Pod %s runs %q", ps[i].Name, argsOf(&ps[i]))
+			}
+		}
+		return nil
+	})
+}
+
+// roleAnnotation reads one annotation of a ModelRole.
+func roleAnnotation(ctx context.Context, namespace, name, key string) (string, error) {
+	role := &unstructured.Unstructured{}
+	role.SetAPIVersion("internal.mdplane.io/v1alpha1")
+	role.SetKind("ModelRole")
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, role); err != nil {
+		return "", err
+	}
+	return role.GetAnnotations()[key], nil
+}
+
+// TestRolloutResumesAfterRestart: mdplane-controllers killed while a replacement waits for quota
+// remembers it on the ModelRole; started again, it finishes that replacement before the next
+// replica leaves.
+func TestRolloutResumesAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-x", "restarted"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "rollout-restart", h20Entrance, ns, 3)
+	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
+	defer tearDown(t, ctx, ns)
+	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	setQuota(t, ctx, "rollout-restart", 2)
+	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
+		"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "r2 retired and its replacement queued, remembered on the ModelRole", func() error {
+		v, err := roleAnnotation(ctx, ns, name+"-server", "worker.gpustack.ai/replacing")
+		if err != nil || v != "2" {
+			return fmt.Errorf("replacing=%q: %v", v, err)
+		}
+		ps, err := standing(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if p, ok := ps["2"]; !ok || !gated(&p) || !strings.Contains(argsOf(&p), "--max-model-len 8192") {
+			return fmt.Errorf("no queued replacement in r2 yet")
+		}
+		return nil
+	})
+
+	stack.KillControllers()
+	setQuota(t, ctx, "rollout-restart", 3)
+	eventually(t, time.Minute, "Kueue admitting r2's replacement while mdplane is down", func() error {
+		ps, err := standing(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if p, ok := ps["2"]; !ok || gated(&p) {
+			return fmt.Errorf("r2 not admitted yet")
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
+	ps, err := standing(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || strings.Contains(argsOf(ptrTo(ps["1"])), "8192") || strings.Contains(argsOf(ptrTo(ps["0"])), "8192") {
+		t.Fatalf("the rollout moved while mdplane was down: %d standing", len(ps))
+	}
+
+	if err := stack.StartControllers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "the rollout resumed and finished", func() error {
+		if err := running(ctx, ns, name, 3); err != nil {
+			return err
+		}
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		for i := range ps {
+			if !strings.Contains(argsOf(&ps[i]), "--max-model-len 8192") {
+				return fmt.Errorf("Pod %s not replaced yet", ps[i].Name)
+			}
+		}
+		return nil
+	})
+}
+
+func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
