@@ -95,7 +95,7 @@ func main() {
 		log.Error(err, "setting up the Workload reaper")
 		os.Exit(1)
 	}
-	if err := (&rollout.Departures{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&rollout.Departures{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the departure reconciler")
 		os.Exit(1)
 	}

@@ -3,11 +3,9 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -80,49 +77,4 @@ func Stranded(pods []corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-// Departures deletes the Pods of a ModelReplica that is being deleted (a scale-down or a retired
-// replica) at once, instead of leaving them to the garbage collector, whose view of composite kinds
-// can lag by its discovery period. Only the replica's own Pods go (by controller reference): a
-// replacement in the same slot is never touched.
-type Departures struct {
-	Client client.Client
-}
-
-// SetupWithManager watches ModelReplicas.
-func (d *Departures) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("replica_departure").
-		For(&v1alpha1.ModelReplica{}).
-		Complete(d)
-}
-
-// Reconcile deletes a departing replica's standing Pods.
-func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	replica := &v1alpha1.ModelReplica{}
-	if err := d.Client.Get(ctx, req.NamespacedName, replica); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if replica.DeletionTimestamp == nil {
-		return reconcile.Result{}, nil
-	}
-	pods := &corev1.PodList{}
-	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
-		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
-		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
-	}); err != nil {
-		return reconcile.Result{}, err
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		owner := metav1.GetControllerOf(p)
-		if p.DeletionTimestamp != nil || owner == nil || owner.UID != replica.UID {
-			continue
-		}
-		if err := d.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
-		}
-	}
-	return reconcile.Result{}, nil
 }

@@ -366,15 +366,13 @@ func TestParking(t *testing.T) {
 			"-p", `[{"op":"replace","path":"/spec/roles/0/replicas","value":1}]`); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "stuck's Workloads active again", func() error {
-			wls, err := groupWorkloads(ctx, ns, "stuck")
-			if err != nil {
+		eventually(t, time.Minute, "stuck's remaining group active again, no longer marked parked", func() error {
+			wl := &kueuev1beta2.Workload{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: workerv1.GroupName(ns, "stuck", "server", 0)}, wl); err != nil {
 				return err
 			}
-			for _, wl := range wls {
-				if wl.Spec.Active != nil && !*wl.Spec.Active {
-					return fmt.Errorf("Workload %s still inactive", wl.Name)
-				}
+			if (wl.Spec.Active != nil && !*wl.Spec.Active) || wl.Annotations[admissioncheck.AnnotationParkedGeneration] != "" {
+				return fmt.Errorf("Workload %s: active=%v, annotations %v", wl.Name, wl.Spec.Active, wl.Annotations)
 			}
 			return nil
 		})

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -425,3 +425,72 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 }
 
 func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
+
+// TestDeletedMemberRebuildsTheInstance: `kubectl delete pod` of one member of a two-member replica
+// rebuilds the whole instance — both members and its Workload anew — and leaves its sibling alone.
+func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-d", "members"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "rollout-members", h20Entrance, ns, 8)
+	kubectlApply(t, strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "replicas: 2,", "replicas: 2, size: 2,", 1))
+	defer tearDown(t, ctx, ns)
+	eventually(t, 3*time.Minute, "two replicas of two members running", func() error { return running(ctx, ns, name, 4) })
+	uids := func() map[string]string {
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range ps {
+			out[p.Name] = string(p.UID)
+		}
+		return out
+	}
+	before := uids()
+	group := workerv1.GroupName(ns, name, "server", 0)
+	oldWorkload := &kueuev1beta2.Workload{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: group}, oldWorkload); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := stack.Kubectl("delete", "pod", name+"-server-r0-m1", "-n", ns, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "r0 rebuilt whole with a new Workload, r1 untouched", func() error {
+		if err := running(ctx, ns, name, 4); err != nil {
+			return err
+		}
+		now := uids()
+		for _, member := range []string{"-server-r0-m0", "-server-r0-m1"} {
+			if now[name+member] == before[name+member] {
+				return fmt.Errorf("%s%s kept its Pod", name, member)
+			}
+		}
+		for _, member := range []string{"-server-r1-m0", "-server-r1-m1"} {
+			if now[name+member] != before[name+member] {
+				return fmt.Errorf("sibling %s%s was restarted", name, member)
+			}
+		}
+		wl := &kueuev1beta2.Workload{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: group}, wl); err != nil {
+			return err
+		}
+		if wl.UID == oldWorkload.UID {
+			return fmt.Errorf("r0 kept its Workload")
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "a ReplicaRestarted event naming the replica and the lease window", func() error {
+		evs := &corev1.EventList{}
+		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "ReplicaRestarted" && strings.Contains(e.Message, "replica r0") && strings.Contains(e.Message, "30s") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ReplicaRestarted event among %d", len(evs.Items))
+	})
+}

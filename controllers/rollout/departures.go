@@ -1,0 +1,132 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Departures handles a replica losing a member and a replica being deleted.
+//
+// A member going (Kueue preemption, a drain or eviction, `kubectl delete pod`) retires the whole
+// replica: an instance is the unit of replacement, and a deleted member of an admitted group is held
+// until the group's Workload goes anyway. The slot is then refilled on the current revision.
+//
+// A replica being deleted (a scale-down, a retirement) has its own Pods deleted at once rather than
+// left to the garbage collector, whose view of composite kinds lags by its discovery period. Only the
+// replica's own Pods go (by controller reference): a replacement in the same slot is never touched.
+type Departures struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+}
+
+// SetupWithManager watches ModelReplicas and the Pods they control.
+func (d *Departures) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("replica_departure").
+		For(&v1alpha1.ModelReplica{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.ModelReplica{}, handler.OnlyControllerOwner())).
+		Complete(d)
+}
+
+// Reconcile retires a replica that lost a member, and deletes a departing replica's standing Pods.
+func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	replica := &v1alpha1.ModelReplica{}
+	if err := d.Client.Get(ctx, req.NamespacedName, replica); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	own, err := d.ownPods(ctx, replica)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if replica.DeletionTimestamp == nil {
+		lost := lostMember(own)
+		if lost == nil {
+			return reconcile.Result{}, nil
+		}
+		reason, why := d.departureReason(ctx, replica, lost)
+		ctrl.LoggerFrom(ctx).Info("a member left; retiring the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
+		if err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return reconcile.Result{}, fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
+		}
+		md := &workerv1.ModelDeployment{}
+		if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err == nil {
+			d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, "Rebuild",
+				"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for %s, then its siblings lose them",
+				replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
+		}
+		return reconcile.Result{}, nil
+	}
+	for i := range own {
+		p := &own[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := d.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// ownPods lists the Pods the replica controls.
+func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
+		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
+		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
+	}); err != nil {
+		return nil, err
+	}
+	var own []corev1.Pod
+	for _, p := range pods.Items {
+		if owner := metav1.GetControllerOf(&p); owner != nil && owner.UID == replica.UID {
+			own = append(own, p)
+		}
+	}
+	return own, nil
+}
+
+// lostMember returns a member being deleted, or nil. A member merely not Ready (a NotReady node, a
+// failing probe) is not a departure.
+func lostMember(own []corev1.Pod) *corev1.Pod {
+	for i := range own {
+		if own[i].DeletionTimestamp != nil {
+			return &own[i]
+		}
+	}
+	return nil
+}
+
+// departureReason names the path a member left by: Kueue evicting or preempting the group, the
+// eviction API (a drain), or a plain deletion.
+func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) (reason, why string) {
+	wl := &kueue.Workload{}
+	name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
+	if d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, wl) == nil {
+		if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+			return "ReplicaEvicted", "Kueue evicted its group: " + c.Reason + ": " + c.Message
+		}
+	}
+	for _, c := range lost.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return "ReplicaEvicted", "evicted: " + c.Reason + ": " + c.Message
+		}
+	}
+	return "ReplicaRestarted", "the Pod was deleted"
+}
