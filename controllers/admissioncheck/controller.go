@@ -32,10 +32,6 @@ const (
 	FieldOwner                                   = ControllerName
 )
 
-// AnnotationParkedGeneration on a parked Workload records the deployment generation it was parked
-// at; an edit of the deployment (a new generation) queues the set again.
-const AnnotationParkedGeneration = "worker.gpustack.ai/parked-generation"
-
 // DefaultParkAfter is how long a settled set may hold part of its quota before it is parked.
 const DefaultParkAfter = 30 * time.Minute
 
@@ -102,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if CheckState(wl, CheckName) == nil && wl.Annotations[AnnotationParkedGeneration] == "" {
+	if CheckState(wl, CheckName) == nil && wl.Annotations[workerv1.AnnotationParkedGeneration] == "" {
 		return reconcile.Result{}, nil // its ClusterQueue does not ask for this check (yet)
 	}
 	md, err := r.deploymentOf(ctx, wl)
@@ -221,7 +217,7 @@ func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*wor
 // parkedAt returns the deployment generation a set was parked at, or "".
 func (r *Reconciler) parkedAt(members map[string]*kueue.Workload) string {
 	for _, m := range members {
-		if g := m.Annotations[AnnotationParkedGeneration]; g != "" {
+		if g := m.Annotations[workerv1.AnnotationParkedGeneration]; g != "" {
 			return g
 		}
 	}
@@ -265,7 +261,7 @@ func (r *Reconciler) setActive(ctx context.Context, wl *kueue.Workload, active b
 		annotation = parkedGeneration
 	}
 	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AnnotationParkedGeneration: annotation}},
+		"metadata": map[string]any{"annotations": map[string]any{workerv1.AnnotationParkedGeneration: annotation}},
 		"spec":     map[string]any{"active": active},
 	}
 	raw, err := json.Marshal(patch)

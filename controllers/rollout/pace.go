@@ -11,6 +11,8 @@ type Slot struct {
 	Ordinal  int32
 	Replica  string // the ModelReplica's name; empty when the slot is empty
 	Revision string
+	// Outdated is true when the replica's configuration or render baseline needs replacing.
+	Outdated bool
 	// Admitted is true while the group's Workload is admitted; EverAdmitted once it has been.
 	Admitted     bool
 	EverAdmitted bool
@@ -40,7 +42,7 @@ func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
 	}
 	var outdated []Slot
 	for _, s := range byOrdinal {
-		if s.Replica != "" && s.Revision != current {
+		if s.Replica != "" && s.Outdated {
 			outdated = append(outdated, s)
 		}
 	}
@@ -60,7 +62,7 @@ func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
 				Message: fmt.Sprintf("replica r%d on revision %s was never admitted; replaced by revision %s at once", s.Ordinal, s.Revision, current)}
 		}
 	}
-	if s, ok := byOrdinal[inFlight]; ok && inFlight >= 0 && s.Revision == current && !s.Admitted {
+	if s, ok := byOrdinal[inFlight]; ok && inFlight >= 0 && !s.Outdated && !s.Admitted {
 		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d's replacement waits for admission before the next replica leaves", inFlight)}
 	}
 	if len(outdated) == 0 {

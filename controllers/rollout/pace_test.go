@@ -47,6 +47,9 @@ func TestPace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
+			for i := range tc.slots {
+				tc.slots[i].Outdated = tc.slots[i].Revision != tc.current
+			}
 			step := Pace(tc.current, tc.replicas, tc.slots, tc.inFlight)
 			assert.Equal(t, tc.replace, step.Replace, step.Message)
 			assert.Equal(t, tc.next, step.InFlight, step.Message)

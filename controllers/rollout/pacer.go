@@ -22,15 +22,6 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// AnnotationReplacing on a ModelRole remembers the ordinal whose replacement is unresolved, so a
-// restarted controller resumes the same replacement instead of starting another.
-const AnnotationReplacing = "worker.gpustack.ai/replacing"
-
-// AnnotationVacated on a ModelRole names the ordinal whose departed replica's Pods are all gone. The
-// change is what wakes Crossplane to refill the slot: the Pods are not the role's composed resources,
-// so their going would otherwise wait for the composite's next requeue.
-const AnnotationVacated = "worker.gpustack.ai/vacated"
-
 // admissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
 const admissionGate = "kueue.x-k8s.io/admission"
 
@@ -92,11 +83,11 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		}
 	}
 	inFlight := int32(-1)
-	if v, err := strconv.ParseInt(role.Annotations[AnnotationReplacing], 10, 32); err == nil {
+	if v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
 		inFlight = int32(v)
 	}
-	if inFlight >= 0 && !podOrdinals[inFlight] && !slotFilled(slots, inFlight) && role.Annotations[AnnotationVacated] != strconv.Itoa(int(inFlight)) {
-		if err := p.annotate(ctx, role, AnnotationVacated, strconv.Itoa(int(inFlight))); err != nil {
+	if inFlight >= 0 && !podOrdinals[inFlight] && !slotFilled(slots, inFlight) && role.Annotations[workerv1.AnnotationVacated] != strconv.Itoa(int(inFlight)) {
+		if err := p.annotate(ctx, role, workerv1.AnnotationVacated, strconv.Itoa(int(inFlight))); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -107,7 +98,7 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		if step.InFlight >= 0 {
 			value = strconv.Itoa(int(step.InFlight))
 		}
-		if err := p.annotate(ctx, role, AnnotationReplacing, value); err != nil {
+		if err := p.annotate(ctx, role, workerv1.AnnotationReplacing, value); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -177,7 +168,8 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 		if r.DeletionTimestamp != nil {
 			continue // leaving: its slot counts as empty
 		}
-		s := Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision, EverAdmitted: ungated[r.Spec.Ordinal]}
+		s := Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision, Outdated: !r.Spec.UpToDate(role.Spec),
+			EverAdmitted: ungated[r.Spec.Ordinal]}
 		wl := &kueue.Workload{}
 		err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)}, wl)
 		switch {

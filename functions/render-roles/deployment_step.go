@@ -60,6 +60,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	var statuses []any
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
+	rollouts := map[string]RoleRollout{}
 	for i, role := range md.Spec.Roles {
 		role = role.WithDefaults()
 		r := rendered[i]
@@ -76,18 +77,10 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 		statuses = append(statuses, roleStatus(role, r, observedRole))
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observedRole)
+		rollouts[role.Name] = observedRollout(role, observedRole)
 	}
-	quota := QuotaCondition(desiredReplicas, quotaStates)
-	var c *response.ConditionOption
-	switch quota.Status {
-	case "True":
-		c = response.ConditionTrue(rsp, "QuotaReserved", quota.Reason)
-	case "False":
-		c = response.ConditionFalse(rsp, "QuotaReserved", quota.Reason)
-	default:
-		c = response.ConditionUnknown(rsp, "QuotaReserved", quota.Reason)
-	}
-	c.WithMessage(quota.Message).TargetComposite()
+	setCondition(rsp, "QuotaReserved", QuotaCondition(desiredReplicas, quotaStates))
+	setCondition(rsp, "ReplicasUpToDate", UpToDateCondition(rollouts))
 	first := md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, rendered[0])
 	if desired[deploymentServiceResource], err = xfn.Composed(svc, observed[deploymentServiceResource].Resource != nil); err != nil {
@@ -191,15 +184,43 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 			workerv1.LabelComponent: role.Name,
 		}),
 		Spec: v1alpha1.ModelRoleSpec{
-			DeploymentName: md.Name,
-			RoleName:       role.Name,
-			Kind:           role.Kind,
-			Replicas:       role.Replicas,
-			Size:           role.Size,
-			Revision:       r.Revision,
-			Template:       r.Template,
+			DeploymentName:   md.Name,
+			RoleName:         role.Name,
+			Kind:             role.Kind,
+			Replicas:         role.Replicas,
+			Size:             role.Size,
+			Revision:         r.Revision,
+			ConfigDigest:     r.ConfigDigest,
+			RenderVersion:    RenderVersion,
+			MinRenderVersion: RenderFloor(md.Annotations),
+			Template:         r.Template,
 		},
 	}
+}
+
+// setCondition reports a condition on the deployment.
+func setCondition(rsp *fnv1.RunFunctionResponse, typ string, c Condition) {
+	var opt *response.ConditionOption
+	switch c.Status {
+	case "True":
+		opt = response.ConditionTrue(rsp, typ, c.Reason)
+	case "False":
+		opt = response.ConditionFalse(rsp, typ, c.Reason)
+	default:
+		opt = response.ConditionUnknown(rsp, typ, c.Reason)
+	}
+	opt.WithMessage(c.Message).TargetComposite()
+}
+
+// observedRollout reads a role's rollout progress off its observed ModelRole.
+func observedRollout(role workerv1.ModelDeploymentRole, observed *composed.Unstructured) RoleRollout {
+	r := RoleRollout{Desired: role.Replicas}
+	if observed == nil {
+		return r
+	}
+	r.UpToDate, r.Observed = xfn.NestedCount(observed.Object, "status", "upToDate")
+	r.Replacing = observed.GetAnnotations()[workerv1.AnnotationReplacing] != ""
+	return r
 }
 
 // observedQuota reads a ModelRole's instances counted by admission state; none before it is observed.

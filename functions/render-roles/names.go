@@ -5,12 +5,30 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // RenderVersion is the rendering baseline of this release: it changes when what the render
 // synthesizes (flags, probes, labels, volumes) changes for the same inputs. It is written on every Pod
 // and keys the revision, so new and replaced replicas take a new baseline while running ones stay.
 const RenderVersion = 1
+
+// MinSupportedRenderVersion is the oldest render baseline this release keeps running in place.
+const MinSupportedRenderVersion = 1
+
+// RenderFloor is a deployment's effective render-version floor: its min-render-version annotation
+// clamped to [MinSupportedRenderVersion, RenderVersion]; an absent or unreadable value is the lowest.
+func RenderFloor(annotations map[string]string) int32 {
+	n, err := strconv.Atoi(annotations[workerv1.AnnotationMinRenderVersion])
+	switch {
+	case err != nil || n < MinSupportedRenderVersion:
+		return MinSupportedRenderVersion
+	case n > RenderVersion:
+		return RenderVersion
+	}
+	return int32(n)
+}
 
 // RoleServiceName is the name of a role's Service, which fronts its leaders: <md>-<role>.
 func RoleServiceName(deployment, role string) string { return deployment + "-" + role }

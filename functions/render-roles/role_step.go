@@ -87,6 +87,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 		replica := v1alpha1.ModelReplicaSpec{
 			DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: n,
 			Revision: spec.Revision, RevisionName: RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
+			ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
 		}
 		obs := observed[key].Resource
 		switch {
@@ -120,7 +121,7 @@ func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *r
 			}
 		}
 		count(state)
-		if replica.Revision == spec.Revision {
+		if replica.UpToDate(spec) {
 			upToDate++
 		}
 		if desired[key], err = xfn.Composed(modelReplica(ns, replica), isReady); err != nil {

@@ -278,20 +278,17 @@ func TestJointAdmission(t *testing.T) {
 		})
 		eventually(t, 3*time.Minute, "all four replicas running", func() error { return running(ctx, ns, "pd", 4) })
 		eventually(t, 2*time.Minute, "the deployment reporting QuotaReserved and each role's reserved instances", func() error {
+			quota, err := deploymentConditionOf(ctx, ns, "pd", "QuotaReserved")
+			if err != nil {
+				return err
+			}
+			if quota != (condition{"True", "Reserved", "all 4 instances hold quota"}) {
+				return fmt.Errorf("QuotaReserved condition %+v", quota)
+			}
 			md := &unstructured.Unstructured{}
 			md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
 			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pd"}, md); err != nil {
 				return err
-			}
-			conditions, _, _ := unstructured.NestedSlice(md.Object, "status", "conditions")
-			var quota map[string]any
-			for _, c := range conditions {
-				if m, _ := c.(map[string]any); m["type"] == "QuotaReserved" {
-					quota = m
-				}
-			}
-			if quota["status"] != "True" || quota["reason"] != "Reserved" || quota["message"] != "all 4 instances hold quota" {
-				return fmt.Errorf("QuotaReserved condition %v", quota)
 			}
 			roles, _, _ := unstructured.NestedSlice(md.Object, "status", "roles")
 			for _, r := range roles {
@@ -338,7 +335,7 @@ func TestParking(t *testing.T) {
 			return fmt.Errorf("no Workloads")
 		}
 		for _, wl := range wls {
-			if wl.Spec.Active == nil || *wl.Spec.Active || wl.Annotations[admissioncheck.AnnotationParkedGeneration] == "" {
+			if wl.Spec.Active == nil || *wl.Spec.Active || wl.Annotations[workerv1.AnnotationParkedGeneration] == "" {
 				return fmt.Errorf("Workload %s still active", wl.Name)
 			}
 		}
@@ -371,7 +368,7 @@ func TestParking(t *testing.T) {
 			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: workerv1.GroupName(ns, "stuck", "server", 0)}, wl); err != nil {
 				return err
 			}
-			if (wl.Spec.Active != nil && !*wl.Spec.Active) || wl.Annotations[admissioncheck.AnnotationParkedGeneration] != "" {
+			if (wl.Spec.Active != nil && !*wl.Spec.Active) || wl.Annotations[workerv1.AnnotationParkedGeneration] != "" {
 				return fmt.Errorf("Workload %s: active=%v, annotations %v", wl.Name, wl.Spec.Active, wl.Annotations)
 			}
 			return nil

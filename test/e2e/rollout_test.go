@@ -222,6 +222,13 @@ func TestRollingEdit(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, 2*time.Minute, "the deployment reporting every replica up to date", func() error {
+		c, err := deploymentConditionOf(ctx, ns, name, "ReplicasUpToDate")
+		if err != nil || c != (condition{"True", "UpToDate", "all 3 instances run the current configuration"}) {
+			return fmt.Errorf("ReplicasUpToDate %+v: %v", c, err)
+		}
+		return nil
+	})
 }
 
 // argsOf is a Pod's main command line.
@@ -302,6 +309,14 @@ func TestRolloutWaitsAndSupersedes(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+
+	eventually(t, 2*time.Minute, "the deployment reporting the replacement in progress", func() error {
+		c, err := deploymentConditionOf(ctx, ns, name, "ReplicasUpToDate")
+		if err != nil || c.Status != "False" || c.Reason != "ReplacementInProgress" {
+			return fmt.Errorf("ReplicasUpToDate %+v: %v", c, err)
+		}
+		return nil
+	})
 
 	edit("4096")
 	eventually(t, 2*time.Minute, "the queued replacement superseded by the newest configuration", func() error {

@@ -157,22 +157,31 @@ func workloads(ctx context.Context, namespace string) ([]kueuev1beta2.Workload, 
 	return list.Items, err
 }
 
-// deploymentCondition reads a condition of a ModelDeployment.
+// deploymentCondition reads the status of a condition of a ModelDeployment.
 func deploymentCondition(ctx context.Context, namespace, name, typ string) (string, error) {
+	c, err := deploymentConditionOf(ctx, namespace, name, typ)
+	return c.Status, err
+}
+
+// condition is a condition as a person reads it.
+type condition struct{ Status, Reason, Message string }
+
+// deploymentConditionOf reads a condition of a ModelDeployment.
+func deploymentConditionOf(ctx context.Context, namespace, name, typ string) (condition, error) {
 	md := &unstructured.Unstructured{}
 	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
 	md.SetKind(workerv1.ModelDeploymentKind)
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, md); err != nil {
-		return "", err
+		return condition{}, err
 	}
 	conditions, _, _ := unstructured.NestedSlice(md.Object, "status", "conditions")
 	for _, c := range conditions {
 		m, _ := c.(map[string]any)
 		if m["type"] == typ {
-			return fmt.Sprintf("%v", m["status"]), nil
+			return condition{fmt.Sprint(m["status"]), fmt.Sprint(m["reason"]), fmt.Sprint(m["message"])}, nil
 		}
 	}
-	return "", fmt.Errorf("ModelDeployment %s/%s has no %s condition yet", namespace, name, typ)
+	return condition{}, fmt.Errorf("ModelDeployment %s/%s has no %s condition yet", namespace, name, typ)
 }
 
 func ready(p corev1.Pod) bool {

@@ -61,6 +61,17 @@ type ModelRoleSpec struct {
 	// Revision is the hash of the current configuration; empty slots are filled with it.
 	// +kubebuilder:validation:MinLength=1
 	Revision string `json:"revision"`
+	// ConfigDigest is the digest of the role's configuration and resolved bindings (the revision
+	// without the render baseline).
+	// +optional
+	ConfigDigest string `json:"configDigest,omitempty"`
+	// RenderVersion is the render baseline of the current revision.
+	// +optional
+	RenderVersion int32 `json:"renderVersion,omitempty"`
+	// MinRenderVersion is the deployment's effective render-version floor: replicas rendered below it
+	// are rolled.
+	// +optional
+	MinRenderVersion int32 `json:"minRenderVersion,omitempty"`
 	// Template is the resolved Pod template of the current revision, before per-replica and
 	// per-member identity is stamped on it.
 	// +kubebuilder:pruning:PreserveUnknownFields
@@ -153,6 +164,22 @@ type ModelReplicaSpec struct {
 	// template.
 	// +kubebuilder:validation:MinLength=1
 	RevisionName string `json:"revisionName"`
+	// ConfigDigest is the configuration digest the instance was stamped with.
+	// +optional
+	ConfigDigest string `json:"configDigest,omitempty"`
+	// RenderVersion is the render baseline the instance was stamped with.
+	// +optional
+	RenderVersion int32 `json:"renderVersion,omitempty"`
+}
+
+// UpToDate reports whether an instance needs no replacement under its role: its configuration is the
+// current one and its render baseline meets the deployment's floor. An instance rendered on an older
+// but compatible baseline stays. One recorded before the digest was (no digest) is judged by revision.
+func (s ModelReplicaSpec) UpToDate(role ModelRoleSpec) bool {
+	if s.ConfigDigest == "" || role.ConfigDigest == "" {
+		return s.Revision == role.Revision
+	}
+	return s.ConfigDigest == role.ConfigDigest && s.RenderVersion >= role.MinRenderVersion
 }
 
 // ModelReplicaStatus reports an instance.

@@ -27,6 +27,16 @@ const (
 	AnnotationRenderVersion    = "modeldeployment.gpustack.ai/render-version"
 	AnnotationMinRenderVersion = "modeldeployment.gpustack.ai/min-render-version"
 
+	// AnnotationParkedGeneration on a parked Workload records the deployment generation the joint
+	// admission check parked its set at; a new generation queues the set again.
+	AnnotationParkedGeneration = "worker.gpustack.ai/parked-generation"
+	// AnnotationReplacing on a ModelRole remembers the ordinal whose replacement is unresolved, so a
+	// restarted rollout controller resumes the same replacement.
+	AnnotationReplacing = "worker.gpustack.ai/replacing"
+	// AnnotationVacated on a ModelRole names the ordinal whose departed replica's Pods are all gone;
+	// the change wakes Crossplane to refill the slot.
+	AnnotationVacated = "worker.gpustack.ai/vacated"
+
 	// NameModelDeployment is the app.kubernetes.io/name value on every replica Pod.
 	NameModelDeployment = "model-deployment"
 )

@@ -7,19 +7,20 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // Admission states of one instance, reported as ModelReplica status.quota and counted per role.
 const (
-	QuotaReserved      = "Reserved"
-	QuotaPending       = "Pending"
-	QuotaIncomplete    = "PodGroupIncomplete"
-	QuotaPreempted     = "Preempted"
-	QuotaParked        = "Parked"
-	QuotaNoQueue       = "NoQueue"
-	QuotaInFlight      = "InFlight"
-	QuotaTerminating   = "Terminating"
-	annotationParkedAt = "worker.gpustack.ai/parked-generation"
+	QuotaReserved    = "Reserved"
+	QuotaPending     = "Pending"
+	QuotaIncomplete  = "PodGroupIncomplete"
+	QuotaPreempted   = "Preempted"
+	QuotaParked      = "Parked"
+	QuotaNoQueue     = "NoQueue"
+	QuotaInFlight    = "InFlight"
+	QuotaTerminating = "Terminating"
 )
 
 // InstanceQuota reads an instance's admission state from its group's Workload (nil while Kueue has
@@ -34,7 +35,7 @@ func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
 		return QuotaIncomplete // Kueue builds the group's Workload once all its Pods exist
 	case wl == nil:
 		return QuotaInFlight
-	case wl.Annotations[annotationParkedAt] != "" || (wl.Spec.Active != nil && !*wl.Spec.Active):
+	case wl.Annotations[workerv1.AnnotationParkedGeneration] != "" || (wl.Spec.Active != nil && !*wl.Spec.Active):
 		return QuotaParked
 	}
 	conds := wl.Status.Conditions
@@ -113,4 +114,45 @@ func QuotaCondition(desired map[string]int32, states map[string]map[string]int32
 		}
 	}
 	return Condition{"Unknown", "AdmissionInFlight", message}
+}
+
+// RoleRollout is what the deployment step reads off an observed ModelRole for ReplicasUpToDate.
+type RoleRollout struct {
+	Desired  int32
+	UpToDate int64
+	// Observed is false before the role composite has reported.
+	Observed bool
+	// Replacing is true while the rollout controller has a replacement in flight for the role.
+	Replacing bool
+}
+
+// UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired
+// replicas are up to date, False with ReplacementInProgress while a replacement is in flight and
+// RolloutInProgress otherwise, Unknown before any role has reported.
+func UpToDateCondition(roles map[string]RoleRollout) Condition {
+	var desired, upToDate int64
+	var observed, replacing bool
+	var behind []string
+	for name, r := range roles {
+		desired += int64(r.Desired)
+		observed = observed || r.Observed
+		replacing = replacing || r.Replacing
+		n := min(r.UpToDate, int64(r.Desired))
+		upToDate += n
+		if n < int64(r.Desired) {
+			behind = append(behind, fmt.Sprintf("%s %d of %d", name, n, r.Desired))
+		}
+	}
+	if !observed {
+		return Condition{"Unknown", "RolloutNotObserved", "no role has reported its replicas yet"}
+	}
+	if len(behind) == 0 {
+		return Condition{"True", "UpToDate", fmt.Sprintf("all %d instances run the current configuration", desired)}
+	}
+	sort.Strings(behind)
+	message := fmt.Sprintf("%d of %d instances run the current configuration (%s)", upToDate, desired, strings.Join(behind, ", "))
+	if replacing {
+		return Condition{"False", "ReplacementInProgress", message + "; one replica per role is replaced at a time"}
+	}
+	return Condition{"False", "RolloutInProgress", message}
 }

@@ -86,3 +86,33 @@ func TestQuotaCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestUpToDateCondition(t *testing.T) {
+	cases := []struct {
+		rule  string
+		roles map[string]renderroles.RoleRollout
+		want  renderroles.Condition
+	}{
+		{"every instance current", map[string]renderroles.RoleRollout{"s": {Desired: 2, UpToDate: 2, Observed: true}},
+			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 2 instances run the current configuration"}},
+		{"a replacement in flight", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 1, Observed: true, Replacing: true}},
+			renderroles.Condition{Status: "False", Reason: "ReplacementInProgress", Message: "1 of 3 instances run the current configuration (s 1 of 3); one replica per role is replaced at a time"}},
+		{"outdated instances waiting for the next pass", map[string]renderroles.RoleRollout{"p": {Desired: 2, UpToDate: 2, Observed: true}, "d": {Desired: 2, UpToDate: 1, Observed: true}},
+			renderroles.Condition{Status: "False", Reason: "RolloutInProgress", Message: "3 of 4 instances run the current configuration (d 1 of 2)"}},
+		{"no role reported yet", map[string]renderroles.RoleRollout{"s": {Desired: 2}},
+			renderroles.Condition{Status: "Unknown", Reason: "RolloutNotObserved", Message: "no role has reported its replicas yet"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) { assert.Equal(t, tc.want, renderroles.UpToDateCondition(tc.roles)) })
+	}
+}
+
+func TestRenderFloor(t *testing.T) {
+	floor := func(v string) int32 {
+		return renderroles.RenderFloor(map[string]string{"modeldeployment.gpustack.ai/min-render-version": v})
+	}
+	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), renderroles.RenderFloor(nil), "absent: the lowest supported")
+	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("0"), "clamped up to the lowest supported")
+	assert.Equal(t, int32(renderroles.RenderVersion), floor("99"), "clamped down to this release's baseline")
+	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("two"), "unreadable: the lowest supported")
+}
