@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,17 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		lost := lostMember(own)
 		if lost == nil {
 			return reconcile.Result{}, nil
+		}
+		// A broken replica waits behind a replacement already in flight in its role: one replica
+		// missing at a time. The pacer's progress (its Pod and Workload events) brings it back here.
+		role := &v1alpha1.ModelRole{}
+		err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName + "-" + replica.Spec.RoleName}, role)
+		if err == nil {
+			if v := role.Annotations[workerv1.AnnotationReplacing]; v != "" && v != strconv.Itoa(int(replica.Spec.Ordinal)) {
+				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
 		}
 		reason, why := d.departureReason(ctx, replica, lost)
 		ctrl.LoggerFrom(ctx).Info("a member left; retiring the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)

@@ -57,6 +57,8 @@ func TestScaleWithoutRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	check := watchInvariants(t, ctx, ns, "scaled", 0) // the replica count moves: only configurations and in-place updates
+	defer check()
 
 	phase = time.Now()
 	patchReplicas(t, ns, "scaled", 4)
@@ -109,6 +111,8 @@ func TestRollingEdit(t *testing.T) {
 	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
 	defer tearDown(t, ctx, ns)
 	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	check := watchInvariants(t, ctx, ns, name, 3)
+	defer check()
 	// Watch the namespace's Pods: one ordered stream of departures, creations and admissions.
 	wc, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Client.Scheme()})
 	if err != nil {
@@ -257,6 +261,8 @@ func TestRolloutWaitsAndSupersedes(t *testing.T) {
 	defer tearDown(t, ctx, ns)
 	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
 	setQuota(t, ctx, "rollout-wait", 2) // the retired replica's quota cannot be reused
+	check := watchInvariants(t, ctx, ns, name, 3)
+	defer check()
 
 	edit := func(maxLen string) {
 		t.Helper()
@@ -379,6 +385,8 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 	defer tearDown(t, ctx, ns)
 	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
 	setQuota(t, ctx, "rollout-restart", 2)
+	check := watchInvariants(t, ctx, ns, name, 3)
+	defer check()
 	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
 		"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`); err != nil {
 		t.Fatal(err)
@@ -463,6 +471,8 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 		return out
 	}
 	before := uids()
+	check := watchInvariants(t, ctx, ns, name, 2)
+	defer check()
 	group := workerv1.GroupName(ns, name, "server", 0)
 	oldWorkload := &kueuev1beta2.Workload{}
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: group}, oldWorkload); err != nil {
@@ -507,5 +517,43 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no ReplicaRestarted event among %d", len(evs.Items))
+	})
+}
+
+// TestSizeEdit: widening a role from one member to two replaces its instances one at a time; the
+// member names and each instance's headless Service appear.
+func TestSizeEdit(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-z", "widened"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "rollout-size", h20Entrance, ns, 8)
+	kubectlApply(t, deploymentOnH20(ns, name, "server Server 2 1"))
+	defer tearDown(t, ctx, ns)
+	eventually(t, 3*time.Minute, "two single-member replicas running", func() error { return running(ctx, ns, name, 2) })
+	check := watchInvariants(t, ctx, ns, name, 2)
+	defer check()
+	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
+		"-p", `[{"op":"add","path":"/spec/roles/0/size","value":2}]`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "two replicas of two named members, each behind its headless Service", func() error {
+		if err := running(ctx, ns, name, 4); err != nil {
+			return err
+		}
+		for _, replica := range []string{"-server-r0", "-server-r1"} {
+			for _, member := range []string{"-m0", "-m1"} {
+				if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + replica + member}, &corev1.Pod{}); err != nil {
+					return err
+				}
+			}
+			svc := &corev1.Service{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + replica}, svc); err != nil {
+				return err
+			}
+			if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+				return fmt.Errorf("Service %s is not headless", svc.Name)
+			}
+		}
+		return nil
 	})
 }
