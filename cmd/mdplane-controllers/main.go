@@ -67,9 +67,10 @@ func main() {
 		HealthProbeBindAddress: health,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "mdplane-controllers.worker.gpustack.ai",
-		// Only the deployments' own Pods are cached: the check finds a Workload's deployment from them.
+		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
+			&corev1.Pod{}:     {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
+			&corev1.Service{}: {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
 		}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
 	})
@@ -97,6 +98,10 @@ func main() {
 	}
 	if err := (&rollout.Departures{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the departure reconciler")
+		os.Exit(1)
+	}
+	if err := (&rollout.InstanceServices{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the instance Service releaser")
 		os.Exit(1)
 	}
 	if err := (&rollout.Pacer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {

@@ -76,20 +76,23 @@ func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
 }
 
 // RenderInstanceService is the headless Service that gives the members of a multi-member replica
-// their DNS names; nil at size 1. Members resolve each other before they are Ready.
+// their DNS names; nil at size 1. Members resolve each other before they are Ready, and, through
+// its finalizer, until the last of them has left.
 func RenderInstanceService(r Replica) *corev1.Service {
 	if r.Revision.Size <= 1 {
 		return nil
 	}
 	name := InstanceName(r.Deployment, r.Role, r.Ordinal)
+	meta := objectMeta(r.Namespace, name, map[string]string{
+		workerv1.LabelName:       workerv1.NameModelDeployment,
+		workerv1.LabelInstance:   r.Deployment,
+		workerv1.LabelComponent:  r.Role,
+		workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
+	})
+	meta.Finalizers = []string{workerv1.FinalizerInstanceMembers}
 	return &corev1.Service{
-		TypeMeta: typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(r.Namespace, name, map[string]string{
-			workerv1.LabelName:       workerv1.NameModelDeployment,
-			workerv1.LabelInstance:   r.Deployment,
-			workerv1.LabelComponent:  r.Role,
-			workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
-		}),
+		TypeMeta:   typeMeta("v1", "Service"),
+		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -479,9 +481,38 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Hold r0's leader while it drains, to see the instance's Service outlive the replica until it goes.
+	const hold = "e2e.mdplane.io/hold"
+	if _, err := stack.Kubectl("patch", "pod", name+"-server-r0-m0", "-n", ns, "--type=json",
+		"-p", `[{"op":"add","path":"/metadata/finalizers/-","value":"`+hold+`"}]`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := stack.Kubectl("delete", "pod", name+"-server-r0-m1", "-n", ns, "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 2*time.Minute, "r0's headless Service kept, being deleted, while its leader drains", func() error {
+		leader := &corev1.Pod{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server-r0-m0"}, leader); err != nil {
+			return err
+		}
+		svc := &corev1.Service{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server-r0"}, svc); err != nil {
+			return err
+		}
+		if leader.DeletionTimestamp == nil || svc.DeletionTimestamp == nil {
+			return fmt.Errorf("leader leaving: %v, Service leaving: %v", leader.DeletionTimestamp != nil, svc.DeletionTimestamp != nil)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "the hold on r0's leader released", func() error {
+		leader := &corev1.Pod{}
+		err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server-r0-m0"}, leader)
+		if err != nil || leader.UID != types.UID(before[name+"-server-r0-m0"]) {
+			return nil // gone, or already its replacement
+		}
+		leader.Finalizers = slices.DeleteFunc(leader.Finalizers, func(f string) bool { return f == hold })
+		return stack.Client.Update(ctx, leader)
+	})
 	eventually(t, 3*time.Minute, "r0 rebuilt whole with a new Workload, r1 untouched", func() error {
 		if err := running(ctx, ns, name, 4); err != nil {
 			return err

@@ -37,6 +37,10 @@ const (
 	// the change wakes Crossplane to refill the slot.
 	AnnotationVacated = "worker.gpustack.ai/vacated"
 
+	// FinalizerInstanceMembers keeps a replica's headless Service until the replica's members are
+	// gone, so a departing member still resolves its peers while it drains.
+	FinalizerInstanceMembers = "worker.gpustack.ai/instance-members"
+
 	// NameModelDeployment is the app.kubernetes.io/name value on every replica Pod.
 	NameModelDeployment = "model-deployment"
 )

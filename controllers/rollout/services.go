@@ -1,0 +1,71 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// InstanceServices releases a departing replica's headless Service once the last member it served
+// is gone: the render puts a finalizer on it so that members still draining keep resolving their
+// peers. Members are counted by the Service's own ModelReplica (controller reference), so the next
+// replica in the same slot never holds the old Service.
+type InstanceServices struct {
+	Client client.Client
+}
+
+// SetupWithManager watches the deployments' Services and Pods, mapping a Pod to its instance Service.
+func (r *InstanceServices) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("instance_service").
+		For(&corev1.Service{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			l := o.GetLabels()
+			if l[workerv1.LabelInstance] == "" || l[workerv1.LabelPodOrdinal] == "" {
+				return nil
+			}
+			name := l[workerv1.LabelInstance] + "-" + l[workerv1.LabelComponent] + "-r" + l[workerv1.LabelPodOrdinal]
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})).
+		Complete(r)
+}
+
+// Reconcile removes the finalizer of a Service being deleted whose replica has no Pod left.
+func (r *InstanceServices) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if svc.DeletionTimestamp == nil || !slices.Contains(svc.Finalizers, workerv1.FinalizerInstanceMembers) {
+		return reconcile.Result{}, nil
+	}
+	owner := metav1.GetControllerOf(svc)
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		workerv1.LabelInstance: svc.Labels[workerv1.LabelInstance], workerv1.LabelComponent: svc.Labels[workerv1.LabelComponent],
+		workerv1.LabelPodOrdinal: svc.Labels[workerv1.LabelPodOrdinal],
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, p := range pods.Items {
+		if po := metav1.GetControllerOf(&p); owner == nil || (po != nil && po.UID == owner.UID) {
+			return reconcile.Result{}, nil // a member it served is still here
+		}
+	}
+	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == workerv1.FinalizerInstanceMembers })
+	if err := r.Client.Patch(ctx, svc, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing Service %s/%s: %w", svc.Namespace, svc.Name, err))
+	}
+	return reconcile.Result{}, nil
+}
