@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -452,7 +453,8 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
 
 // TestDeletedMemberRebuildsTheInstance: `kubectl delete pod` of one member of a two-member replica
-// rebuilds the whole instance — both members and its Workload anew — and leaves its sibling alone.
+// rebuilds the whole instance — both members and its Workload anew — and leaves its sibling alone;
+// evicting a member (as a drain does) rebuilds its instance too, reported as an eviction.
 func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-d", "members"
@@ -548,6 +550,33 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no ReplicaRestarted event among %d", len(evs.Items))
+	})
+
+	// The eviction API (what a drain uses) is a departure too, reported as an eviction.
+	evicted := &corev1.Pod{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server-r1-m0"}, evicted); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.Client.SubResource("eviction").Create(ctx, evicted, &policyv1.Eviction{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "r1 rebuilt whole after the eviction, with a ReplicaEvicted event", func() error {
+		if err := running(ctx, ns, name, 4); err != nil {
+			return err
+		}
+		if now := uids(); now[name+"-server-r1-m1"] == before[name+"-server-r1-m1"] {
+			return fmt.Errorf("r1's other member kept its Pod")
+		}
+		evs := &corev1.EventList{}
+		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "ReplicaEvicted" && strings.Contains(e.Message, "replica r1") && strings.Contains(e.Message, "evicted") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ReplicaEvicted event yet")
 	})
 }
 
