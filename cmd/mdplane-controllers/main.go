@@ -61,6 +61,11 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	selector, err := labels.Parse(queueTypes)
+	if err != nil {
+		log.Error(err, "parsing --queue-instance-types")
+		os.Exit(1)
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metrics},
@@ -82,40 +87,24 @@ func main() {
 	reader := mgr.GetAPIReader()
 	mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
 	mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
-	joint := &admissioncheck.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-joint"),
-		Clock: clock.RealClock{}, ParkAfter: parkAfter}
-	if err := joint.SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the joint admission check")
-		os.Exit(1)
-	}
-	if err := (&admissioncheck.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the AdmissionCheck reconciler")
-		os.Exit(1)
-	}
-	if err := (&rollout.WorkloadReaper{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the Workload reaper")
-		os.Exit(1)
-	}
-	if err := (&rollout.Departures{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the departure reconciler")
-		os.Exit(1)
-	}
-	if err := (&rollout.InstanceServices{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the instance Service releaser")
-		os.Exit(1)
-	}
-	if err := (&rollout.Pacer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-rollout")}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the rollout pacer")
-		os.Exit(1)
-	}
-	selector, err := labels.Parse(queueTypes)
-	if err != nil {
-		log.Error(err, "parsing --queue-instance-types")
-		os.Exit(1)
-	}
-	if err := (&queues.Reconciler{Client: mgr.GetClient(), Selector: selector}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the queue reconciler")
-		os.Exit(1)
+	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
+	for _, c := range []struct {
+		name string
+		r    interface{ SetupWithManager(ctrl.Manager) error }
+	}{
+		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: parkAfter}},
+		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
+		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: selector}},
+		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient()}},
+		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
+		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+	} {
+		if err := c.r.SetupWithManager(mgr); err != nil {
+			log.Error(err, "setting up "+c.name)
+			os.Exit(1)
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return admissioncheck.EnsureCheck(ctx, mgr.GetClient())
