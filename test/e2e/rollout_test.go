@@ -20,6 +20,18 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
+// runOnH20 applies the example cluster in namespace, a ClusterQueue of gpus behind the h20
+// entrance and a deployment manifest, and waits until want of its Pods run. The namespace is torn
+// down when the test ends, after anything it deferred (such as an invariant check).
+func runOnH20(t *testing.T, ctx context.Context, namespace, clusterQueue string, gpus int64, name string, want int, manifest string) {
+	t.Helper()
+	applyCluster(t, ctx, namespace)
+	queue(t, ctx, clusterQueue, h20Entrance, namespace, gpus)
+	kubectlApply(t, manifest)
+	t.Cleanup(func() { tearDown(t, ctx, namespace) })
+	eventually(t, 3*time.Minute, fmt.Sprintf("%d Pods of %s running", want, name), func() error { return running(ctx, namespace, name, want) })
+}
+
 // standing returns the deployment's Pods that are not being deleted, by ordinal.
 func standing(ctx context.Context, namespace, deployment string) (map[string]corev1.Pod, error) {
 	ps, err := pods(ctx, namespace, deployment)
@@ -109,11 +121,7 @@ func TestScaleWithoutRestarts(t *testing.T) {
 func TestRollingEdit(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-r", "edited"
-	applyCluster(t, ctx, ns)
-	queue(t, ctx, "rollout-edit", h20Entrance, ns, 8)
-	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
-	defer tearDown(t, ctx, ns)
-	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	runOnH20(t, ctx, ns, "rollout-edit", 8, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	check := watchInvariants(t, ctx, ns, name, 3)
 	defer check()
 	// Watch the namespace's Pods: one ordered stream of departures, creations and admissions.
@@ -215,20 +223,9 @@ func TestRollingEdit(t *testing.T) {
 		fail("%d old replicas left, want 3", departures)
 	}
 	eventually(t, 3*time.Minute, "three replicas running the new arguments", func() error {
-		if err := running(ctx, ns, name, 3); err != nil {
-			return err
-		}
-		ps, err := pods(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		for i := range ps {
-			if !edited(&ps[i]) {
-				return fmt.Errorf("Pod %s runs without the new arguments", ps[i].Name)
-			}
-		}
-		return nil
+		return runningWith(ctx, ns, name, 3, "--max-model-len 8192")
 	})
+
 	eventually(t, 2*time.Minute, "the deployment reporting every replica up to date", func() error {
 		c, err := deploymentConditionOf(ctx, ns, name, "ReplicasUpToDate")
 		if err != nil || c != (condition{"True", "UpToDate", "all 3 instances run the current configuration"}) {
@@ -236,6 +233,24 @@ func TestRollingEdit(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// runningWith reports an error unless want Pods of the deployment run and every one has args in its
+// command line.
+func runningWith(ctx context.Context, namespace, deployment string, want int, args string) error {
+	if err := running(ctx, namespace, deployment, want); err != nil {
+		return err
+	}
+	ps, err := pods(ctx, namespace, deployment)
+	if err != nil {
+		return err
+	}
+	for i := range ps {
+		if !strings.Contains(argsOf(&ps[i]), args) {
+			return fmt.Errorf("Pod %s runs %q, not yet %q", ps[i].Name, argsOf(&ps[i]), args)
+		}
+	}
+	return nil
 }
 
 // argsOf is a Pod's main command line.
@@ -258,11 +273,7 @@ func gated(p *corev1.Pod) bool {
 func TestRolloutWaitsAndSupersedes(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-w", "waiting"
-	applyCluster(t, ctx, ns)
-	queue(t, ctx, "rollout-wait", h20Entrance, ns, 3)
-	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
-	defer tearDown(t, ctx, ns)
-	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	runOnH20(t, ctx, ns, "rollout-wait", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	setQuota(t, ctx, "rollout-wait", 2) // the retired replica's quota cannot be reused
 	check := watchInvariants(t, ctx, ns, name, 3)
 	defer check()
@@ -349,20 +360,9 @@ func TestRolloutWaitsAndSupersedes(t *testing.T) {
 		if err := middleAdmitted(); err != nil {
 			t.Fatal(err)
 		}
-		if err := running(ctx, ns, name, 3); err != nil {
-			return err
-		}
-		ps, err := pods(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		for i := range ps {
-			if !strings.Contains(argsOf(&ps[i]), "--max-model-len 4096") {
-				return fmt.Errorf("Pod %s runs %q", ps[i].Name, argsOf(&ps[i]))
-			}
-		}
-		return nil
+		return runningWith(ctx, ns, name, 3, "--max-model-len 4096")
 	})
+
 }
 
 // roleAnnotation reads one annotation of a ModelRole.
@@ -382,11 +382,7 @@ func roleAnnotation(ctx context.Context, namespace, name, key string) (string, e
 func TestRolloutResumesAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-x", "restarted"
-	applyCluster(t, ctx, ns)
-	queue(t, ctx, "rollout-restart", h20Entrance, ns, 3)
-	kubectlApply(t, deploymentOnH20(ns, name, "server Server 3 1"))
-	defer tearDown(t, ctx, ns)
-	eventually(t, 3*time.Minute, "three replicas running", func() error { return running(ctx, ns, name, 3) })
+	runOnH20(t, ctx, ns, "rollout-restart", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	setQuota(t, ctx, "rollout-restart", 2)
 	check := watchInvariants(t, ctx, ns, name, 3)
 	defer check()
@@ -434,20 +430,9 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 3*time.Minute, "the rollout resumed and finished", func() error {
-		if err := running(ctx, ns, name, 3); err != nil {
-			return err
-		}
-		ps, err := pods(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		for i := range ps {
-			if !strings.Contains(argsOf(&ps[i]), "--max-model-len 8192") {
-				return fmt.Errorf("Pod %s not replaced yet", ps[i].Name)
-			}
-		}
-		return nil
+		return runningWith(ctx, ns, name, 3, "--max-model-len 8192")
 	})
+
 }
 
 func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
@@ -458,11 +443,7 @@ func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
 func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-d", "members"
-	applyCluster(t, ctx, ns)
-	queue(t, ctx, "rollout-members", h20Entrance, ns, 8)
-	kubectlApply(t, strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "replicas: 2,", "replicas: 2, size: 2,", 1))
-	defer tearDown(t, ctx, ns)
-	eventually(t, 3*time.Minute, "two replicas of two members running", func() error { return running(ctx, ns, name, 4) })
+	runOnH20(t, ctx, ns, "rollout-members", 8, name, 4, strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "replicas: 2,", "replicas: 2, size: 2,", 1))
 	uids := func() map[string]string {
 		ps, err := pods(ctx, ns, name)
 		if err != nil {
@@ -585,11 +566,7 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 func TestSizeEdit(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-z", "widened"
-	applyCluster(t, ctx, ns)
-	queue(t, ctx, "rollout-size", h20Entrance, ns, 8)
-	kubectlApply(t, deploymentOnH20(ns, name, "server Server 2 1"))
-	defer tearDown(t, ctx, ns)
-	eventually(t, 3*time.Minute, "two single-member replicas running", func() error { return running(ctx, ns, name, 2) })
+	runOnH20(t, ctx, ns, "rollout-size", 8, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
 	check := watchInvariants(t, ctx, ns, name, 2)
 	defer check()
 	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
