@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,8 +87,20 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
 		inFlight = int32(v)
 	}
-	if inFlight >= 0 && !podOrdinals[inFlight] && !slotFilled(slots, inFlight) && role.Annotations[workerv1.AnnotationVacated] != strconv.Itoa(int(inFlight)) {
-		if err := p.annotate(ctx, role, workerv1.AnnotationVacated, strconv.Itoa(int(inFlight))); err != nil {
+	// Slots whose departed replica's Pods are all gone: announcing them wakes Crossplane to refill
+	// them now. Each vacancy changes the value, and its refill clears it.
+	var vacant []string
+	for ordinal := range role.Spec.Replicas {
+		if !podOrdinals[ordinal] && !slotFilled(slots, ordinal) {
+			vacant = append(vacant, strconv.Itoa(int(ordinal)))
+		}
+	}
+	if v := strings.Join(vacant, ","); v != role.Annotations[workerv1.AnnotationVacated] {
+		var value any
+		if v != "" {
+			value = v
+		}
+		if err := p.annotate(ctx, role, workerv1.AnnotationVacated, value); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
