@@ -594,3 +594,73 @@ func TestSizeEdit(t *testing.T) {
 		return nil
 	})
 }
+
+// TestPreemptedReplicaIsRebuilt: Kueue preempting a replica's group for a higher-priority workload
+// retires the whole replica, reported as ReplicaEvicted with Kueue's reason; the slot is refilled
+// and waits in the queue; its sibling keeps running.
+func TestPreemptedReplicaIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-p", "preempted"
+	runOnH20(t, ctx, ns, "rollout-preempt", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
+	cq := &kueuev1beta2.ClusterQueue{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Name: "rollout-preempt"}, cq); err != nil {
+		t.Fatal(err)
+	}
+	cq.Spec.Preemption = &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: kueuev1beta2.PreemptionPolicyLowerPriority}
+	if err := stack.Client.Update(ctx, cq); err != nil {
+		t.Fatal(err)
+	}
+	before, err := standing(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, `apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: e2e-urgent}
+value: 100000
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: urgent
+  namespace: `+ns+`
+  labels: {kueue.x-k8s.io/queue-name: `+h20Entrance+`}
+spec:
+  priorityClassName: e2e-urgent
+  containers:
+    - name: main
+      image: busybox
+      resources: {requests: {nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
+`)
+	defer func() { _, _ = stack.Kubectl("delete", "pod", "urgent", "-n", ns, "--wait=false") }()
+	eventually(t, 3*time.Minute, "one replica preempted and rebuilt into the queue, reported as ReplicaEvicted", func() error {
+		evs := &corev1.EventList{}
+		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		found := false
+		for _, e := range evs.Items {
+			found = found || (e.Reason == "ReplicaEvicted" && strings.Contains(e.Message, "Kueue evicted its group") && strings.Contains(e.Message, "Preempted"))
+		}
+		if !found {
+			return fmt.Errorf("no ReplicaEvicted event naming Kueue's preemption yet")
+		}
+		now, err := standing(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		kept, queuedAgain := 0, 0
+		for ordinal, p := range now {
+			switch {
+			case p.UID == before[ordinal].UID:
+				kept++
+			case gated(ptrTo(p)):
+				queuedAgain++
+			}
+		}
+		if kept != 1 || queuedAgain != 1 {
+			return fmt.Errorf("%d replicas kept, %d rebuilt and queued", kept, queuedAgain)
+		}
+		return nil
+	})
+}
