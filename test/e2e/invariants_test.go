@@ -8,11 +8,32 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
+
+// watchPods lists a deployment's Pods and watches them from that list on: one ordered stream.
+func watchPods(t *testing.T, ctx context.Context, namespace, deployment string) (*corev1.PodList, watch.Interface) {
+	t.Helper()
+	wc, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector := client.MatchingLabels{workerv1.LabelInstance: deployment}
+	initial := &corev1.PodList{}
+	if err := wc.List(ctx, initial, client.InNamespace(namespace), selector); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(namespace), selector,
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return initial, w
+}
 
 // watchInvariants follows every change to a deployment's Pods until the returned function is called,
 // which fails the test with the first violation of the rollout invariants seen:
@@ -21,14 +42,7 @@ import (
 //   - at most one replica of the role is missing at any time (replicas is what the test declared).
 func watchInvariants(t *testing.T, ctx context.Context, namespace, deployment string, replicas int) func() {
 	t.Helper()
-	wc, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(namespace), client.MatchingLabels{workerv1.LabelInstance: deployment})
-	if err != nil {
-		t.Fatal(err)
-	}
+	initial, w := watchPods(t, ctx, namespace, deployment)
 	var mu sync.Mutex
 	var violation string
 	done := make(chan struct{})
@@ -36,7 +50,10 @@ func watchInvariants(t *testing.T, ctx context.Context, namespace, deployment st
 		defer close(done)
 		first := map[string]string{} // Pod UID -> containers as first seen
 		pods := map[string]*corev1.Pod{}
-		settled := false // the initial ADDED events arrive one by one
+		for i := range initial.Items {
+			p := &initial.Items[i]
+			pods[p.Name], first[string(p.UID)] = p, fmt.Sprint(p.Spec.Containers)
+		}
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
@@ -67,14 +84,13 @@ func watchInvariants(t *testing.T, ctx context.Context, namespace, deployment st
 				}
 				byOrdinal[o][strings.Join(append(q.Spec.Containers[0].Command, q.Spec.Containers[0].Args...), " ")] = true
 			}
-			settled = settled || len(byOrdinal) >= replicas
 			mu.Lock()
 			for o, configs := range byOrdinal {
 				if len(configs) > 1 && violation == "" {
 					violation = fmt.Sprintf("instance r%s mixes %d configurations", o, len(configs))
 				}
 			}
-			if settled && len(byOrdinal) < replicas-1 && violation == "" {
+			if len(byOrdinal) < replicas-1 && violation == "" {
 				violation = fmt.Sprintf("%d of %d replicas standing: more than one missing", len(byOrdinal), replicas)
 			}
 			mu.Unlock()

@@ -70,11 +70,10 @@ func groupWorkloads(ctx context.Context, namespace, deployment string) ([]kueuev
 	return out, nil
 }
 
-func checkOf(wl kueuev1beta2.Workload) kueuev1beta2.AdmissionCheckState {
-	for _, c := range wl.Status.AdmissionChecks {
-		if c.Name == admissioncheck.CheckName {
-			return c
-		}
+// checkOf is the joint check's state on a Workload; empty until Kueue adds it.
+func checkOf(wl *kueuev1beta2.Workload) kueuev1beta2.AdmissionCheckState {
+	if c := admissioncheck.CheckState(wl, admissioncheck.CheckName); c != nil {
+		return *c
 	}
 	return kueuev1beta2.AdmissionCheckState{}
 }
@@ -176,7 +175,7 @@ func TestJointAdmission(t *testing.T) {
 					continue
 				}
 				reserved++
-				c := checkOf(wl)
+				c := checkOf(&wl)
 				if c.State != kueuev1beta2.CheckStatePending || !strings.Contains(c.Message, "1 of 4 replica groups still lack quota") {
 					return fmt.Errorf("Workload %s: check %s %q", wl.Name, c.State, c.Message)
 				}
@@ -193,7 +192,7 @@ func TestJointAdmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range ps {
-				if p.Spec.NodeName != "" || !slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+				if p.Spec.NodeName != "" || !gated(&p) {
 					t.Fatalf("Pod %s runs while its set lacks quota", p.Name)
 				}
 			}
@@ -242,7 +241,7 @@ func TestJointAdmission(t *testing.T) {
 					if meta.IsStatusConditionTrue(m.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved) {
 						reserved++
 					}
-					if checkOf(*m).State == kueuev1beta2.CheckStateReady {
+					if checkOf(m).State == kueuev1beta2.CheckStateReady {
 						ready++
 					}
 				}
@@ -345,16 +344,7 @@ func TestParking(t *testing.T) {
 		t.Fatalf("parked after %s, before the park time %s", waited, parkAfter)
 	}
 	eventually(t, time.Minute, "a Warning event naming the parking", func() error {
-		evs := &corev1.EventList{}
-		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "ReplicaSetParked" && strings.Contains(e.Message, admissioncheck.ParkedMarker) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no ReplicaSetParked event among %d", len(evs.Items))
+		return eventSeen(ctx, ns, "ReplicaSetParked", admissioncheck.ParkedMarker)
 	})
 	eventually(t, 3*time.Minute, "the waiting deployment running", func() error { return running(ctx, ns, "waiting", 1) })
 

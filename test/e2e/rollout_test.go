@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -124,20 +123,8 @@ func TestRollingEdit(t *testing.T) {
 	runOnH20(t, ctx, ns, "rollout-edit", 8, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	check := watchInvariants(t, ctx, ns, name, 3)
 	defer check()
-	// Watch the namespace's Pods: one ordered stream of departures, creations and admissions.
-	wc, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	initial := &corev1.PodList{}
-	if err := wc.List(ctx, initial, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: name}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: name},
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.ResourceVersion}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Watch the deployment's Pods: one ordered stream of departures, creations and admissions.
+	initial, w := watchPods(t, ctx, ns, name)
 	defer w.Stop()
 	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
 		"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`); err != nil {
@@ -256,15 +243,6 @@ func runningWith(ctx context.Context, namespace, deployment string, want int, ar
 // argsOf is a Pod's main command line.
 func argsOf(p *corev1.Pod) string {
 	return strings.Join(append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...), " ")
-}
-
-func gated(p *corev1.Pod) bool {
-	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == admissionGate {
-			return true
-		}
-	}
-	return false
 }
 
 // TestRolloutWaitsAndSupersedes: with the quota full, a rollout retires one replica and waits — its
@@ -521,16 +499,7 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 		return nil
 	})
 	eventually(t, time.Minute, "a ReplicaRestarted event naming the replica and the lease window", func() error {
-		evs := &corev1.EventList{}
-		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "ReplicaRestarted" && strings.Contains(e.Message, "replica r0") && strings.Contains(e.Message, "30s") {
-				return nil
-			}
-		}
-		return fmt.Errorf("no ReplicaRestarted event among %d", len(evs.Items))
+		return eventSeen(ctx, ns, "ReplicaRestarted", "replica r0", "30s")
 	})
 
 	// The eviction API (what a drain uses) is a departure too, reported as an eviction.
@@ -548,16 +517,7 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 		if now := uids(); now[name+"-server-r1-m1"] == before[name+"-server-r1-m1"] {
 			return fmt.Errorf("r1's other member kept its Pod")
 		}
-		evs := &corev1.EventList{}
-		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "ReplicaEvicted" && strings.Contains(e.Message, "replica r1") && strings.Contains(e.Message, "evicted") {
-				return nil
-			}
-		}
-		return fmt.Errorf("no ReplicaEvicted event yet")
+		return eventSeen(ctx, ns, "ReplicaEvicted", "replica r1", "evicted")
 	})
 }
 
@@ -634,16 +594,8 @@ spec:
 `)
 	defer func() { _, _ = stack.Kubectl("delete", "pod", "urgent", "-n", ns, "--wait=false") }()
 	eventually(t, 3*time.Minute, "one replica preempted and rebuilt into the queue, reported as ReplicaEvicted", func() error {
-		evs := &corev1.EventList{}
-		if err := stack.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+		if err := eventSeen(ctx, ns, "ReplicaEvicted", "Kueue evicted its group", "Preempted"); err != nil {
 			return err
-		}
-		found := false
-		for _, e := range evs.Items {
-			found = found || (e.Reason == "ReplicaEvicted" && strings.Contains(e.Message, "Kueue evicted its group") && strings.Contains(e.Message, "Preempted"))
-		}
-		if !found {
-			return fmt.Errorf("no ReplicaEvicted event naming Kueue's preemption yet")
 		}
 		now, err := standing(ctx, ns, name)
 		if err != nil {

@@ -184,6 +184,30 @@ func deploymentConditionOf(ctx context.Context, namespace, name, typ string) (co
 	return condition{}, fmt.Errorf("ModelDeployment %s/%s has no %s condition yet", namespace, name, typ)
 }
 
+// gated reports whether Kueue still holds a Pod with its admission gate.
+func gated(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate })
+}
+
+// eventSeen reports an error unless the namespace holds an event of reason whose message carries
+// every part.
+func eventSeen(ctx context.Context, namespace, reason string, parts ...string) error {
+	evs := &corev1.EventList{}
+	if err := stack.Client.List(ctx, evs, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	for _, e := range evs.Items {
+		all := e.Reason == reason
+		for _, part := range parts {
+			all = all && strings.Contains(e.Message, part)
+		}
+		if all {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s event with %q among %d events", reason, parts, len(evs.Items))
+}
+
 func ready(p corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -229,7 +253,7 @@ func TestQwenChat(t *testing.T) {
 				if p.Spec.NodeName == "" || !ready(p) {
 					return fmt.Errorf("Pod %s not running and Ready yet (node %q)", p.Name, p.Spec.NodeName)
 				}
-				if slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+				if gated(&p) {
 					return fmt.Errorf("Pod %s still gated", p.Name)
 				}
 			}
@@ -323,7 +347,7 @@ spec:
 		var now []string
 		for _, p := range ps {
 			now = append(now, string(p.UID))
-			if !slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == admissionGate }) {
+			if !gated(&p) {
 				return fmt.Errorf("Pod %s lost the admission gate: %v", p.Name, p.Spec.SchedulingGates)
 			}
 			if !slices.Contains(p.Finalizers, managedFinalize) {
