@@ -40,7 +40,7 @@ func (r *InstanceServices) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile removes the finalizer of a Service being deleted whose replica has no Pod left.
+// Reconcile removes the finalizer of a Service being deleted once no member of its replica is left.
 func (r *InstanceServices) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &corev1.Service{}
 	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
@@ -57,15 +57,27 @@ func (r *InstanceServices) Reconcile(ctx context.Context, req reconcile.Request)
 	}); err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, p := range pods.Items {
-		if po := metav1.GetControllerOf(&p); owner == nil || (po != nil && po.UID == owner.UID) {
-			return reconcile.Result{}, nil // a member it served is still here
-		}
+	if servesMembers(owner, pods.Items) {
+		return reconcile.Result{}, nil
 	}
+	ctrl.LoggerFrom(ctx).Info("releasing the headless Service of a departed replica: no member left", "service", svc.Name, "podsWithItsLabels", len(pods.Items))
 	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == workerv1.FinalizerInstanceMembers })
 	if err := r.Client.Patch(ctx, svc, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing Service %s/%s: %w", svc.Namespace, svc.Name, err))
 	}
 	return reconcile.Result{}, nil
+}
+
+// servesMembers reports whether a departing instance Service still has a member to serve: one of its
+// own replica's Pods, or any Pod of the slot still leaving (a replacement's Pods are created only
+// once the slot's old Pods are gone, so a leaving Pod is always an old member).
+func servesMembers(owner *metav1.OwnerReference, slotPods []corev1.Pod) bool {
+	for i := range slotPods {
+		p := &slotPods[i]
+		if po := metav1.GetControllerOf(p); owner == nil || p.DeletionTimestamp != nil || (po != nil && po.UID == owner.UID) {
+			return true
+		}
+	}
+	return false
 }
