@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 STACK_DIR ?= $(CURDIR)/.stack
 
-.PHONY: all render test test-e2e generate build vet fmt-check cluster-up cluster-down
+.PHONY: all render test test-e2e generate build xpkg vet fmt-check cluster-up cluster-down
 
 all: build
 
@@ -26,6 +26,12 @@ test: fmt-check vet
 ## generate: deepcopy, CRDs, XRDs and Compositions from the Go types in apis/.
 generate:
 	$(GO) run ./cmd/mdplane-generate
+
+## xpkg: the Crossplane packages (Configuration, Function packages with their runtime images
+## embedded) and the controllers' image, offline, into _output/xpkg; one commit builds the same bytes.
+## XPKG_VERSION=vX.Y.Z builds another release than the repository's (internal/packaging.Version).
+xpkg:
+	$(GO) run ./cmd/mdplane-xpkg $(if $(XPKG_VERSION),--version $(XPKG_VERSION)) --out _output/xpkg
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/mdplane ./cmd/mdplane

@@ -1,12 +1,17 @@
 // Command mdplane-controllers runs mdplane's in-cluster parts: the ModelDeployment admission webhooks
-// (validating and mutating, served over TLS from a certificate directory) and the joint admission
-// check that holds a deployment's replica groups until the whole set has reserved quota, and the Kueue
-// queues behind each InstanceType.
+// (validating and mutating, served over TLS from a certificate directory, optionally issued and
+// rotated by the process itself) and the controllers: the joint admission check that holds a
+// deployment's replica groups until the whole set has reserved quota, the Kueue queues behind each
+// InstanceType, and the rollout. An installation runs the webhooks and the controllers as two
+// Deployments with their own ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -38,8 +43,9 @@ func main() {
 	var certDir, host, metrics, health string
 	var port int
 	var parkAfter time.Duration
-	var leaderElect bool
+	var leaderElect, enableWebhooks, enableControllers bool
 	var queueTypes string
+	var certs certificates
 	flag.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
 	flag.StringVar(&host, "webhook-host", "", "address the webhook server binds; empty means every interface")
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
@@ -48,6 +54,9 @@ func main() {
 	flag.DurationVar(&parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
 	flag.StringVar(&queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
+	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
+	flag.BoolVar(&enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
+	certs.bindFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -67,11 +76,12 @@ func main() {
 		os.Exit(1)
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metrics},
-		HealthProbeBindAddress: health,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "mdplane-controllers.worker.gpustack.ai",
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metrics},
+		HealthProbeBindAddress:  health,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "mdplane-controllers.worker.gpustack.ai",
+		LeaderElectionNamespace: certs.namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
@@ -83,10 +93,81 @@ func main() {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
 	}
-	// Admission reads InstanceTypes uncached: a stale cache must not decide admission.
-	reader := mgr.GetAPIReader()
-	mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
-	mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		log.Error(err, "adding the health check")
+		os.Exit(1)
+	}
+	if enableWebhooks {
+		ready, err := certs.manage(mgr, certDir)
+		if err != nil {
+			log.Error(err, "setting up the webhook certificates")
+			os.Exit(1)
+		}
+		serveWebhooks(mgr, ready)
+	}
+	if enableControllers {
+		setUp := make(chan struct{})
+		// The composite kinds come with the Configuration package, which may be installed after
+		// this process starts: wait for them rather than fail, and report not ready meanwhile.
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
+				return err
+			}
+			if err := setupControllers(mgr, parkAfter, selector); err != nil {
+				return err
+			}
+			close(setUp)
+			return nil
+		})); err != nil {
+			log.Error(err, "adding the controllers")
+			os.Exit(1)
+		}
+		if err := mgr.AddReadyzCheck("controllers", func(*http.Request) error {
+			select {
+			case <-setUp:
+				return nil
+			default:
+				return errors.New("waiting for the composite kinds of the mdplane Configuration package")
+			}
+		}); err != nil {
+			log.Error(err, "adding the readiness check")
+			os.Exit(1)
+		}
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "running the manager")
+		os.Exit(1)
+	}
+}
+
+// serveWebhooks registers the admission webhooks once the serving certificate is in place (the
+// webhook server starts with its first registration, and cannot start without its certificate), and
+// reports ready only then.
+func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) {
+	registered := make(chan struct{})
+	go func() {
+		<-certsReady
+		// Admission reads InstanceTypes uncached: a stale cache must not decide admission.
+		reader := mgr.GetAPIReader()
+		mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
+		mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
+		close(registered)
+	}()
+	if err := mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
+		select {
+		case <-registered:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("the webhook serving certificate is not in place yet")
+		}
+	}); err != nil {
+		ctrl.Log.Error(err, "adding the readiness check")
+		os.Exit(1)
+	}
+}
+
+// setupControllers registers every controller and the AdmissionCheck installer.
+func setupControllers(mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
 	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
 	for _, c := range []struct {
 		name string
@@ -102,26 +183,10 @@ func main() {
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 	} {
 		if err := c.r.SetupWithManager(mgr); err != nil {
-			log.Error(err, "setting up "+c.name)
-			os.Exit(1)
+			return fmt.Errorf("setting up %s: %w", c.name, err)
 		}
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return admissioncheck.EnsureCheck(ctx, mgr.GetClient())
-	})); err != nil {
-		log.Error(err, "adding the AdmissionCheck installer")
-		os.Exit(1)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		log.Error(err, "adding the health check")
-		os.Exit(1)
-	}
-	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		log.Error(err, "adding the readiness check")
-		os.Exit(1)
-	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "running the manager")
-		os.Exit(1)
-	}
+	}))
 }

@@ -16,11 +16,13 @@ KUEUE=v0.17.0
 KWOK=v0.8.0
 CROSSPLANE=v2.4.0
 
-# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE in MODULE_DIR to $bin/NAME-VERSION.
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
+# $bin/NAME-VERSION. With VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints
+# VERSION (a binary cached before its version was stamped is rebuilt).
 build() {
-  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} version_flag=${6:-}
   local out=$bin/$name-$version
-  if [ -x "$out" ]; then
+  if [ -x "$out" ] && { [ -z "$version_flag" ] || [ "$("$out" "$version_flag" 2>/dev/null)" = "$version" ]; }; then
     echo "reuse $out"
     return
   fi
@@ -47,7 +49,9 @@ for c in "${components[@]}"; do
       done ;;
     kueue) build kueue $KUEUE "$here/tools/kueue" sigs.k8s.io/kueue/cmd/kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" ;;
     kwok) build kwok $KWOK "$here/tools/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
-    crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane ;;
+    # Stamped, because the package manager checks a package's `crossplane.version` constraint against it.
+    crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane \
+      "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE" --version ;;
     *) echo "unknown component $c" >&2; exit 2 ;;
   esac
 done

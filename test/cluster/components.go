@@ -2,9 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"fmt"
 	"io/fs"
 	"net"
@@ -15,10 +12,6 @@ import (
 	"strings"
 	"time"
 
-	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-	"github.com/crossplane/function-sdk-go/response"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -67,10 +59,6 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
-	here, err := packageDir()
-	if err != nil {
-		return err
-	}
 	kueue := s.modules["sigs.k8s.io/kueue"]
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -78,12 +66,12 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		CRDDirectoryPaths: []string{
 			filepath.Join(kueue, "config", "components", "crd", "bases"),
 			filepath.Join(s.modules["github.com/crossplane/crossplane/v2"], "cluster", "crds"),
-			filepath.Join(here, "..", "..", "package", "crds"),
 		},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(kueue, "config", "components", "webhook", "manifests.yaml")},
 		},
 	}
+	var err error
 	if s.Config, err = s.env.Start(); err != nil {
 		return err
 	}
@@ -135,7 +123,7 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []stri
 // lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready.
 func (s *Stack) startControllerManager(ctx context.Context) error {
 	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), []string{
-		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller",
+		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller",
 	})
 }
 
@@ -326,9 +314,8 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 		return err
 	}
 
-	// Each function runs as the process Crossplane would run, built from this checkout. A function a
-	// Composition names that this checkout does not build is served as a pass-through, the way
-	// `mdplane render` skips it, so the pipeline runs as far as it exists.
+	// Each function runs as the process its package's runtime image would run, built from this
+	// checkout; the stack's External runtime publishes it as the Function revision's endpoint.
 	here, err := packageDir()
 	if err != nil {
 		return err
@@ -336,13 +323,7 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 	for _, name := range compositionFunctions() {
 		cmd, built := functions.Commands[name]
 		if !built {
-			address, stop, err := servePassThrough(filepath.Join(certs, "functions"))
-			if err != nil {
-				return err
-			}
-			s.stops = append(s.stops, stop)
-			s.functions = append(s.functions, function{name: name, address: address})
-			continue
+			return fmt.Errorf("a Composition calls the Function %s, which no command of this checkout serves", name)
 		}
 		bin := filepath.Join(s.Dir, name)
 		build := exec.Command("go", "build", "-o", bin, cmd)
@@ -395,45 +376,8 @@ func compositionFunctions() []string {
 	return names
 }
 
-// PassThrough is a composition function that changes nothing: the stand-in for a Composition step
-// whose function this checkout does not build yet.
-type PassThrough struct {
-	fnv1.UnimplementedFunctionRunnerServiceServer
-}
-
-// RunFunction returns the request's desired state unchanged.
-func (PassThrough) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
-	return response.To(req, response.DefaultTTL), nil
-}
-
-// servePassThrough serves a pass-through function over mTLS on a loopback port.
-func servePassThrough(certDir string) (string, func(), error) {
-	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
-	if err != nil {
-		return "", nil, err
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
-	if err != nil {
-		return "", nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	creds := credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := grpc.NewServer(grpc.Creds(creds))
-	fnv1.RegisterFunctionRunnerServiceServer(srv, PassThrough{})
-	go func() { _ = srv.Serve(lis) }()
-	return lis.Addr().String(), srv.Stop, nil
-}
-
-// startCrossplane runs Crossplane core with External package runtime, registers the functions
-// through FunctionRevisions that carry their loopback endpoints, and installs mdplane's XRDs and
-// Compositions.
+// startCrossplane runs Crossplane core with the External package runtime (the stack serves the
+// Function revisions, see install), trusting the stack's CA for package registries.
 func (s *Stack) startCrossplane(ctx context.Context) error {
 	lock := &unstructured.Unstructured{}
 	lock.SetAPIVersion("pkg.crossplane.io/v1beta1")
@@ -450,10 +394,20 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bundle := filepath.Join(s.Dir, "certs", "registry-ca.crt")
+	if err := os.WriteFile(bundle, s.ca.pem, 0o644); err != nil {
+		return err
+	}
+	// The package manager stores what it pulls here; a missing directory fails every parse.
 	cache := filepath.Join(s.Dir, "crossplane-cache")
+	for _, d := range []string{"xpkg", "xfn"} {
+		if err := os.MkdirAll(filepath.Join(cache, d), 0o755); err != nil {
+			return err
+		}
+	}
 	p, err := s.run("crossplane", s.binary("crossplane", CrossplaneVersion), []string{
 		"core", "start", "--package-runtime=External", "--enable-webhooks=false",
-		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"),
+		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"), "--ca-bundle-path=" + bundle,
 		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
 		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health),
 		"--poll-interval=" + s.opts.CrossplanePollInterval.String(), "--debug",
@@ -461,142 +415,23 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, p, 60*time.Second, "crossplane", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
-		return err
-	}
-	for i, fn := range s.functions {
-		if err := s.registerFunction(ctx, fn, i+1); err != nil {
-			return fmt.Errorf("registering %s: %w", fn.name, err)
-		}
-	}
-	for _, dir := range []string{"xrds", "compositions"} {
-		files, err := fs.Glob(manifests.FS, dir+"/*.yaml")
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			raw, err := fs.ReadFile(manifests.FS, f)
-			if err != nil {
-				return err
-			}
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-				return err
-			}
-			if err := s.Client.Create(ctx, obj); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-		}
-	}
-	// Crossplane serves each XRD as a CRD once it is established.
-	return waitFor(ctx, p, 60*time.Second, "XRDs", func() error {
-		for _, name := range []string{"modeldeployments.worker.gpustack.ai", "modelroles.internal.mdplane.io", "modelreplicas.internal.mdplane.io"} {
-			crd := &extv1.CustomResourceDefinition{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-				return err
-			}
-			established := false
-			for _, c := range crd.Status.Conditions {
-				established = established || c.Type == extv1.Established && c.Status == extv1.ConditionTrue
-			}
-			if !established {
-				return fmt.Errorf("CRD %s not established", name)
-			}
-		}
-		return nil
-	})
+	return waitFor(ctx, p, 60*time.Second, "crossplane", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
 }
 
-// registerFunction creates the active, paused FunctionRevision Crossplane resolves a Function's
-// endpoint from; paused, so the package manager never tries to pull its image.
-func (s *Stack) registerFunction(ctx context.Context, fn function, revision int) error {
-	fr := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "pkg.crossplane.io/v1",
-		"kind":       "FunctionRevision",
-		"metadata": map[string]any{
-			"name":        fn.name + "-local",
-			"labels":      map[string]any{"pkg.crossplane.io/package": fn.name},
-			"annotations": map[string]any{"crossplane.io/paused": "true"},
-		},
-		"spec": map[string]any{
-			"desiredState":                "Active",
-			"image":                       "127.0.0.1:1/mdplane/" + fn.name + ":v0.0.0",
-			"revision":                    int64(revision),
-			"ignoreCrossplaneConstraints": true,
-			"skipDependencyResolution":    true,
-		},
-	}}
-	if err := s.Client.Create(ctx, fr); err != nil {
-		return err
-	}
-	// Crossplane's revision controller writes the object too; retry the status on a conflict.
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(fr), fr); err != nil {
+// compositesServed passes once Crossplane serves every composite kind of the Configuration as an
+// established CRD.
+func (s *Stack) compositesServed() error {
+	for _, name := range []string{"modeldeployments.worker.gpustack.ai", "modelroles.internal.mdplane.io", "modelreplicas.internal.mdplane.io"} {
+		crd := &extv1.CustomResourceDefinition{}
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			return err
 		}
-		fr.Object["status"] = map[string]any{"endpoint": fn.address, "capabilities": []any{"composition"}}
-		return s.Client.Status().Update(ctx, fr)
-	})
-}
-
-// startWebhooks runs mdplane-controllers (webhooks and the joint admission check), built from this
-// checkout, and registers its admission webhooks from package/webhooks at its loopback address with
-// the stack's CA.
-func (s *Stack) startWebhooks(ctx context.Context) error {
-	certs := filepath.Join(s.Dir, "certs", "webhooks")
-	if err := s.ca.issue(certs, "mdplane-webhook", 4); err != nil {
-		return err
-	}
-	here, err := packageDir()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(s.Dir, "mdplane-controllers")
-	build := exec.Command("go", "build", "-o", bin, "github.com/mdplane/mdplane/cmd/mdplane-controllers")
-	build.Dir = here
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building mdplane-controllers: %w\n%s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
-	s.controllers = controllers{bin: bin, health: health, args: append([]string{
-		"--kubeconfig=" + s.Kubeconfig, "--webhook-cert-dir=" + certs, "--webhook-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(port), "--metrics-bind-address=0",
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-	}, s.opts.ControllerArgs...)}
-	if err := s.StartControllers(ctx); err != nil {
-		return err
-	}
-	raw, err := fs.ReadFile(manifests.FS, "webhooks/manifests.yaml")
-	if err != nil {
-		return err
-	}
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			return err
+		established := false
+		for _, c := range crd.Status.Conditions {
+			established = established || c.Type == extv1.Established && c.Status == extv1.ConditionTrue
 		}
-		hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
-		for _, h := range hooks {
-			hook := h.(map[string]any)
-			cc := hook["clientConfig"].(map[string]any)
-			svc := cc["service"].(map[string]any)
-			hook["clientConfig"] = map[string]any{
-				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, svc["path"]),
-				"caBundle": base64.StdEncoding.EncodeToString(s.ca.pem),
-			}
-		}
-		if err := unstructured.SetNestedSlice(obj.Object, hooks, "webhooks"); err != nil {
-			return err
-		}
-		if err := s.Client.Create(ctx, obj); err != nil {
-			return err
+		if !established {
+			return fmt.Errorf("CRD %s not established", name)
 		}
 	}
 	return nil
@@ -614,17 +449,26 @@ type controllers struct {
 // StartControllers starts mdplane-controllers (again, after KillControllers) with the same flags and
 // waits until it is ready.
 func (s *Stack) StartControllers(ctx context.Context) error {
+	if err := s.launchControllers(); err != nil {
+		return err
+	}
+	return s.controllersReady(ctx)
+}
+
+func (s *Stack) launchControllers() error {
 	s.controllers.starts++
 	name := "mdplane-controllers"
 	if s.controllers.starts > 1 {
 		name += "-" + strconv.Itoa(s.controllers.starts)
 	}
 	p, err := s.run(name, s.controllers.bin, s.controllers.args)
-	if err != nil {
-		return err
-	}
 	s.controllers.process = p
-	return waitFor(ctx, p, 60*time.Second, name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.controllers.health)))
+	return err
+}
+
+func (s *Stack) controllersReady(ctx context.Context) error {
+	p := s.controllers.process
+	return waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.controllers.health)))
 }
 
 // KillControllers ends mdplane-controllers with SIGKILL, as a crashed or evicted operator ends: no

@@ -1,8 +1,9 @@
 // Package cluster starts the real control plane mdplane's end-to-end tests run against, on loopback
 // only: etcd and kube-apiserver (through envtest), kube-controller-manager, kube-scheduler, KWOK with
-// fake GPU nodes, the Kueue manager with its webhooks, Crossplane core with mdplane's XRDs and
-// Compositions, and mdplane's functions as local processes over mTLS. The binaries come from
-// build.sh, built once per version from the Go module proxy.
+// fake GPU nodes, the Kueue manager with its webhooks, Crossplane core, and mdplane installed from
+// its packages through Crossplane's package manager and its kustomize base (install.go), with the
+// functions, webhooks and controllers as local processes. The binaries come from build.sh, built
+// once per version from the Go module proxy.
 package cluster
 
 import (
@@ -44,7 +45,8 @@ type Options struct {
 	Nodes int
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
-	// ControllerArgs are extra flags for mdplane-controllers, such as a short --park-after.
+	// ControllerArgs are extra flags for the controllers' mdplane-controllers process, such as a
+	// short --park-after.
 	ControllerArgs []string
 	// Log receives one line per started component with its startup time.
 	Log func(format string, args ...any)
@@ -60,6 +62,8 @@ type Stack struct {
 	Client client.Client
 	// Dir is the stack's state directory.
 	Dir string
+	// Registry is the host:port of the loopback OCI registry mdplane's packages were installed from.
+	Registry string
 
 	opts        Options
 	env         *envtest.Environment
@@ -130,7 +134,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		{"kueue", s.startKueue},
 		{"functions", s.startFunctions},
 		{"crossplane", s.startCrossplane},
-		{"mdplane webhooks", s.startWebhooks},
+		{"mdplane from its packages", s.install},
 	}
 	for _, step := range steps {
 		if err := s.timed(step.name, func() error { return step.run(ctx) }); err != nil {

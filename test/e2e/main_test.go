@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	// The controllers and webhooks run with their install manifest's RBAC: a refusal anywhere in the
+	// suite is a rule the manifest lacks.
+	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks"} {
+		if refused := forbidden(stack.LogFile(component)); refused != "" {
+			fmt.Fprintf(os.Stderr, "e2e: %s was refused by RBAC: %s\n", component, refused)
+			code = 1
+		}
+	}
 	if code != 0 {
 		fmt.Printf("e2e: component logs kept in %s/logs\n", stack.Dir)
 	}
@@ -45,4 +54,18 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(stack.Dir)
 	}
 	os.Exit(code)
+}
+
+// forbidden is the first line of a log that reports an RBAC refusal, if any.
+func forbidden(log string) string {
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "is forbidden") {
+			return line
+		}
+	}
+	return ""
 }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestTheControllersWaitForEveryCompositeKind(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, k := range compositeKinds[:2] {
+		mapper.Add(k, meta.RESTScopeNamespace)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := waitForKinds(ctx, mapper, compositeKinds); err == nil {
+		t.Fatal("returned while ModelReplica is not served")
+	}
+	mapper.Add(compositeKinds[2], meta.RESTScopeNamespace)
+	if err := waitForKinds(context.Background(), mapper, compositeKinds); err != nil {
+		t.Fatalf("every kind is served: %v", err)
+	}
+	if len(compositeKinds) != 3 || compositeKinds[0] != (schema.GroupVersionKind{Group: "worker.gpustack.ai", Version: "v1", Kind: "ModelDeployment"}) {
+		t.Fatalf("composite kinds: %v", compositeKinds)
+	}
+}
+
+func TestAnIssuedCertificateNeedsItsNamespace(t *testing.T) {
+	c := certificates{secret: "mdplane-webhook-cert", service: "mdplane-webhook"}
+	_, err := c.manage(nil, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "--webhook-cert-secret=mdplane-webhook-cert needs --namespace") {
+		t.Fatalf("error = %v, want one naming the flag and the way out", err)
+	}
+	ready, err := (&certificates{}).manage(nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	default:
+		t.Fatal("a provided certificate directory is ready at once")
+	}
+}

@@ -1,0 +1,430 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xpkg"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mdplane/mdplane/internal/packaging"
+)
+
+// PackageVersion is the release the stack builds and installs mdplane's packages as.
+const PackageVersion = packaging.Version
+
+// Namespace is where the install manifest puts mdplane's controllers, webhooks and certificate.
+const Namespace = "mdplane-system"
+
+// install installs mdplane the way docs/install.md tells a platform team to, as far as a machine
+// without a container runtime allows:
+//   - `make xpkg`'s packages are pushed to an OCI registry served on loopback with TLS, which
+//     Crossplane trusts through --ca-bundle-path, and an ImageConfig rewrites ghcr.io/mdplane to it;
+//   - `kubectl apply --server-side -k package/` installs the CRDs, RBAC, webhook configurations and
+//     the ClusterRole Crossplane aggregates;
+//   - the two Deployments' programs run as local processes, each with a token of its own
+//     ServiceAccount, so the install manifest's RBAC is what they are allowed; the webhooks issue
+//     their certificate and inject its CA themselves, and the webhook configurations are pointed at
+//     their loopback address instead of the Service (there is no Pod network);
+//   - the Configuration is installed by Crossplane's package manager, which resolves its Function
+//     dependencies from the registry; the stack plays Crossplane's External package runtime,
+//     publishing each Function revision's endpoint (the local function process) and its health.
+func (s *Stack) install(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := s.startRegistry(); err != nil {
+		return err
+	}
+	built, err := packaging.Build(ctx, root, PackageVersion, filepath.Join(s.Dir, "xpkg"))
+	if err != nil {
+		return err
+	}
+	for _, b := range built {
+		if err := s.push(b); err != nil {
+			return err
+		}
+	}
+	if _, err := s.Kubectl("apply", "--server-side", "-k", filepath.Join(root, "package")); err != nil {
+		return err
+	}
+	if err := s.startWebhooks(ctx, root); err != nil {
+		return err
+	}
+	// Started before the Configuration, as `kubectl apply -k` starts it: it waits for the kinds.
+	if err := s.launchControllersAs(ctx); err != nil {
+		return err
+	}
+	for _, obj := range []map[string]any{
+		{"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "ImageConfig",
+			"metadata": map[string]any{"name": "mdplane-mirror"},
+			"spec": map[string]any{
+				"matchImages":  []any{map[string]any{"type": "Prefix", "prefix": packaging.Registry + "/"}},
+				"rewriteImage": map[string]any{"prefix": s.Registry + "/mdplane/"},
+			}},
+		{"apiVersion": "pkg.crossplane.io/v1", "kind": "Configuration",
+			"metadata": map[string]any{"name": "mdplane"},
+			"spec":     map[string]any{"package": packaging.Registry + "/mdplane:" + PackageVersion}},
+	} {
+		if err := s.Client.Create(ctx, &unstructured.Unstructured{Object: obj}); err != nil {
+			return err
+		}
+	}
+	runtimeCtx, stop := context.WithCancel(context.Background())
+	s.stops = append(s.stops, stop)
+	go s.serveFunctionRevisions(runtimeCtx)
+	if err := waitFor(ctx, nil, 120*time.Second, "the Configuration and its Functions", s.packagesHealthy); err != nil {
+		return err
+	}
+	return s.controllersReady(ctx)
+}
+
+// repoRoot is the checkout the stack runs from.
+func repoRoot() (string, error) {
+	here, err := packageDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(filepath.Join(here, "..", ".."))
+}
+
+// startRegistry serves an in-memory OCI registry over TLS on loopback, with a certificate of the
+// stack's CA (the bundle Crossplane was started with).
+func (s *Stack) startRegistry() error {
+	certs := filepath.Join(s.Dir, "certs", "registry")
+	if err := s.ca.issue(certs, "registry", 5); err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "tls.crt"), filepath.Join(certs, "tls.key"))
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(s.Dir, "logs", "registry.log"))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           registry.New(registry.Logger(log.New(logFile, "", log.LstdFlags))),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(logFile, "", log.LstdFlags),
+	}
+	go func() { _ = srv.ServeTLS(lis, "", "") }()
+	s.stops = append(s.stops, func() { _ = srv.Close(); _ = logFile.Close() })
+	s.Registry = lis.Addr().String()
+	return nil
+}
+
+// push uploads a built artifact to the stack's registry under the path it is published at, the way
+// `crossplane xpkg push` does (the package's layer annotations restored from its config labels).
+func (s *Stack) push(b packaging.Built) error {
+	img, err := tarball.ImageFromPath(b.Path, nil)
+	if err != nil {
+		return err
+	}
+	if b.Meta != "" {
+		if img, err = xpkg.AnnotateLayers(img); err != nil {
+			return err
+		}
+	}
+	ref, err := name.ParseReference(s.Registry + "/mdplane/" + b.Name + ":" + PackageVersion)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.pem)
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	if err := remote.Write(ref, img, remote.WithTransport(transport)); err != nil {
+		return fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	return nil
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as a ServiceAccount of the
+// install manifest, with a bound token from the TokenRequest API.
+func (s *Stack) serviceAccountKubeconfig(ctx context.Context, account string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: account}}
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	if err := s.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", Namespace, account, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["stack"] = &clientcmdapi.Cluster{Server: s.Config.Host, CertificateAuthorityData: s.Config.CAData}
+	cfg.AuthInfos[account] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[account] = &clientcmdapi.Context{Cluster: "stack", AuthInfo: account}
+	cfg.CurrentContext = account
+	path := filepath.Join(s.Dir, "config", account+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// buildControllers builds mdplane-controllers from this checkout, once.
+func (s *Stack) buildControllers(root string) (string, error) {
+	bin := filepath.Join(s.Dir, "mdplane-controllers")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mdplane-controllers")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building mdplane-controllers: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startWebhooks runs the webhooks Deployment's program as its ServiceAccount, pointing the installed
+// webhook configurations at its loopback address first (their CA bundle it injects itself).
+func (s *Stack) startWebhooks(ctx context.Context, root string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+		cfg := &unstructured.Unstructured{}
+		cfg.SetAPIVersion("admissionregistration.k8s.io/v1")
+		cfg.SetKind(kind)
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: "mdplane"}, cfg); err != nil {
+			return err
+		}
+		hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+		var patch []map[string]any
+		for i, h := range hooks {
+			path, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "path")
+			patch = append(patch, map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/clientConfig", i),
+				"value": map[string]any{"url": fmt.Sprintf("https://localhost:%d%s", port, path)}})
+		}
+		raw, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		if err := s.Client.Patch(ctx, cfg, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+			return err
+		}
+	}
+	kubeconfig, err := s.serviceAccountKubeconfig(ctx, "mdplane-webhooks")
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(s.Dir, "certs", "webhooks")
+	mountCtx, stop := context.WithCancel(context.Background())
+	s.stops = append(s.stops, stop)
+	go s.mountSecret(mountCtx, "mdplane-webhook-cert", certDir)
+	bin, err := s.buildControllers(root)
+	if err != nil {
+		return err
+	}
+	p, err := s.run("mdplane-webhooks", bin, []string{
+		"--kubeconfig=" + kubeconfig, "--enable-controllers=false", "--namespace=" + Namespace,
+		"--webhook-cert-secret=mdplane-webhook-cert", "--webhook-service=mdplane-webhook", "--webhook-extra-dns-names=localhost",
+		"--webhook-cert-dir=" + certDir, "--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(port),
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+	})
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, p, 60*time.Second, "mdplane-webhooks", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+}
+
+// mountSecret does what the kubelet does for the webhooks Deployment's secret volume: it keeps the
+// Secret's keys as files in dir.
+func (s *Stack) mountSecret(ctx context.Context, name, dir string) {
+	written := ""
+	for ctx.Err() == nil {
+		secret := &corev1.Secret{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: name}, secret); err == nil &&
+			secret.ResourceVersion != written && len(secret.Data) > 0 {
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				ok := true
+				for key, value := range secret.Data {
+					tmp := filepath.Join(dir, "."+key)
+					ok = ok && os.WriteFile(tmp, value, 0o600) == nil && os.Rename(tmp, filepath.Join(dir, key)) == nil
+				}
+				if ok {
+					written = secret.ResourceVersion
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// launchControllersAs starts the controllers Deployment's program as its ServiceAccount.
+func (s *Stack) launchControllersAs(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := s.serviceAccountKubeconfig(ctx, "mdplane-controllers")
+	if err != nil {
+		return err
+	}
+	bin, err := s.buildControllers(root)
+	if err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.controllers = controllers{bin: bin, health: health, args: append([]string{
+		"--kubeconfig=" + kubeconfig, "--enable-webhooks=false", "--leader-elect", "--namespace=" + Namespace,
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+	}, s.opts.ControllerArgs...)}
+	return s.launchControllers()
+}
+
+// serveFunctionRevisions is the External package runtime: every active revision of one of the
+// stack's Functions gets the endpoint of the function's local process, the Secret of its serving
+// certificate, and a healthy runtime.
+func (s *Stack) serveFunctionRevisions(ctx context.Context) {
+	endpoints := map[string]string{}
+	for _, fn := range s.functions {
+		endpoints[fn.name] = fn.address
+	}
+	serving, err := os.ReadFile(filepath.Join(s.Dir, "certs", "functions", "tls.crt"))
+	if err != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		revisions := &unstructured.UnstructuredList{}
+		revisions.SetAPIVersion("pkg.crossplane.io/v1")
+		revisions.SetKind("FunctionRevisionList")
+		if err := s.Client.List(ctx, revisions); err == nil {
+			for i := range revisions.Items {
+				rev := &revisions.Items[i]
+				endpoint, ours := endpoints[rev.GetLabels()["pkg.crossplane.io/package"]]
+				if ours {
+					s.publishRuntime(ctx, rev, endpoint, serving)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// publishRuntime writes a revision's endpoint, TLS server Secret and RuntimeHealthy condition, if they
+// are not there.
+func (s *Stack) publishRuntime(ctx context.Context, rev *unstructured.Unstructured, endpoint string, serving []byte) {
+	secretName := rev.GetLabels()["pkg.crossplane.io/package"] + "-tls-server"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: secretName},
+		Data: map[string][]byte{"tls.crt": serving}}
+	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return
+	}
+	healthy := func(u *unstructured.Unstructured) bool {
+		if name, _, _ := unstructured.NestedString(u.Object, "status", "tlsServerSecretName"); name != secretName {
+			return false
+		}
+		got, _, _ := unstructured.NestedString(u.Object, "status", "endpoint")
+		conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conditions {
+			if c := c.(map[string]any); c["type"] == "RuntimeHealthy" && c["status"] == "True" {
+				return got == endpoint
+			}
+		}
+		return false
+	}
+	if healthy(rev) {
+		return
+	}
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(rev), rev); err != nil || healthy(rev) {
+			return err
+		}
+		_ = unstructured.SetNestedField(rev.Object, endpoint, "status", "endpoint")
+		_ = unstructured.SetNestedField(rev.Object, secretName, "status", "tlsServerSecretName")
+		conditions, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
+		kept := []any{}
+		for _, c := range conditions {
+			if c.(map[string]any)["type"] != "RuntimeHealthy" {
+				kept = append(kept, c)
+			}
+		}
+		kept = append(kept, map[string]any{"type": "RuntimeHealthy", "status": "True", "reason": "HealthyPackageRevision",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+			"message":            "served by the e2e stack as a local process at " + endpoint})
+		_ = unstructured.SetNestedSlice(rev.Object, kept, "status", "conditions")
+		return s.Client.Status().Update(ctx, rev)
+	})
+}
+
+// packagesHealthy passes once the Configuration and every Function it depends on report Healthy
+// and Installed, and the composite kinds are served.
+func (s *Stack) packagesHealthy() error {
+	ctx := context.Background()
+	for _, pkg := range []struct{ kind, name string }{
+		{"Configuration", "mdplane"}, {"Function", "mdplane-function-render-roles"}, {"Function", "mdplane-function-kv-cache"},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("pkg.crossplane.io/v1")
+		u.SetKind(pkg.kind)
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: pkg.name}, u); err != nil {
+			return err
+		}
+		if err := conditionsTrue(u, "Installed", "Healthy"); err != nil {
+			return fmt.Errorf("%s %s: %w", pkg.kind, pkg.name, err)
+		}
+	}
+	return s.compositesServed()
+}
+
+// conditionsTrue says which of the named conditions of an object is not True, and why.
+func conditionsTrue(u *unstructured.Unstructured, types ...string) error {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, t := range types {
+		found := false
+		for _, c := range conditions {
+			c := c.(map[string]any)
+			if c["type"] != t {
+				continue
+			}
+			found = true
+			if c["status"] != "True" {
+				return fmt.Errorf("%s is %v (%v: %v)", t, c["status"], c["reason"], c["message"])
+			}
+		}
+		if !found {
+			return fmt.Errorf("no %s condition yet", t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mdplane/mdplane/test/cluster"
+)
+
+// docBlocks are the fenced code blocks of docs/install.md, by language.
+func docBlocks(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blocks := map[string][]string{}
+	lang, indent, body := "", "", []string(nil)
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case !in && strings.HasPrefix(line, "```"):
+			// A block inside a list item is indented as its fence is; its lines keep their own
+			// indentation relative to that.
+			in, lang, body = true, strings.TrimPrefix(line, "```"), nil
+			indent = sc.Text()[:strings.Index(sc.Text(), "```")]
+		case in && line == "```":
+			blocks[lang] = append(blocks[lang], strings.Join(body, "\n"))
+			in = false
+		case in:
+			body = append(body, strings.TrimPrefix(sc.Text(), indent))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return blocks
+}
+
+// The stack installed mdplane through the package manager (see cluster.Stack.install); this test
+// checks what that left behind, and runs the commands of docs/install.md that can run here.
+func TestInstallationAsDocumented(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	blocks := docBlocks(t)
+
+	t.Run("the packages came from the registry, through the documented mirror rewrite", func(t *testing.T) {
+		for _, rev := range []struct{ list, pkg, image string }{
+			{"ConfigurationRevisionList", "mdplane", "mdplane"},
+			{"FunctionRevisionList", "mdplane-function-render-roles", "function-render-roles"},
+			{"FunctionRevisionList", "mdplane-function-kv-cache", "function-kv-cache"},
+		} {
+			list := &unstructured.UnstructuredList{}
+			list.SetAPIVersion("pkg.crossplane.io/v1")
+			list.SetKind(rev.list)
+			if err := stack.Client.List(ctx, list, client.MatchingLabels{"pkg.crossplane.io/package": rev.pkg}); err != nil || len(list.Items) != 1 {
+				t.Fatalf("revisions of %s: %d, %v", rev.pkg, len(list.Items), err)
+			}
+			item := list.Items[0].Object
+			if image, _, _ := unstructured.NestedString(item, "spec", "image"); image != "ghcr.io/mdplane/"+rev.image+":"+cluster.PackageVersion {
+				t.Errorf("%s: the revision's image is %s, not the published name", rev.pkg, image)
+			}
+			want := stack.Registry + "/mdplane/" + rev.image + ":" + cluster.PackageVersion
+			if resolved, _, _ := unstructured.NestedString(item, "status", "resolvedImage"); resolved != want {
+				t.Errorf("%s: resolved %s, want %s (the loopback registry)", rev.pkg, resolved, want)
+			}
+		}
+	})
+
+	t.Run("every command of the page that can run here", func(t *testing.T) {
+		if !strings.Contains(strings.Join(blocks["sh"], "\n"), "kubectl apply --server-side -k package/") {
+			t.Error("the page does not give the command the stack ran: kubectl apply --server-side -k package/")
+		}
+		ran := 0
+		for _, block := range blocks["sh"] {
+			for _, line := range strings.Split(block, "\n") {
+				if !strings.HasPrefix(line, "kubectl wait configuration") && !strings.HasPrefix(line, "kubectl wait function") &&
+					!strings.HasPrefix(line, "kubectl auth can-i") {
+					continue
+				}
+				if strings.HasPrefix(line, "kubectl auth can-i") {
+					crossplaneServiceAccount(t, ctx)
+				}
+				if out, err := stack.Kubectl(strings.Fields(line)[1:]...); err != nil || strings.TrimSpace(out) == "no" {
+					t.Errorf("%s: %v\n%s", line, err, out)
+				}
+				ran++
+			}
+		}
+		if ran < 4 {
+			t.Errorf("ran %d commands of the page, want the two waits and two can-i checks", ran)
+		}
+		for _, block := range blocks["yaml"] {
+			if !strings.Contains(block, "apiVersion: pkg.crossplane.io/") {
+				continue
+			}
+			// The stack installed these objects with its own registry as the mirror: applied as the
+			// page gives them, they must agree with what is installed field by field, or server-side
+			// apply reports a conflict.
+			f := filepath.Join(t.TempDir(), "doc.yaml")
+			block = strings.ReplaceAll(block, "registry.example.internal", stack.Registry)
+			if err := os.WriteFile(f, []byte(block), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := stack.Kubectl("apply", "--server-side", "--dry-run=server", "-f", f); err != nil {
+				t.Errorf("%s\n%v\n%s", block, err, out)
+			}
+		}
+	})
+
+	t.Run("each ServiceAccount may do its job and no more", func(t *testing.T) {
+		const controllers, webhooks = "mdplane-controllers", "mdplane-webhooks"
+		for _, row := range []struct {
+			rule, account, verb, group, resource, name, namespace string
+			allowed                                               bool
+		}{
+			{"the controllers delete a departing replica's Pods", controllers, "delete", "", "pods", "", "team-a", true},
+			{"the controllers reap a group's Workload", controllers, "delete", "kueue.x-k8s.io", "workloads", "", "team-a", true},
+			{"the controllers manage the queues of an InstanceType", controllers, "patch", "kueue.x-k8s.io", "clusterqueues", "", "", true},
+			{"the controllers elect a leader in their namespace", controllers, "update", "coordination.k8s.io", "leases", "", cluster.Namespace, true},
+			{"the controllers never create Pods", controllers, "create", "", "pods", "", "team-a", false},
+			{"the controllers never read Secrets", controllers, "get", "", "secrets", "", cluster.Namespace, false},
+			{"the controllers never touch webhook configurations", controllers, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "mdplane", "", false},
+			{"the controllers never edit a deployment", controllers, "update", "worker.gpustack.ai", "modeldeployments", "", "team-a", false},
+			{"the webhooks read InstanceTypes", webhooks, "get", "worker.gpustack.ai", "instancetypes", "", "", true},
+			{"the webhooks keep their own certificate", webhooks, "update", "", "secrets", "mdplane-webhook-cert", cluster.Namespace, true},
+			{"the webhooks inject their CA", webhooks, "update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "mdplane", "", true},
+			{"the webhooks never update another Secret", webhooks, "update", "", "secrets", "other", cluster.Namespace, false},
+			{"the webhooks never touch another webhook configuration", webhooks, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "kueue", "", false},
+			{"the webhooks never delete Pods", webhooks, "delete", "", "pods", "", "team-a", false},
+		} {
+			t.Run(row.rule, func(t *testing.T) {
+				review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+					User: "system:serviceaccount:" + cluster.Namespace + ":" + row.account,
+					ResourceAttributes: &authzv1.ResourceAttributes{Verb: row.verb, Group: row.group, Resource: row.resource,
+						Name: row.name, Namespace: row.namespace},
+				}}
+				if err := stack.Client.Create(ctx, review); err != nil {
+					t.Fatal(err)
+				}
+				if review.Status.Allowed != row.allowed {
+					t.Errorf("%s may %s %s/%s: %t, want %t (%s)", row.account, row.verb, row.resource, row.name,
+						review.Status.Allowed, row.allowed, review.Status.Reason)
+				}
+			})
+		}
+	})
+
+	t.Run("the webhooks issued their certificate and injected its CA", func(t *testing.T) {
+		secret := &unstructured.Unstructured{}
+		secret.SetAPIVersion("v1")
+		secret.SetKind("Secret")
+		if err := stack.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: "mdplane-webhook-cert"}, secret); err != nil {
+			t.Fatal(err)
+		}
+		ca, _, _ := unstructured.NestedString(secret.Object, "data", "ca.crt")
+		if ca == "" {
+			t.Fatal("the Secret mdplane-webhook-cert holds no ca.crt")
+		}
+		for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+			cfg := &unstructured.Unstructured{}
+			cfg.SetAPIVersion("admissionregistration.k8s.io/v1")
+			cfg.SetKind(kind)
+			if err := stack.Client.Get(ctx, types.NamespacedName{Name: "mdplane"}, cfg); err != nil {
+				t.Fatal(err)
+			}
+			hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			for _, h := range hooks {
+				if bundle, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "caBundle"); bundle != ca {
+					t.Errorf("%s mdplane: the CA bundle is not the webhooks' CA", kind)
+				}
+			}
+		}
+	})
+
+	t.Run("the controllers hold their leader lease as their ServiceAccount", func(t *testing.T) {
+		lease := &unstructured.Unstructured{}
+		lease.SetAPIVersion("coordination.k8s.io/v1")
+		lease.SetKind("Lease")
+		if err := stack.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: "mdplane-controllers.worker.gpustack.ai"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); holder == "" {
+			t.Error("the lease has no holder")
+		}
+	})
+}
+
+// crossplaneServiceAccount gives the ServiceAccount Crossplane runs as the ClusterRole its Helm chart
+// installs: nothing of its own here, only what it aggregates by label. It waits until Kubernetes'
+// aggregation controller has filled it in.
+func crossplaneServiceAccount(t *testing.T, ctx context.Context) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "crossplane"}, AggregationRule: &rbacv1.AggregationRule{
+		ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.crossplane.io/aggregate-to-crossplane": "true"}}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "crossplane"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "crossplane"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "crossplane", Namespace: "crossplane-system"}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := stack.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Minute, "the aggregated rules", func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
+			return err
+		}
+		if len(role.Rules) == 0 {
+			return errors.New("no rules aggregated yet")
+		}
+		return nil
+	})
+}
