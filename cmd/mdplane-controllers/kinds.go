@@ -44,3 +44,10 @@ func waitForKinds(ctx context.Context, mapper meta.RESTMapper, kinds []schema.Gr
 		}
 	}
 }
+
+// everyReplica is a runnable that does not wait for leader election.
+type everyReplica func(ctx context.Context) error
+
+func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

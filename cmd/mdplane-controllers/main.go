@@ -108,8 +108,9 @@ func main() {
 	if enableControllers {
 		setUp := make(chan struct{})
 		// The composite kinds come with the Configuration package, which may be installed after
-		// this process starts: wait for them rather than fail, and report not ready meanwhile.
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		// this process starts: wait for them rather than fail, and report not ready meanwhile. The
+		// controllers it sets up run on the leader only; the wait itself runs on every replica.
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 			if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
 				return err
 			}
