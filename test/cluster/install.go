@@ -62,14 +62,8 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := s.startRegistry(); err != nil {
 		return err
 	}
-	built, err := packaging.Build(ctx, root, PackageVersion, filepath.Join(s.Dir, "xpkg"))
-	if err != nil {
+	if err := s.Publish(ctx, PackageVersion); err != nil {
 		return err
-	}
-	for _, b := range built {
-		if err := s.push(b); err != nil {
-			return err
-		}
 	}
 	if _, err := s.Kubectl("apply", "--server-side", "-k", filepath.Join(root, "package")); err != nil {
 		return err
@@ -145,9 +139,28 @@ func (s *Stack) startRegistry() error {
 	return nil
 }
 
+// Publish builds every artifact of this checkout as a release and pushes it to the stack's registry,
+// as a release pipeline pushes to ghcr.io/mdplane.
+func (s *Stack) Publish(ctx context.Context, version string) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	built, err := packaging.Build(ctx, root, version, filepath.Join(s.Dir, "xpkg", version))
+	if err != nil {
+		return err
+	}
+	for _, b := range built {
+		if err := s.push(b, version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // push uploads a built artifact to the stack's registry under the path it is published at, the way
 // `crossplane xpkg push` does (the package's layer annotations restored from its config labels).
-func (s *Stack) push(b packaging.Built) error {
+func (s *Stack) push(b packaging.Built, version string) error {
 	img, err := tarball.ImageFromPath(b.Path, nil)
 	if err != nil {
 		return err
@@ -157,7 +170,7 @@ func (s *Stack) push(b packaging.Built) error {
 			return err
 		}
 	}
-	ref, err := name.ParseReference(s.Registry + "/mdplane/" + b.Name + ":" + PackageVersion)
+	ref, err := name.ParseReference(s.Registry + "/mdplane/" + b.Name + ":" + version)
 	if err != nil {
 		return err
 	}

@@ -357,6 +357,11 @@ func (s *Stack) Kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// KubectlBinary is the path of the stack's kubectl, of the stack's Kubernetes version.
+func (s *Stack) KubectlBinary() string {
+	return s.binary("kubectl", KubernetesVersion)
+}
+
 // LogFile is the path of a component's log.
 func (s *Stack) LogFile(component string) string {
 	return filepath.Join(s.Dir, "logs", component+".log")

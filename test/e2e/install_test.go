@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,11 +24,10 @@ import (
 )
 
 // docBlocks are the fenced code blocks of docs/install.md, by language.
-func docBlocks(t *testing.T) map[string][]string {
-	t.Helper()
+func docBlocks() (map[string][]string, error) {
 	f, err := os.Open(filepath.Join("..", "..", "docs", "install.md"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer f.Close()
 	blocks := map[string][]string{}
@@ -48,10 +49,7 @@ func docBlocks(t *testing.T) map[string][]string {
 			body = append(body, strings.TrimPrefix(sc.Text(), indent))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return blocks
+	return blocks, sc.Err()
 }
 
 // The stack installed mdplane through the package manager (see cluster.Stack.install); this test
@@ -59,7 +57,10 @@ func docBlocks(t *testing.T) map[string][]string {
 func TestInstallationAsDocumented(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	blocks := docBlocks(t)
+	blocks, err := docBlocks()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("the packages came from the registry, through the documented mirror rewrite", func(t *testing.T) {
 		for _, rev := range []struct{ list, pkg, image string }{
@@ -84,28 +85,20 @@ func TestInstallationAsDocumented(t *testing.T) {
 		}
 	})
 
-	t.Run("every command of the page that can run here", func(t *testing.T) {
+	t.Run("the install commands of the page that can run here", func(t *testing.T) {
 		if !strings.Contains(strings.Join(blocks["sh"], "\n"), "kubectl apply --server-side -k package/") {
 			t.Error("the page does not give the command the stack ran: kubectl apply --server-side -k package/")
 		}
+		crossplaneServiceAccount(t, ctx)
 		ran := 0
-		for _, block := range blocks["sh"] {
-			for _, line := range strings.Split(block, "\n") {
-				if !strings.HasPrefix(line, "kubectl wait configuration") && !strings.HasPrefix(line, "kubectl wait function") &&
-					!strings.HasPrefix(line, "kubectl auth can-i") {
-					continue
-				}
-				if strings.HasPrefix(line, "kubectl auth can-i") {
-					crossplaneServiceAccount(t, ctx)
-				}
-				if out, err := stack.Kubectl(strings.Fields(line)[1:]...); err != nil || strings.TrimSpace(out) == "no" {
-					t.Errorf("%s: %v\n%s", line, err, out)
-				}
-				ran++
+		for _, line := range docLines(blocks, "kubectl wait configuration", "kubectl wait function", "kubectl auth can-i") {
+			if out, err := shell(line); err != nil || strings.TrimSpace(out) == "no" {
+				t.Errorf("%s: %v\n%s", line, err, out)
 			}
+			ran++
 		}
-		if ran < 4 {
-			t.Errorf("ran %d commands of the page, want the two waits and two can-i checks", ran)
+		if ran < 5 {
+			t.Errorf("ran %d commands of the page, want the waits and the can-i checks", ran)
 		}
 		for _, block := range blocks["yaml"] {
 			if !strings.Contains(block, "apiVersion: pkg.crossplane.io/") {
@@ -201,6 +194,99 @@ func TestInstallationAsDocumented(t *testing.T) {
 			t.Error("the lease has no holder")
 		}
 	})
+
+	// Last, because every later test of the suite then runs on the upgraded packages.
+	t.Run("the documented upgrade", func(t *testing.T) {
+		const next = "v0.2.0"
+		if err := stack.Publish(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		upgrade := docLines(blocks, "kubectl patch function", "kubectl patch configuration")
+		if len(upgrade) != 3 {
+			t.Fatalf("the page's upgrade patches: %q", upgrade)
+		}
+		for _, line := range upgrade {
+			if out, err := shell(line); err != nil {
+				t.Fatalf("%s: %v\n%s", line, err, out)
+			}
+		}
+		for _, rev := range []struct{ list, pkg, image string }{
+			{"ConfigurationRevisionList", "mdplane", "mdplane"},
+			{"FunctionRevisionList", "mdplane-function-render-roles", "function-render-roles"},
+			{"FunctionRevisionList", "mdplane-function-kv-cache", "function-kv-cache"},
+		} {
+			eventually(t, 2*time.Minute, rev.pkg+" "+next+" active and healthy", func() error {
+				return activeRevision(ctx, rev.list, rev.pkg, "ghcr.io/mdplane/"+rev.image+":"+next)
+			})
+		}
+		for _, line := range docLines(blocks, "kubectl wait configuration", "kubectl wait function") {
+			if out, err := shell(line); err != nil {
+				t.Errorf("%s: %v\n%s", line, err, out)
+			}
+		}
+	})
+}
+
+// docLines are the lines of the page's shell blocks that start with one of the prefixes.
+func docLines(blocks map[string][]string, prefixes ...string) []string {
+	var lines []string
+	for _, block := range blocks["sh"] {
+		for _, line := range strings.Split(block, "\n") {
+			for _, p := range prefixes {
+				if strings.HasPrefix(line, p) {
+					lines = append(lines, line)
+					break
+				}
+			}
+		}
+	}
+	return lines
+}
+
+// shell runs one command line of the page as a reader would, in a shell at the repository root, with
+// the stack's kubectl as kubectl and the stack as the current cluster.
+func shell(line string) (string, error) {
+	bin, err := os.MkdirTemp("", "mdplane-e2e-kubectl-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(bin)
+	if err := os.Symlink(stack.KubectlBinary(), filepath.Join(bin, "kubectl")); err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", "-c", line)
+	cmd.Dir = filepath.Join("..", "..") // the page's commands run from the repository root
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+stack.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// activeRevision passes once the package's active revision is of the image and healthy.
+func activeRevision(ctx context.Context, list, pkg, image string) error {
+	revisions := &unstructured.UnstructuredList{}
+	revisions.SetAPIVersion("pkg.crossplane.io/v1")
+	revisions.SetKind(list)
+	if err := stack.Client.List(ctx, revisions, client.MatchingLabels{"pkg.crossplane.io/package": pkg}); err != nil {
+		return err
+	}
+	for _, rev := range revisions.Items {
+		state, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState")
+		got, _, _ := unstructured.NestedString(rev.Object, "spec", "image")
+		if state != "Active" {
+			continue
+		}
+		if got != image {
+			return fmt.Errorf("the active revision %s is of %s", rev.GetName(), got)
+		}
+		conditions, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
+		for _, c := range conditions {
+			if c := c.(map[string]any); c["type"] == "Healthy" && c["status"] != "True" {
+				return fmt.Errorf("%s: %v", rev.GetName(), c["message"])
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%s has no active revision", pkg)
 }
 
 // crossplaneServiceAccount gives the ServiceAccount Crossplane runs as the ClusterRole its Helm chart
@@ -228,4 +314,50 @@ func crossplaneServiceAccount(t *testing.T, ctx context.Context) {
 		}
 		return nil
 	})
+}
+
+// uninstallAsDocumented runs the uninstall commands of docs/install.md and waits until nothing of
+// mdplane's is left: its packages, its kinds (the Configuration's and the kustomize base's), its
+// webhook configurations, RBAC and namespace. It runs after every test, on the suite's stack.
+func uninstallAsDocumented(ctx context.Context) error {
+	blocks, err := docBlocks()
+	if err != nil {
+		return err
+	}
+	lines := docLines(blocks, "kubectl delete")
+	if len(lines) != 4 {
+		return fmt.Errorf("the page's uninstall commands: %q", lines)
+	}
+	for _, line := range lines {
+		if out, err := shell(line); err != nil {
+			return fmt.Errorf("%s: %w\n%s", line, err, out)
+		}
+	}
+	gone := []struct {
+		obj  client.Object
+		name string
+	}{
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "pkg.crossplane.io/v1", "kind": "Configuration"}}, "mdplane"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "pkg.crossplane.io/v1", "kind": "Function"}}, "mdplane-function-render-roles"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}}, "instancetypes.worker.gpustack.ai"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}}, "modeldeployments.worker.gpustack.ai"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}}, "modelreplicas.internal.mdplane.io"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration"}}, "mdplane"},
+		{&rbacv1.ClusterRole{}, "mdplane:aggregate-to-crossplane"},
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}, cluster.Namespace},
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, g := range gone {
+		for {
+			err := stack.Client.Get(ctx, types.NamespacedName{Name: g.name}, g.obj)
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%T %s still there two minutes after the uninstall (%v)", g.obj, g.name, err)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
 }

@@ -46,6 +46,17 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	// Last, the suite removes mdplane as the page says; the stack goes with it.
+	if code == 0 {
+		uninstallCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		if err := uninstallAsDocumented(uninstallCtx); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: uninstalling as docs/install.md says:", err)
+			code = 1
+		} else {
+			fmt.Println("e2e: uninstalled as docs/install.md says; nothing of mdplane is left")
+		}
+		cancel()
+	}
 	if code != 0 {
 		fmt.Printf("e2e: component logs kept in %s/logs\n", stack.Dir)
 	}
