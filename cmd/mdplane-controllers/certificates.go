@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -18,7 +17,8 @@ const webhookConfiguration = "mdplane"
 // certificates says where the webhook serving certificate comes from: files someone else puts into
 // the certificate directory (cert-manager, a mounted Secret), or, with a Secret name, a CA and
 // certificate this process issues, stores in that Secret, renews, and injects into the webhook
-// configurations (the way Kueue and Gatekeeper manage theirs).
+// configurations (the way Kueue and Gatekeeper manage theirs). The Secret and the Service live in
+// the process's own namespace (--namespace).
 type certificates struct {
 	secret, namespace, service string
 	extraNames                 string
@@ -26,7 +26,6 @@ type certificates struct {
 
 func (c *certificates) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.secret, "webhook-cert-secret", "", "Secret in --namespace holding the webhook CA and serving certificate this process issues and rotates; empty means the certificate directory is provided")
-	fs.StringVar(&c.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&c.service, "webhook-service", "mdplane-webhook", "name of the Service the API server calls the webhooks through; the certificate is issued for <service>.<namespace>.svc")
 	fs.StringVar(&c.extraNames, "webhook-extra-dns-names", "", "comma-separated further DNS names for the issued certificate")
 }

@@ -40,7 +40,7 @@ import (
 )
 
 func main() {
-	var certDir, host, metrics, health string
+	var certDir, host, metrics, health, namespace string
 	var port int
 	var parkAfter time.Duration
 	var leaderElect, enableWebhooks, enableControllers bool
@@ -56,10 +56,12 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	flag.BoolVar(&enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
+	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	certs.bindFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	certs.namespace = namespace
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("mdplane-controllers")
 
@@ -81,7 +83,7 @@ func main() {
 		HealthProbeBindAddress:  health,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "mdplane-controllers.worker.gpustack.ai",
-		LeaderElectionNamespace: certs.namespace,
+		LeaderElectionNamespace: namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},

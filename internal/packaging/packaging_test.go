@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -29,14 +28,16 @@ import (
 
 const version = "v1.2.3"
 
-// buildOnce is one `make xpkg` run shared by the tests: building costs a minute on a cold build
+// buildDir holds the one `make xpkg` run the tests share: building costs a minute on a cold build
 // cache.
+var buildDir string
+
 var buildOnce = sync.OnceValues(func() (map[string]packaging.Built, error) {
-	out, err := os.MkdirTemp("", "mdplane-xpkg-test-")
-	if err != nil {
+	var err error
+	if buildDir, err = os.MkdirTemp("", "mdplane-xpkg-test-"); err != nil {
 		return nil, err
 	}
-	bs, err := packaging.Build(context.Background(), "../..", version, out)
+	bs, err := packaging.Build(context.Background(), "../..", version, buildDir)
 	byName := map[string]packaging.Built{}
 	for _, b := range bs {
 		byName[b.Name] = b
@@ -53,11 +54,8 @@ func built(t *testing.T) map[string]packaging.Built {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if b, err := buildOnce(); err == nil && len(b) > 0 {
-		for _, a := range b {
-			_ = os.RemoveAll(filepath.Dir(a.Path))
-			break
-		}
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
 }

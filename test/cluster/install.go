@@ -72,7 +72,7 @@ func (s *Stack) install(ctx context.Context) error {
 		return err
 	}
 	// Started before the Configuration, as `kubectl apply -k` starts it: it waits for the kinds.
-	if err := s.launchControllersAs(ctx); err != nil {
+	if err := s.launchControllersAs(ctx, root); err != nil {
 		return err
 	}
 	for _, obj := range []map[string]any{
@@ -298,11 +298,7 @@ func (s *Stack) mountSecret(ctx context.Context, name, dir string) {
 }
 
 // launchControllersAs starts the controllers Deployment's program as its ServiceAccount.
-func (s *Stack) launchControllersAs(ctx context.Context) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
+func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	kubeconfig, err := s.serviceAccountKubeconfig(ctx, "mdplane-controllers")
 	if err != nil {
 		return err

@@ -52,6 +52,14 @@ func docBlocks() (map[string][]string, error) {
 	return blocks, sc.Err()
 }
 
+// installedPackages are the packages the Configuration brings: the kind of their revisions, the
+// name Crossplane gives each, and its image's repository under ghcr.io/mdplane.
+var installedPackages = []struct{ list, pkg, image string }{
+	{"ConfigurationRevisionList", "mdplane", "mdplane"},
+	{"FunctionRevisionList", "mdplane-function-render-roles", "function-render-roles"},
+	{"FunctionRevisionList", "mdplane-function-kv-cache", "function-kv-cache"},
+}
+
 // The stack installed mdplane through the package manager (see cluster.Stack.install); this test
 // checks what that left behind, and runs the commands of docs/install.md that can run here.
 func TestInstallationAsDocumented(t *testing.T) {
@@ -63,11 +71,7 @@ func TestInstallationAsDocumented(t *testing.T) {
 	}
 
 	t.Run("the packages came from the registry, through the documented mirror rewrite", func(t *testing.T) {
-		for _, rev := range []struct{ list, pkg, image string }{
-			{"ConfigurationRevisionList", "mdplane", "mdplane"},
-			{"FunctionRevisionList", "mdplane-function-render-roles", "function-render-roles"},
-			{"FunctionRevisionList", "mdplane-function-kv-cache", "function-kv-cache"},
-		} {
+		for _, rev := range installedPackages {
 			list := &unstructured.UnstructuredList{}
 			list.SetAPIVersion("pkg.crossplane.io/v1")
 			list.SetKind(rev.list)
@@ -210,11 +214,7 @@ func TestInstallationAsDocumented(t *testing.T) {
 				t.Fatalf("%s: %v\n%s", line, err, out)
 			}
 		}
-		for _, rev := range []struct{ list, pkg, image string }{
-			{"ConfigurationRevisionList", "mdplane", "mdplane"},
-			{"FunctionRevisionList", "mdplane-function-render-roles", "function-render-roles"},
-			{"FunctionRevisionList", "mdplane-function-kv-cache", "function-kv-cache"},
-		} {
+		for _, rev := range installedPackages {
 			eventually(t, 2*time.Minute, rev.pkg+" "+next+" active and healthy", func() error {
 				return activeRevision(ctx, rev.list, rev.pkg, "ghcr.io/mdplane/"+rev.image+":"+next)
 			})
