@@ -6,6 +6,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // running is an admitted replica on a revision; queued one whose group was never admitted.
@@ -64,4 +69,49 @@ func TestStranded(t *testing.T) {
 	assert.False(t, Stranded(nil), "a group without Pods is the garbage collector's")
 	assert.False(t, Stranded([]corev1.Pod{leaving, standing}), "a standing member keeps the Workload")
 	assert.True(t, Stranded([]corev1.Pod{leaving, leaving}), "every member leaving: the Workload goes")
+}
+
+func TestReadSlots(t *testing.T) {
+	role := &v1alpha1.ModelRole{}
+	replica := func(name string, uid types.UID, ordinal int32) v1alpha1.ModelReplica {
+		r := v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}}
+		r.Spec.Ordinal = ordinal
+		return r
+	}
+	pod := func(owner types.UID, ordinal string, gated, leaving bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workerv1.LabelPodOrdinal: ordinal},
+			OwnerReferences: []metav1.OwnerReference{{UID: owner, Controller: ptr.To(true)}}}}
+		if gated {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+		}
+		if leaving {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	cases := []struct {
+		rule     string
+		pods     []corev1.Pod
+		admitted bool
+		want     Slot
+	}{
+		{"a replica with an ungated Pod of its own in an admitted group is admitted", []corev1.Pod{pod("new", "2", false, false)}, true,
+			Slot{Ordinal: 2, Replica: "r2-new", Admitted: true, EverAdmitted: true}},
+		{"a replacement's gated Pods are not admitted though the group is", []corev1.Pod{pod("new", "2", true, false)}, true,
+			Slot{Ordinal: 2, Replica: "r2-new"}},
+		{"the retired replica's re-created Pod in the old admitted group does not admit its replacement",
+			[]corev1.Pod{pod("old", "2", false, false), pod("new", "2", true, false)}, true,
+			Slot{Ordinal: 2, Replica: "r2-new"}},
+		{"a leaving Pod of its own says nothing", []corev1.Pod{pod("new", "2", false, true)}, true,
+			Slot{Ordinal: 2, Replica: "r2-new"}},
+		{"an ungated Pod in a group no longer admitted was admitted once", []corev1.Pod{pod("new", "2", false, false)}, false,
+			Slot{Ordinal: 2, Replica: "r2-new", EverAdmitted: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			slots, present := readSlots(role, []v1alpha1.ModelReplica{replica("r2-new", "new", 2)}, c.pods, map[int32]bool{2: c.admitted})
+			assert.Equal(t, []Slot{c.want}, slots)
+			assert.Equal(t, map[int32]bool{2: true}, present)
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -149,8 +150,8 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 	return false
 }
 
-// slots reads the role's ModelReplicas and their groups' admission, and which ordinals still have
-// Pods on the API server.
+// slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
+// still have Pods on the API server.
 func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
 	selector := client.MatchingLabels{workerv1.LabelInstance: role.Spec.DeploymentName, workerv1.LabelComponent: role.Spec.RoleName}
 	replicas := &v1alpha1.ModelReplicaList{}
@@ -161,39 +162,52 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), selector); err != nil {
 		return nil, nil, err
 	}
-	ungated, present := map[int32]bool{}, map[int32]bool{}
-	for _, pod := range pods.Items {
+	admittedGroups := map[int32]bool{}
+	for _, r := range replicas.Items {
+		wl := &kueue.Workload{}
+		err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)}, wl)
+		switch {
+		case err == nil:
+			admittedGroups[r.Spec.Ordinal] = apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+		case !apierrors.IsNotFound(err):
+			return nil, nil, err
+		}
+	}
+	slots, present := readSlots(role, replicas.Items, pods.Items, admittedGroups)
+	return slots, present, nil
+}
+
+// readSlots is each standing replica's slot. A slot's group name is its ordinal's, shared by the
+// replica that left it and the one that replaces it, so the group's Workload alone cannot tell whose
+// admission it is (Crossplane may even re-create a retired replica's Pod, which then rejoins the old,
+// admitted group): a replica counts as admitted only through an ungated Pod of its own.
+func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
+	ungated, present := map[types.UID]bool{}, map[int32]bool{}
+	for _, pod := range pods {
 		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
 		if err == nil {
 			present[int32(o)] = true
 		}
-		if err != nil || pod.DeletionTimestamp != nil {
+		owner := metav1.GetControllerOf(&pod)
+		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
 			continue // a departing replica's Pods say nothing of its replacement
 		}
 		gated := false
 		for _, g := range pod.Spec.SchedulingGates {
 			gated = gated || g.Name == admissionGate
 		}
-		ungated[int32(o)] = ungated[int32(o)] || !gated
+		ungated[owner.UID] = ungated[owner.UID] || !gated
 	}
 	var slots []Slot
-	for _, r := range replicas.Items {
+	for _, r := range replicas {
 		if r.DeletionTimestamp != nil {
 			continue // leaving: its slot counts as empty
 		}
-		s := Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision, Outdated: !r.Spec.UpToDate(role.Spec),
-			EverAdmitted: ungated[r.Spec.Ordinal]}
-		wl := &kueue.Workload{}
-		err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)}, wl)
-		switch {
-		case err == nil:
-			s.Admitted = apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
-		case !apierrors.IsNotFound(err):
-			return nil, nil, err
-		}
-		slots = append(slots, s)
+		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
+			Outdated: !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
+			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID]})
 	}
-	return slots, present, nil
+	return slots, present
 }
 
 // annotate sets (or, with nil, removes) one annotation of the ModelRole.
