@@ -411,6 +411,9 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
 		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health),
 		"--poll-interval=" + s.opts.CrossplanePollInterval.String(), "--debug",
+		// As docs/install.md recommends: with the default burst of 100, a rollout's watch events
+		// empty a ModelRole's bucket and each step then waits for Crossplane's 30 s probe.
+		"--circuit-breaker-burst=1000",
 	}, "KUBECONFIG="+s.Kubeconfig, "POD_NAMESPACE=crossplane-system")
 	if err != nil {
 		return err
