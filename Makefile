@@ -5,23 +5,47 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 STACK_DIR ?= $(CURDIR)/.stack
+# Programs built once per version outside the repository (test/cluster/build.sh uses the same place).
+MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all render test test-e2e generate build xpkg vet fmt-check cluster-up cluster-down
+.PHONY: all help render test test-unit test-e2e lint generate build xpkg vet fmt-check cluster-up cluster-down
 
 all: build
 
+## help: this list of targets.
+help:
+	@awk '/^## /{sub(/^## /,""); if (match($$0,/^[a-z0-9-]+:/)) printf "\n  %s\n", substr($$0,1,RLENGTH); sub(/^[a-z0-9-]+: */,""); printf "      %s\n", $$0}' $(MAKEFILE_LIST)
+
 ## render: the main job, offline: every object the example deployments compose, down to the Pods.
 render:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
+	@$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
 
-## test: formatting, vet, and every test (unit, golden, schema, generated-output drift), then the
+## test: formatting, vet, lint, and every test (unit, golden, schema, generated-output drift), then the
 ## test module: the render compared with Crossplane's own engine, and the e2e suite against a real
 ## control plane (the first run on a machine builds its programs into ~/.cache/mdplane; later runs
 ## reuse them).
-test: fmt-check vet
+test: fmt-check vet lint
 	$(GO) build ./...
 	$(GO) test ./...
 	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m ./...
+
+## test-unit: the fast tier: every unit, golden and schema test of the main module, without the
+## package builds (go test -short).
+test-unit:
+	$(GO) test -short ./...
+
+## lint: golangci-lint (.golangci.yml) over both modules; the pinned version is built once into
+## $(MDPLANE_CACHE)/bin.
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+	cd test && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@)tmp.$$$$ $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) && \
+	  mv $(dir $@)tmp.$$$$/golangci-lint $@ && rmdir $(dir $@)tmp.$$$$
 
 ## generate: deepcopy, CRDs, XRDs and Compositions from the Go types in apis/.
 generate:
@@ -33,6 +57,7 @@ generate:
 xpkg:
 	$(GO) run ./cmd/mdplane-xpkg $(if $(XPKG_VERSION),--version $(XPKG_VERSION)) --out _output/xpkg
 
+## build: the mdplane CLI into bin/.
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/mdplane ./cmd/mdplane
 

@@ -47,9 +47,19 @@ var buildOnce = sync.OnceValues(func() (map[string]packaging.Built, error) {
 
 func built(t *testing.T) map[string]packaging.Built {
 	t.Helper()
+	skipShort(t)
 	b, err := buildOnce()
 	require.NoError(t, err)
 	return b
+}
+
+// skipShort leaves the package builds out of the unit tier (go test -short): they compile three
+// static binaries, most of the unit tier's time. make test runs them.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the packages (compiles the function and controller binaries): run without -short, as make test does")
+	}
 }
 
 func TestMain(m *testing.M) {
