@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -61,16 +61,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	return rsp, nil
 }
 
-// observedReady reports whether an observed object's Ready condition is True.
-func observedReady(obj *composed.Unstructured) bool {
-	if obj == nil {
+// statusReady reports whether a composite's Ready condition is True.
+func statusReady(s xpv2.ConditionedStatus) bool {
+	return s.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
+}
+
+// podReady reports whether an observed Pod's Ready condition is True; false before it exists.
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil {
 		return false
 	}
-	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if ok && m["type"] == "Ready" {
-			return m["status"] == "True"
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
