@@ -46,12 +46,9 @@ func Fatal(rsp *fnv1.RunFunctionResponse, err error) {
 // types leave out what is unset (omitempty), so a count or flag reported even at zero is a pointer.
 // Crossplane applies only the desired composite's status.
 func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status any, remove ...string) error {
-	fields, ok := status.(map[string]any)
-	if !ok {
-		var err error
-		if fields, err = runtime.DefaultUnstructuredConverter.ToUnstructured(status); err != nil {
-			return fmt.Errorf("cannot convert the status of %s: %w", xr.Resource.GetName(), err)
-		}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
+	if err != nil {
+		return fmt.Errorf("cannot convert the status of %s: %w", xr.Resource.GetName(), err)
 	}
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
@@ -64,8 +61,7 @@ func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 	}
 	for k, v := range fields {
 		if v == nil {
-			unstructured.RemoveNestedField(dxr.Resource.Object, "status", k)
-			continue
+			continue // a nil pointer or slice without omitempty: the status does not hold the field
 		}
 		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
 			return err
