@@ -33,17 +33,7 @@ type deploymentInputs struct {
 
 // deploymentStep renders one ModelRole per role, the role Services and the deployment Service, and
 // aggregates the roles' status onto the deployment.
-func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
-	o, err := observeDeployment(req, rsp, xr)
-	if err != nil || o == nil {
-		return err // while o is nil, Crossplane fetches what was required and calls again
-	}
-	p, err := planDeployment(o)
-	if err != nil {
-		return err
-	}
-	return writeDeployment(req, rsp, xr, o, p)
-}
+var deploymentStep = phases(observeDeployment, planDeployment, writeDeployment)
 
 // deploymentObservation is what the deployment step reads off its request.
 type deploymentObservation struct {

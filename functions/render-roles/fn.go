@@ -33,6 +33,28 @@ type Function struct {
 // an error when the composite cannot be rendered.
 type step func(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error
 
+// phases makes a step of its three phases. observe reads the request into a plain struct, nil while
+// Crossplane has not fetched what the step required (it calls again once it has); plan decides,
+// reading and writing nothing; write puts the desired objects, conditions and status on the
+// response.
+func phases[O, P any](
+	observe func(*fnv1.RunFunctionRequest, *fnv1.RunFunctionResponse, *resource.Composite) (*O, error),
+	plan func(*O) (*P, error),
+	write func(*fnv1.RunFunctionRequest, *fnv1.RunFunctionResponse, *resource.Composite, *O, *P) error,
+) step {
+	return func(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
+		o, err := observe(req, rsp, xr)
+		if err != nil || o == nil {
+			return err
+		}
+		p, err := plan(o)
+		if err != nil {
+			return err
+		}
+		return write(req, rsp, xr, o, p)
+	}
+}
+
 // RunFunction picks the step for the composite's kind.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	rsp := response.To(req, response.DefaultTTL)

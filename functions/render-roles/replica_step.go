@@ -29,17 +29,7 @@ const (
 )
 
 // replicaStep stamps a replica's Pods and headless Service from the revision it names.
-func replicaStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
-	o, err := observeReplica(req, rsp, xr)
-	if err != nil || o == nil {
-		return err // while o is nil, Crossplane fetches what was required and calls again
-	}
-	p, err := planReplica(o)
-	if err != nil {
-		return err
-	}
-	return writeReplica(req, rsp, xr, p)
-}
+var replicaStep = phases(observeReplica, planReplica, writeReplica)
 
 // replicaObservation is what the replica step reads off its request.
 type replicaObservation struct {
@@ -186,7 +176,7 @@ func (o *replicaObservation) status(readyMembers int32, size int) v1alpha1.Model
 }
 
 // writeReplica composes the replica's Pods and Service and writes its status.
-func writeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, p *replicaPlan) error {
+func writeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, _ *replicaObservation, p *replicaPlan) error {
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)

@@ -28,17 +28,7 @@ const (
 // roleStep renders a role's revisions still in use and one ModelReplica per ordinal. An occupied
 // slot keeps the revision it was created with; an empty slot gets the current one; a slot whose Pods
 // are still on the API server is not refilled until they are gone.
-func roleStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
-	o, err := observeRole(req, rsp, xr)
-	if err != nil || o == nil {
-		return err // while o is nil, Crossplane fetches what was required and calls again
-	}
-	p, err := planRole(o)
-	if err != nil {
-		return err
-	}
-	return writeRole(req, rsp, xr, o, p)
-}
+var roleStep = phases(observeRole, planRole, writeRole)
 
 // roleObservation is what the role step reads off its request.
 type roleObservation struct {
