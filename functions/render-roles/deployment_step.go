@@ -164,24 +164,12 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 // readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
 // its pool and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
 func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
-	in := &deploymentInputs{instanceTypes: map[string]*workerv1.InstanceType{}}
-	api := workerv1.SchemeGroupVersion.String()
-	for _, role := range md.Spec.Roles {
-		if _, seen := in.instanceTypes[role.InstanceType]; seen {
-			continue
-		}
-		obj, err := r.ByName("instancetype/"+role.InstanceType, api, workerv1.InstanceTypeKind, "", role.InstanceType)
-		if err != nil {
-			return nil, err
-		}
-		in.instanceTypes[role.InstanceType] = nil
-		if obj != nil {
-			in.instanceTypes[role.InstanceType] = &workerv1.InstanceType{}
-			if err := xfn.Decode(obj.Object, in.instanceTypes[role.InstanceType]); err != nil {
-				return nil, err
-			}
-		}
+	instanceTypes, err := readInstanceTypes(r, md)
+	if err != nil {
+		return nil, err
 	}
+	in := &deploymentInputs{instanceTypes: instanceTypes}
+	api := workerv1.SchemeGroupVersion.String()
 	if kv := md.Spec.KVCache; kv != nil && kv.PoolRef.Name != "" {
 		obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
 		if err := decodeInto(obj, err, &in.binding); err != nil {
@@ -201,6 +189,24 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 		}
 	}
 	return in, nil
+}
+
+// readInstanceTypes requires the InstanceType of every role, by name; nil for one that does not
+// exist or has not been fetched yet.
+func readInstanceTypes(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
+	out := map[string]*workerv1.InstanceType{}
+	for _, role := range md.Spec.Roles {
+		if _, seen := out[role.InstanceType]; seen {
+			continue
+		}
+		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
+		var it *workerv1.InstanceType
+		if err := decodeInto(obj, err, &it); err != nil {
+			return nil, err
+		}
+		out[role.InstanceType] = it
+	}
+	return out, nil
 }
 
 // decodeInto decodes a required object, when there is one, into a newly allocated *T.
