@@ -51,13 +51,13 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
-	status := map[string]any{}
+	status := &workerv1.ModelDeploymentStatus{}
 	if md.Spec.KVCache != nil {
 		b, echo, pending, err := readBinding(req, rsp, md)
 		if err != nil || pending {
 			return err
 		}
-		d.Binding, status["kvCache"] = b, echo
+		d.Binding, status.KVCache = b, echo
 	}
 
 	desired, err := request.GetDesiredComposedResources(req)
@@ -87,13 +87,13 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	setConditions(rsp, md, d)
-	setRouterStatus(rsp, md, routerReady, routerRoles, status)
-	return xfn.SetDesiredStatus(req, rsp, xr, status)
+	removed := setRouterStatus(rsp, md, routerReady, routerRoles, status)
+	return xfn.SetDesiredStatus(req, rsp, xr, status, removed...)
 }
 
 // readBinding requires the Binding the deployment names and its pool, and resolves them. pending is
 // true while Crossplane has not fetched them yet.
-func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*Binding, map[string]any, bool, error) {
+func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*Binding, *workerv1.KVCacheStatus, bool, error) {
 	r := xfn.NewRequirements(req, rsp)
 	api := workerv1.SchemeGroupVersion.String()
 	name := md.Spec.KVCache.PoolRef.Name
@@ -127,8 +127,7 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	if domain.Name == "" {
 		domain.Name = "default"
 	}
-	echo := map[string]any{"binding": binding.Name, "pool": pool,
-		"domain": map[string]any{"name": domain.Name, "blockSize": int64(domain.BlockSize), "dtype": domain.Dtype}}
+	echo := &workerv1.KVCacheStatus{Binding: binding.Name, Pool: pool, Domain: &domain}
 	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
 }
 
@@ -244,19 +243,18 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 
 // setRouterStatus reports RouterReady and, once the router serves, makes it the deployment's
 // endpoint: behind a router the deployment's address is the router's, and there is none until it
-// serves.
-func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, roles []any, status map[string]any) {
+// serves. It returns the status fields to remove.
+func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, roles []workerv1.RouterRoleStatus, status *workerv1.ModelDeploymentStatus) (removed []string) {
 	if state == routerAbsent {
 		response.ConditionTrue(rsp, "RouterReady", "NotApplicable").WithMessage("spec.router is not set").TargetComposite()
-		return
+		return nil
 	}
-	router := map[string]any{"name": string(md.Spec.Router.Name), "roles": roles}
-	status["router"] = router
+	status.Router = &workerv1.RouterStatus{Name: md.Spec.Router.Name, Roles: roles}
 	switch state {
 	case routerNotRendered:
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").
 			WithMessage(fmt.Sprintf("this release of mdplane does not render %s's objects", md.Spec.Router.Name)).TargetComposite()
-		return
+		return nil
 	case routerNotDeployed:
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").WithMessage("the router Deployment does not exist yet").TargetComposite()
 	case routerNotReady:
@@ -264,20 +262,21 @@ func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment
 	case routerReady:
 		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
 	}
-	router["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
-	status["endpoint"] = nil
-	if state == routerReady {
-		status["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
+	status.Router.Endpoint = RouterEndpoint(md.Namespace, md.Name)
+	if state != routerReady {
+		return []string{"endpoint"}
 	}
+	status.Endpoint = RouterEndpoint(md.Namespace, md.Name)
+	return nil
 }
 
 // publishKVEvents declares the event ports on the Service of every role that publishes, so its
 // hostname is the dialable form, and returns what the router fronts for status.router.roles.
-func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) ([]any, error) {
+func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) ([]workerv1.RouterRoleStatus, error) {
 	if md.Spec.Router == nil {
 		return nil, nil
 	}
-	var roles []any
+	var roles []workerv1.RouterRoleStatus
 	for _, role := range md.Spec.Roles {
 		svc, ok := desired[resource.Name("service-"+role.Name)]
 		if !ok {
@@ -285,14 +284,14 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 		}
 		ports, _, _ := unstructured.NestedSlice(svc.Resource.Object, "spec", "ports")
 		host := fmt.Sprintf("%s.%s.svc", svc.Resource.GetName(), md.Namespace)
-		entry := map[string]any{
-			"name":     role.Name,
-			"kind":     role.Kind.RouterSpelling(),
-			"selector": fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=0", workerv1.LabelName, workerv1.NameModelDeployment, workerv1.LabelInstance, md.Name, workerv1.LabelComponent, role.Name, workerv1.LabelMemberIndex),
+		entry := workerv1.RouterRoleStatus{
+			Name:     role.Name,
+			Kind:     role.Kind.RouterSpelling(),
+			Selector: fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=0", workerv1.LabelName, workerv1.NameModelDeployment, workerv1.LabelInstance, md.Name, workerv1.LabelComponent, role.Name, workerv1.LabelMemberIndex),
 		}
 		if len(ports) > 0 {
 			if p, ok := ports[0].(map[string]any)["port"]; ok {
-				entry["endpoint"] = fmt.Sprintf("http://%s:%v", host, p)
+				entry.Endpoint = fmt.Sprintf("http://%s:%v", host, p)
 			}
 		}
 		if PublishesKVEvents(d, role) {
@@ -305,10 +304,10 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 			if err := unstructured.SetNestedSlice(svc.Resource.Object, ports, "spec", "ports"); err != nil {
 				return nil, err
 			}
-			entry["kvEvents"] = map[string]any{
-				"endpoint":       fmt.Sprintf("tcp://%s:%d", host, KVEventsPort),
-				"replayEndpoint": fmt.Sprintf("tcp://%s:%d", host, KVReplayPort),
-				"topic":          "kv@",
+			entry.KVEvents = &workerv1.KVEventsStatus{
+				Endpoint:       fmt.Sprintf("tcp://%s:%d", host, KVEventsPort),
+				ReplayEndpoint: fmt.Sprintf("tcp://%s:%d", host, KVReplayPort),
+				Topic:          "kv@",
 			}
 		}
 		roles = append(roles, entry)

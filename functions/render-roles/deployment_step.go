@@ -7,9 +7,9 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -33,90 +33,143 @@ type deploymentInputs struct {
 
 // deploymentStep renders one ModelRole per role, the role Services and the deployment Service, and
 // aggregates the roles' status onto the deployment.
-func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
+var deploymentStep = phases(observeDeployment, planDeployment, writeDeployment)
+
+// deploymentObservation is what the deployment step reads off its request.
+type deploymentObservation struct {
+	md     *workerv1.ModelDeployment
+	inputs *deploymentInputs
+	// roles are the observed ModelRoles, by role name.
+	roles map[string]*v1alpha1.ModelRole
+	// exists tells the composed resources that are observed.
+	exists map[resource.Name]bool
+}
+
+// observeDeployment reads the deployment, the external objects its roles bind and its observed
+// ModelRoles; nil while Crossplane has not fetched those objects yet.
+func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) (*deploymentObservation, error) {
 	md := &workerv1.ModelDeployment{}
 	if err := xfn.Decode(xr.Resource.Object, md); err != nil {
-		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
+		return nil, fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	r := xfn.NewRequirements(req, rsp)
 	in, err := readDeploymentInputs(r, md)
 	if err != nil || r.Pending {
-		return err // while pending, Crossplane fetches what was required and calls again
+		return nil, err
 	}
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
-		return fmt.Errorf("cannot read observed composed resources: %w", err)
+		return nil, fmt.Errorf("cannot read observed composed resources: %w", err)
 	}
-	rendered, err := renderRoles(md, in)
-	if err != nil {
-		return err
+	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{}}
+	for key := range observed {
+		o.exists[key] = true
 	}
+	for _, role := range md.Spec.Roles {
+		obs := observed[resource.Name(roleResourcePrefix+role.Name)].Resource
+		if obs == nil {
+			continue
+		}
+		o.roles[role.Name] = &v1alpha1.ModelRole{}
+		if err := xfn.Decode(obs.Object, o.roles[role.Name]); err != nil {
+			return nil, fmt.Errorf("cannot read ModelRole %s: %w", obs.GetName(), err)
+		}
+	}
+	return o, nil
+}
 
-	desired, err := request.GetDesiredComposedResources(req)
+// deploymentPlan is what the deployment step writes.
+type deploymentPlan struct {
+	// roles are the deployment's roles with their defaults, and rendered what each renders to.
+	roles    []workerv1.ModelDeploymentRole
+	rendered []*RenderedRole
+	// quota and upToDate are the QuotaReserved and ReplicasUpToDate conditions.
+	quota, upToDate Condition
+	status          workerv1.ModelDeploymentStatus
+}
+
+// planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
+// conditions and status.
+func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
+	md := o.md
+	rendered, err := renderRoles(md, o.inputs)
 	if err != nil {
-		return fmt.Errorf("cannot read desired composed resources: %w", err)
+		return nil, err
 	}
-	ns, name := md.Namespace, md.Name
-	var statuses []any
+	p := &deploymentPlan{rendered: rendered}
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
 	for i, role := range md.Spec.Roles {
 		role = role.WithDefaults()
-		r := rendered[i]
-		roleResource := resource.Name(roleResourcePrefix + role.Name)
-		observedRole := observed[roleResource].Resource
-		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedReady(observedRole)); err != nil {
-			return err
-		}
-		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
-		svc := RenderRoleService(ns, RoleServiceName(name, role.Name), name, role.Name, r)
-		if desired[svcResource], err = xfn.Composed(svc, observed[svcResource].Resource != nil); err != nil {
-			return err
-		}
-		statuses = append(statuses, roleStatus(role, r, observedRole))
+		observed := o.roles[role.Name]
+		p.roles = append(p.roles, role)
+		p.status.Roles = append(p.status.Roles, roleStatus(role, rendered[i], observed))
 		desiredReplicas[role.Name] = role.Replicas
-		quotaStates[role.Name] = observedQuota(observedRole)
-		rollouts[role.Name] = observedRollout(role, observedRole)
+		quotaStates[role.Name] = observedQuota(observed)
+		rollouts[role.Name] = observedRollout(role, observed)
 	}
-	setCondition(rsp, "QuotaReserved", QuotaCondition(desiredReplicas, quotaStates))
-	setCondition(rsp, "ReplicasUpToDate", UpToDateCondition(rollouts))
-	first := md.Spec.Roles[0].Name
-	svc := RenderRoleService(ns, name, name, first, rendered[0])
-	if desired[deploymentServiceResource], err = xfn.Composed(svc, observed[deploymentServiceResource].Resource != nil); err != nil {
+	p.quota = QuotaCondition(desiredReplicas, quotaStates)
+	p.upToDate = UpToDateCondition(rollouts)
+	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
+	p.status.RoleSummary = roleSummary(md, p.status.Roles)
+	return p, nil
+}
+
+// writeDeployment composes the ModelRoles and Services and writes the deployment's conditions and
+// status.
+func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, o *deploymentObservation, p *deploymentPlan) error {
+	desired, err := request.GetDesiredComposedResources(req)
+	if err != nil {
+		return fmt.Errorf("cannot read desired composed resources: %w", err)
+	}
+	if err := composeRoles(desired, o, p); err != nil {
+		return err
+	}
+	setCondition(rsp, "QuotaReserved", p.quota)
+	setCondition(rsp, "ReplicasUpToDate", p.upToDate)
+	ns, name := o.md.Namespace, o.md.Name
+	first := o.md.Spec.Roles[0].Name
+	svc := RenderRoleService(ns, name, name, first, p.rendered[0])
+	if desired[deploymentServiceResource], err = xfn.Composed(svc, o.exists[deploymentServiceResource]); err != nil {
 		return err
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return xfn.SetDesiredStatus(req, rsp, xr, map[string]any{
-		"roles":       statuses,
-		"endpoint":    Endpoint(ns, name, rendered[0]),
-		"roleSummary": roleSummary(md, statuses),
-	})
+	return xfn.SetDesiredStatus(req, rsp, xr, &p.status)
+}
+
+// composeRoles adds each role's ModelRole and Service to the desired resources.
+func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploymentObservation, p *deploymentPlan) error {
+	md := o.md
+	ns, name := md.Namespace, md.Name
+	var err error
+	for i, role := range p.roles {
+		r := p.rendered[i]
+		roleResource := resource.Name(roleResourcePrefix + role.Name)
+		observedRole := o.roles[role.Name]
+		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedRole != nil && statusReady(observedRole.Status.ConditionedStatus)); err != nil {
+			return err
+		}
+		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
+		svc := RenderRoleService(ns, RoleServiceName(name, role.Name), name, role.Name, r)
+		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
 // its pool and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
 func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
-	in := &deploymentInputs{instanceTypes: map[string]*workerv1.InstanceType{}}
-	api := workerv1.SchemeGroupVersion.String()
-	for _, role := range md.Spec.Roles {
-		if _, seen := in.instanceTypes[role.InstanceType]; seen {
-			continue
-		}
-		obj, err := r.ByName("instancetype/"+role.InstanceType, api, workerv1.InstanceTypeKind, "", role.InstanceType)
-		if err != nil {
-			return nil, err
-		}
-		in.instanceTypes[role.InstanceType] = nil
-		if obj != nil {
-			in.instanceTypes[role.InstanceType] = &workerv1.InstanceType{}
-			if err := xfn.Decode(obj.Object, in.instanceTypes[role.InstanceType]); err != nil {
-				return nil, err
-			}
-		}
+	instanceTypes, err := readInstanceTypes(r, md)
+	if err != nil {
+		return nil, err
 	}
+	in := &deploymentInputs{instanceTypes: instanceTypes}
+	api := workerv1.SchemeGroupVersion.String()
 	if kv := md.Spec.KVCache; kv != nil && kv.PoolRef.Name != "" {
 		obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
 		if err := decodeInto(obj, err, &in.binding); err != nil {
@@ -136,6 +189,24 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 		}
 	}
 	return in, nil
+}
+
+// readInstanceTypes requires the InstanceType of every role, by name; nil for one that does not
+// exist or has not been fetched yet.
+func readInstanceTypes(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
+	out := map[string]*workerv1.InstanceType{}
+	for _, role := range md.Spec.Roles {
+		if _, seen := out[role.InstanceType]; seen {
+			continue
+		}
+		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
+		var it *workerv1.InstanceType
+		if err := decodeInto(obj, err, &it); err != nil {
+			return nil, err
+		}
+		out[role.InstanceType] = it
+	}
+	return out, nil
 }
 
 // decodeInto decodes a required object, when there is one, into a newly allocated *T.
@@ -213,62 +284,42 @@ func setCondition(rsp *fnv1.RunFunctionResponse, typ string, c Condition) {
 }
 
 // observedRollout reads a role's rollout progress off its observed ModelRole.
-func observedRollout(role workerv1.ModelDeploymentRole, observed *composed.Unstructured) RoleRollout {
+func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.ModelRole) RoleRollout {
 	r := RoleRollout{Desired: role.Replicas}
 	if observed == nil {
 		return r
 	}
-	r.UpToDate, r.Observed = xfn.NestedCount(observed.Object, "status", "upToDate")
-	r.Replacing = observed.GetAnnotations()[workerv1.AnnotationReplacing] != ""
+	if upToDate := observed.Status.UpToDate; upToDate != nil {
+		r.UpToDate, r.Observed = int64(*upToDate), true
+	}
+	r.Replacing = observed.Annotations[workerv1.AnnotationReplacing] != ""
 	return r
 }
 
 // observedQuota reads a ModelRole's instances counted by admission state; none before it is observed.
-func observedQuota(role *composed.Unstructured) map[string]int32 {
-	out := map[string]int32{}
+func observedQuota(role *v1alpha1.ModelRole) map[string]int32 {
 	if role == nil {
-		return out
+		return nil
 	}
-	counts, _, _ := unstructured.NestedMap(role.Object, "status", "quota")
-	for state := range counts {
-		if n, ok := xfn.NestedCount(counts, state); ok {
-			out[state] = int32(n)
-		}
-	}
-	return out
+	return role.Status.Quota
 }
 
 // roleStatus is one entry of status.roles, counted in instances from the observed ModelRole.
-func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *composed.Unstructured) map[string]any {
-	s := map[string]any{
-		"name":    role.Name,
-		"kind":    string(role.Kind),
-		"desired": int64(role.Replicas),
-	}
-	if r.Unmanaged {
-		s["unmanaged"] = true
-	}
+func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
+	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged}
 	if observed != nil {
-		for _, field := range []string{"ready", "upToDate", "quotaReserved"} {
-			if v, ok := xfn.NestedCount(observed.Object, "status", field); ok {
-				s[field] = v
-			}
-		}
+		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
 	}
 	return s
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.
-func roleSummary(md *workerv1.ModelDeployment, statuses []any) string {
+func roleSummary(md *workerv1.ModelDeployment, statuses []workerv1.RoleStatus) string {
 	ready := map[workerv1.RoleKind]int64{}
 	present := map[workerv1.RoleKind]bool{}
 	for _, s := range statuses {
-		m := s.(map[string]any)
-		kind := workerv1.RoleKind(m["kind"].(string))
-		present[kind] = true
-		if v, ok := m["ready"].(int64); ok {
-			ready[kind] += v
-		}
+		present[s.Kind] = true
+		ready[s.Kind] += int64(ptr.Deref(s.Ready, 0))
 	}
 	summary := ""
 	if md.Spec.Router != nil {

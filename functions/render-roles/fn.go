@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -32,6 +32,28 @@ type Function struct {
 // step renders one kind of composite. It writes desired state and requirements into rsp and returns
 // an error when the composite cannot be rendered.
 type step func(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error
+
+// phases makes a step of its three phases. observe reads the request into a plain struct, nil while
+// Crossplane has not fetched what the step required (it calls again once it has); plan decides,
+// reading and writing nothing; write puts the desired objects, conditions and status on the
+// response.
+func phases[O, P any](
+	observe func(*fnv1.RunFunctionRequest, *fnv1.RunFunctionResponse, *resource.Composite) (*O, error),
+	plan func(*O) (*P, error),
+	write func(*fnv1.RunFunctionRequest, *fnv1.RunFunctionResponse, *resource.Composite, *O, *P) error,
+) step {
+	return func(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) error {
+		o, err := observe(req, rsp, xr)
+		if err != nil || o == nil {
+			return err
+		}
+		p, err := plan(o)
+		if err != nil {
+			return err
+		}
+		return write(req, rsp, xr, o, p)
+	}
+}
 
 // RunFunction picks the step for the composite's kind.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
@@ -61,16 +83,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	return rsp, nil
 }
 
-// observedReady reports whether an observed object's Ready condition is True.
-func observedReady(obj *composed.Unstructured) bool {
-	if obj == nil {
+// statusReady reports whether a composite's Ready condition is True.
+func statusReady(s xpv2.ConditionedStatus) bool {
+	return s.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
+}
+
+// podReady reports whether an observed Pod's Ready condition is True; false before it exists.
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil {
 		return false
 	}
-	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if ok && m["type"] == "Ready" {
-			return m["status"] == "True"
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

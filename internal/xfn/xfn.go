@@ -12,6 +12,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
 
@@ -39,20 +40,28 @@ func Fatal(rsp *fnv1.RunFunctionResponse, err error) {
 	})
 }
 
-// SetDesiredStatus writes status fields onto the desired composite, keeping what earlier steps
-// wrote; a nil value removes the field an earlier step wrote. Crossplane applies only the desired
-// composite's status.
-func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status map[string]any) error {
+// SetDesiredStatus writes a typed status (a pointer to an API status struct) onto the desired
+// composite, converting it to unstructured once, here. Each top-level field the status holds replaces
+// what an earlier step wrote and the others are kept; the fields named in remove are removed. The API
+// types leave out what is unset (omitempty), so a count or flag reported even at zero is a pointer.
+// Crossplane applies only the desired composite's status.
+func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, status any, remove ...string) error {
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
+	if err != nil {
+		return fmt.Errorf("cannot convert the status of %s: %w", xr.Resource.GetName(), err)
+	}
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
 		return fmt.Errorf("cannot read the desired composite: %w", err)
 	}
 	dxr.Resource.SetAPIVersion(xr.Resource.GetAPIVersion())
 	dxr.Resource.SetKind(xr.Resource.GetKind())
-	for k, v := range status {
+	for _, k := range remove {
+		unstructured.RemoveNestedField(dxr.Resource.Object, "status", k)
+	}
+	for k, v := range fields {
 		if v == nil {
-			unstructured.RemoveNestedField(dxr.Resource.Object, "status", k)
-			continue
+			continue // a nil pointer or slice without omitempty: the status does not hold the field
 		}
 		if err := dxr.Resource.SetValue("status."+k, v); err != nil {
 			return err

@@ -80,19 +80,20 @@ type ModelRoleSpec struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 }
 
-// ModelRoleStatus aggregates a role's replicas. Counts are in instances.
+// ModelRoleStatus aggregates a role's replicas. Counts are in instances. The counts are pointers:
+// nil until the render-roles function has counted, so that a count of zero is reported as 0.
 type ModelRoleStatus struct {
 	// Conditions are written by Crossplane and the render-roles function.
 	xpv2.ConditionedStatus `json:",inline"`
 	// Ready is the number of instances whose every member is Ready.
 	// +optional
-	Ready int32 `json:"ready,omitempty"`
+	Ready *int32 `json:"ready,omitempty"`
 	// UpToDate is the number of instances on the current revision.
 	// +optional
-	UpToDate int32 `json:"upToDate,omitempty"`
+	UpToDate *int32 `json:"upToDate,omitempty"`
 	// QuotaReserved is the number of instances whose Workload holds quota.
 	// +optional
-	QuotaReserved int32 `json:"quotaReserved,omitempty"`
+	QuotaReserved *int32 `json:"quotaReserved,omitempty"`
 	// Quota counts the instances in each admission state (see ModelReplicaStatus.Quota).
 	// +optional
 	Quota map[string]int32 `json:"quota,omitempty"`
@@ -182,25 +183,26 @@ func (s ModelReplicaSpec) UpToDate(role ModelRoleSpec) bool {
 	return s.ConfigDigest == role.ConfigDigest && s.RenderVersion >= role.MinRenderVersion
 }
 
-// ModelReplicaStatus reports an instance.
+// ModelReplicaStatus reports an instance. The counts and flags are pointers: nil until the
+// render-roles function has reported them, so that a zero count or a false flag is reported too.
 type ModelReplicaStatus struct {
 	// Conditions are written by Crossplane and the render-roles function.
 	xpv2.ConditionedStatus `json:",inline"`
 	// Members is the number of the instance's Pods on the API server.
 	// +optional
-	Members int32 `json:"members,omitempty"`
+	Members *int32 `json:"members,omitempty"`
 	// ReadyMembers is the number of those Pods that are Ready.
 	// +optional
-	ReadyMembers int32 `json:"readyMembers,omitempty"`
+	ReadyMembers *int32 `json:"readyMembers,omitempty"`
 	// Workload is the name of the instance's Kueue Workload.
 	// +optional
 	Workload string `json:"workload,omitempty"`
 	// QuotaReserved is true when the Workload holds a quota reservation.
 	// +optional
-	QuotaReserved bool `json:"quotaReserved,omitempty"`
+	QuotaReserved *bool `json:"quotaReserved,omitempty"`
 	// Admitted is true when Kueue admitted the Workload.
 	// +optional
-	Admitted bool `json:"admitted,omitempty"`
+	Admitted *bool `json:"admitted,omitempty"`
 	// Quota is the instance's admission state: Reserved, Pending, PodGroupIncomplete, Preempted,
 	// Parked, NoQueue, InFlight or Terminating.
 	// +optional

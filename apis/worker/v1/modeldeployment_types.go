@@ -560,6 +560,9 @@ type ModelDeploymentStatus struct {
 	Model *ModelStatus `json:"model,omitempty"`
 }
 
+// Ready, UpToDate and QuotaReserved of a RoleStatus are copied from the role's ModelRole: nil until
+// it has reported them, and then reported even at zero.
+
 // RoleStatus reports one role. Counts are in instances.
 type RoleStatus struct {
 	// Name of the role.
@@ -572,13 +575,13 @@ type RoleStatus struct {
 	Desired int32 `json:"desired,omitempty"`
 	// Ready is the number of instances whose every member is Ready.
 	// +optional
-	Ready int32 `json:"ready,omitempty"`
+	Ready *int32 `json:"ready,omitempty"`
 	// UpToDate is the number of instances running the current configuration.
 	// +optional
-	UpToDate int32 `json:"upToDate,omitempty"`
+	UpToDate *int32 `json:"upToDate,omitempty"`
 	// QuotaReserved is the number of instances whose Workload holds a quota reservation.
 	// +optional
-	QuotaReserved int32 `json:"quotaReserved,omitempty"`
+	QuotaReserved *int32 `json:"quotaReserved,omitempty"`
 	// Unmanaged is true when the role takes its command line over, so mdplane configured no cache
 	// client for it.
 	// +optional
