@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 type versionCmd struct{}
 
-func (versionCmd) Run(e *env) error {
+func (versionCmd) Run(e *env) error { //nolint:unparam // kong requires a command's Run to return an error
 	fmt.Fprintf(e.stdout, "mdplane %s (%s, %s/%s)\n", moduleVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
 }

@@ -235,7 +235,7 @@ func TestRoleStep(t *testing.T) {
 		assert.Contains(t, desired, "replica-2")
 	})
 	t.Run("a scale-down sheds the highest ordinals", func(t *testing.T) {
-		scaled := role[:len(role)] // replicas: 3 -> 1
+		scaled := role[:] // replicas: 3 -> 1
 		scaled = replaceOnce(scaled, "replicas: 3", "replicas: 1")
 		desired := run(t, request{composite: scaled, required: noPods, observed: map[string]string{
 			"replica-0": observedReplica(0, "newrevisio", true),

@@ -72,7 +72,10 @@ func observeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	if err := decodeInto(wlObj, nil, &o.workload); err != nil {
 		return nil, fmt.Errorf("cannot read Workload %s/%s: %w", ns, o.group, err)
 	}
-	return o, o.readMembers(req)
+	if err := o.readMembers(req); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // readRoleRevision decodes the RoleRevision a ControllerRevision holds; nil when there is no

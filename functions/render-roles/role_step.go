@@ -60,7 +60,10 @@ func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	if err := o.requireSlotPods(r, observed); err != nil || r.Pending {
 		return nil, err
 	}
-	return o, o.readReplicas(observed)
+	if err := o.readReplicas(observed); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // requireSlotPods asks, for each empty slot, whether Pods of its ordinal remain. Only an empty slot

@@ -1,6 +1,7 @@
 package generate_test
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func undocumented(path string, n schemaNode) []string {
 // firstDifference returns the first line, counted from 1, where two files differ, and that line of
 // each; 0 when they are equal.
 func firstDifference(want, got []byte) (int, string, string) {
-	if string(want) == string(got) {
+	if bytes.Equal(want, got) {
 		return 0, "", ""
 	}
 	w, g := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")

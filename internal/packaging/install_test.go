@@ -31,7 +31,7 @@ func TestTheInstallBaseCarriesEveryCRDAndTheReleaseImage(t *testing.T) {
 		assert.Contains(t, k.Resources, "crds/"+filepath.Base(crd), "a CRD the install base leaves out")
 	}
 	for _, r := range k.Resources {
-		assert.FileExists(t, filepath.Join("../../package", r))
+		assert.FileExists(t, filepath.Join("..", "..", "package", r))
 	}
 	require.Len(t, k.Images, 1)
 	assert.Equal(t, packaging.Registry+"/mdplane-controllers", k.Images[0].Name)
