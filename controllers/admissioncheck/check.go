@@ -6,7 +6,6 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -14,18 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 )
 
 // EnsureCheck applies the AdmissionCheck object itself: ClusterQueues name it, and a check that does
 // not exist makes every such queue inactive.
 func EnsureCheck(ctx context.Context, c client.Client) error {
-	check := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueue.GroupVersion.String(),
-		"kind":       "AdmissionCheck",
-		"metadata":   map[string]any{"name": string(CheckName)},
-		"spec":       map[string]any{"controllerName": ControllerName},
-	}}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(check), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	check := kueueac.AdmissionCheck(string(CheckName)).WithSpec(kueueac.AdmissionCheckSpec().WithControllerName(ControllerName))
+	if err := c.Apply(ctx, check, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying AdmissionCheck %s: %w", CheckName, err)
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -236,34 +236,34 @@ func (r *Reconciler) setCheck(ctx context.Context, wl *kueue.Workload, state kue
 			transition = cur.LastTransitionTime
 		}
 	}
-	patch := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueue.GroupVersion.String(),
-		"kind":       "Workload",
-		"metadata":   map[string]any{"name": wl.Name, "namespace": wl.Namespace},
-		"status": map[string]any{"admissionChecks": []any{map[string]any{
-			"name":               string(CheckName),
-			"state":              string(state),
-			"message":            message,
-			"lastTransitionTime": transition.UTC().Format(time.RFC3339),
-		}}},
-	}}
-	err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(FieldOwner), client.ForceOwnership)
+	patch := kueueac.Workload(wl.Name, wl.Namespace).WithStatus(kueueac.WorkloadStatus().WithAdmissionChecks(
+		kueueac.AdmissionCheckState().WithName(CheckName).WithState(state).WithMessage(message).WithLastTransitionTime(transition)))
+	err := r.Client.Status().Apply(ctx, patch, client.FieldOwner(FieldOwner), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("writing the %s check on Workload %s/%s: %w", CheckName, wl.Namespace, wl.Name, err)
 	}
 	return nil
 }
 
+// activePatch is the JSON merge patch that activates or deactivates a Workload (a nil annotation
+// removes it). It is a merge patch, not an apply: spec.active keeps the owner it always had.
+type activePatch struct {
+	Metadata struct {
+		Annotations map[string]*string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Active bool `json:"active"`
+	} `json:"spec"`
+}
+
 // setActive activates or deactivates a Workload, recording the generation it was parked at.
 func (r *Reconciler) setActive(ctx context.Context, wl *kueue.Workload, active bool, parkedGeneration string) error {
-	annotation := any(nil)
+	var patch activePatch
+	patch.Metadata.Annotations = map[string]*string{workerv1.AnnotationParkedGeneration: nil}
 	if parkedGeneration != "" {
-		annotation = parkedGeneration
+		patch.Metadata.Annotations[workerv1.AnnotationParkedGeneration] = &parkedGeneration
 	}
-	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{workerv1.AnnotationParkedGeneration: annotation}},
-		"spec":     map[string]any{"active": active},
-	}
+	patch.Spec.Active = active
 	raw, err := json.Marshal(patch)
 	if err != nil {
 		return err
