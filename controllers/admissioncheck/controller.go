@@ -22,6 +22,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // The check's names: the AdmissionCheck object, the controller name Kueue matches it by, and the
@@ -74,9 +75,8 @@ type groupKey struct {
 // groups returns the pod groups of a deployment, by group name, from its Pods' labels.
 func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: deployment,
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodDeployment: deployment},
+		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
 		return nil, err
 	}
 	out := map[string]groupKey{}
@@ -198,9 +198,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // deployment's replica group (or the deployment is gone).
 func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*workerv1.ModelDeployment, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: wl.Name,
-	}, client.Limit(1)); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingFields{index.PodGroup: wl.Name},
+		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}, client.Limit(1)); err != nil {
 		return nil, err
 	}
 	if len(pods.Items) == 0 || pods.Items[0].Labels[workerv1.LabelInstance] == "" {

@@ -24,6 +24,7 @@ import (
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // FieldOwner owns every queue object and the entrance this controller writes.
@@ -201,17 +202,15 @@ func sharedModes(it *workerv1.InstanceType, key corev1.ResourceName, cards int64
 // namespacesNaming lists the namespaces with a deployment whose roles name the type.
 func (r *Reconciler) namespacesNaming(ctx context.Context, instanceType string) ([]string, error) {
 	list := &workerv1.ModelDeploymentList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.DeploymentInstanceType: instanceType}); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
 	var out []string
 	for _, md := range list.Items {
-		for _, role := range md.Spec.Roles {
-			if role.InstanceType == instanceType && !seen[md.Namespace] {
-				seen[md.Namespace] = true
-				out = append(out, md.Namespace)
-			}
+		if !seen[md.Namespace] {
+			seen[md.Namespace] = true
+			out = append(out, md.Namespace)
 		}
 	}
 	sort.Strings(out)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // Departures handles a replica losing a member and a replica being deleted.
@@ -99,19 +100,14 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // ownPods lists the Pods the replica controls.
 func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
-		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
-		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
-	}); err != nil {
+	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)},
+		client.MatchingLabels{
+			workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
+			workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
+		}); err != nil {
 		return nil, err
 	}
-	var own []corev1.Pod
-	for _, p := range pods.Items {
-		if owner := metav1.GetControllerOf(&p); owner != nil && owner.UID == replica.UID {
-			own = append(own, p)
-		}
-	}
-	return own, nil
+	return pods.Items, nil
 }
 
 // lostMember returns a member being deleted, or nil. A member merely not Ready (a NotReady node, a

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // admissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
@@ -53,7 +54,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole)).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
-			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingLabels{workerv1.LabelPodGroupName: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
+			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
 				return nil
 			}
 			return toRole(ctx, &pods.Items[0])
@@ -159,7 +160,8 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 		return nil, nil, err
 	}
 	pods := &corev1.PodList{}
-	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), selector); err != nil {
+	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodDeployment: role.Spec.DeploymentName},
+		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}); err != nil {
 		return nil, nil, err
 	}
 	admittedGroups := map[int32]bool{}
