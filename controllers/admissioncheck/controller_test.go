@@ -85,11 +85,11 @@ func TestReconcile(t *testing.T) {
 			parked: map[string]string{"a": "3", "b": "3"},
 			events: []string{"Warning ReplicaSetParked parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again"}},
 		{rule: "a parked set stays parked until its deployment is edited",
-			objs:   []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "3"), parkedAtGen(queued("b"), "3")}, now: later,
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "3"), parkedAtGen(queued("b"), "3")}, now: later,
 			active: map[string]bool{"a": false, "b": false},
 			parked: map[string]string{"a": "3", "b": "3"}},
 		{rule: "an edit of the deployment queues its parked set again",
-			objs:   []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "2"), parkedAtGen(queued("b"), "2")}, now: later,
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "2"), parkedAtGen(queued("b"), "2")}, now: later,
 			active: map[string]bool{"a": true, "b": true},
 			parked: map[string]string{"a": "", "b": ""}},
 	}
