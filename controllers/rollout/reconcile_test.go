@@ -139,15 +139,15 @@ func TestPacerReconcile(t *testing.T) {
 			retired: []string{"md-server-r2-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "2"},
 			events: []string{leaving(2, "replacing replica r2 (revision a) with revision b; 3 outdated")}},
 		{rule: "an empty slot holds the next departure: one replica missing at a time",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
-			objs: objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
+			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
 			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
 		{rule: "a slot whose last Pod is gone is announced as vacated",
 			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a")),
 			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}},
 		{rule: "a replacement waiting for admission holds the next departure, and its refill clears the vacancy",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}),
-			objs: objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
+			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}),
+			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
 			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
 		{rule: "the retired replica's re-created Pod in the old admitted group does not admit its replacement",
 			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
@@ -159,8 +159,8 @@ func TestPacerReconcile(t *testing.T) {
 			retired: []string{"md-server-r1-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
 			events: []string{leaving(1, "replacing replica r1 (revision a) with revision b; 2 outdated")}},
 		{rule: "a queued replacement superseded by a newer edit is replaced at once",
-			role: modelRole(2, "c", map[string]string{workerv1.AnnotationReplacing: "1"}),
-			objs: objects(standing(0, "a"), []client.Object{replicaAt(1, "b"), memberOf(replicaAt(1, "b"), gatedPod), groupOf(1, false)}),
+			role:    modelRole(2, "c", map[string]string{workerv1.AnnotationReplacing: "1"}),
+			objs:    objects(standing(0, "a"), []client.Object{replicaAt(1, "b"), memberOf(replicaAt(1, "b"), gatedPod), groupOf(1, false)}),
 			retired: []string{"md-server-r1-b"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
 			events: []string{leaving(1, "replica r1 on revision b was never admitted; replaced by revision c at once")}},
 		{rule: "nothing outdated left clears the replacement in flight",
@@ -201,6 +201,21 @@ func TestPacerReconcile(t *testing.T) {
 			assert.Equal(t, tc.events, drain(recorder))
 		})
 	}
+}
+
+func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
+	role := modelRole(3, "b", map[string]string{workerv1.AnnotationVacated: "2"})
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "a"), []client.Object{role, deployment()})...).Build()
+	before := &v1alpha1.ModelRole{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), before))
+	_, err := (&Pacer{Client: c, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	after := &v1alpha1.ModelRole{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), after))
+	assert.Equal(t, map[string]string{workerv1.AnnotationReplacing: "2"}, after.Annotations, "the refill cleared and the replacement remembered")
+	b, _ := strconv.Atoi(before.ResourceVersion)
+	a, _ := strconv.Atoi(after.ResourceVersion)
+	assert.Equal(t, b+1, a, "one write of the role")
 }
 
 func TestDeparturesReconcile(t *testing.T) {
@@ -272,7 +287,7 @@ func TestInstanceServicesReconcile(t *testing.T) {
 	old, next := replicaAt(1, "a"), replicaAt(1, "b")
 	service := func(deleting bool) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1", Namespace: ns, Finalizers: []string{workerv1.FinalizerInstanceMembers},
-			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server", workerv1.LabelPodOrdinal: "1"},
+			Labels:          map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server", workerv1.LabelPodOrdinal: "1"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "composite.worker.gpustack.ai/v1alpha1", Kind: "ModelReplica", Name: old.Name, UID: old.UID, Controller: ptr.To(true)}}}}
 		if deleting {
 			s.DeletionTimestamp = &metav1.Time{Time: time.Now()}
