@@ -82,28 +82,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !r.selects(it.Labels) || it.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	entrance := workerv1.EntranceName(it.Name)
-	if it.Status.Entrance != entrance {
-		status := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "worker.gpustack.ai/v1", "kind": workerv1.InstanceTypeKind,
-			"metadata": map[string]any{"name": it.Name}, "status": map[string]any{"entrance": entrance}}}
-		if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return reconcile.Result{}, fmt.Errorf("publishing the entrance of InstanceType %s: %w", it.Name, err)
-		}
-	}
-	if err := r.applyClusterQueue(ctx, it); err != nil {
-		return reconcile.Result{}, err
-	}
-	namespaces, err := r.namespacesNaming(ctx, it.Name)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	for _, ns := range namespaces {
-		lq := kueueac.LocalQueue(entrance, ns).WithLabels(managedLabels).WithSpec(kueueac.LocalQueueSpec().WithClusterQueue(kueue.ClusterQueueReference(it.Name)))
-		if err := r.apply(ctx, "LocalQueue", entrance, lq); err != nil {
+	for _, apply := range []func(context.Context, *workerv1.InstanceType) error{r.publishEntrance, r.applyClusterQueue, r.applyLocalQueues} {
+		if err := apply(ctx, it); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// publishEntrance applies status.entrance alone, so the reconciler that writes the rest of the
+// InstanceType's status keeps it.
+func (r *Reconciler) publishEntrance(ctx context.Context, it *workerv1.InstanceType) error {
+	entrance := workerv1.EntranceName(it.Name)
+	if it.Status.Entrance == entrance {
+		return nil
+	}
+	status := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "worker.gpustack.ai/v1", "kind": workerv1.InstanceTypeKind,
+		"metadata": map[string]any{"name": it.Name}, "status": map[string]any{"entrance": entrance}}}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("publishing the entrance of InstanceType %s: %w", it.Name, err)
+	}
+	return nil
+}
+
+// applyLocalQueues applies the LocalQueue named by the type's entrance in each namespace whose
+// deployments name the type.
+func (r *Reconciler) applyLocalQueues(ctx context.Context, it *workerv1.InstanceType) error {
+	namespaces, err := r.namespacesNaming(ctx, it.Name)
+	if err != nil {
+		return err
+	}
+	entrance := workerv1.EntranceName(it.Name)
+	for _, ns := range namespaces {
+		lq := kueueac.LocalQueue(entrance, ns).WithLabels(managedLabels).WithSpec(kueueac.LocalQueueSpec().WithClusterQueue(kueue.ClusterQueueReference(it.Name)))
+		if err := r.apply(ctx, "LocalQueue", entrance, lq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyClusterQueue applies the type's flavor and queue, or only the joint check on a queue the
