@@ -115,7 +115,7 @@ func TestReconcile(t *testing.T) {
 			for name, want := range tc.parked {
 				assert.Equal(t, want, getWorkload(t, c, name).Annotations[workerv1.AnnotationParkedGeneration], "%s parked at", name)
 			}
-			assert.Equal(t, tc.events, drain(recorder))
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})
 	}
 }
@@ -172,16 +172,4 @@ func getWorkload(t *testing.T, c client.Client, name string) *kueue.Workload {
 	wl := &kueue.Workload{}
 	require.NoError(t, c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: name}, wl))
 	return wl
-}
-
-func drain(r *events.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-r.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
 }

@@ -108,18 +108,6 @@ func exists(t *testing.T, c client.Client, obj client.Object, name string) bool 
 	return obj.GetDeletionTimestamp() == nil
 }
 
-func drain(r *events.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-r.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 func TestPacerReconcile(t *testing.T) {
 	leaving := func(ordinal int32, why string) string {
 		return "Normal ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for 30s, then its siblings lose them"
@@ -198,7 +186,7 @@ func TestPacerReconcile(t *testing.T) {
 				role.Annotations = map[string]string{}
 			}
 			assert.Equal(t, tc.annotations, role.Annotations)
-			assert.Equal(t, tc.events, drain(recorder))
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})
 	}
 }
@@ -278,7 +266,7 @@ func TestDeparturesReconcile(t *testing.T) {
 			for name, want := range tc.pods {
 				assert.Equal(t, want, exists(t, c, &corev1.Pod{}, name), "Pod %s standing", name)
 			}
-			assert.Equal(t, tc.events, drain(recorder))
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})
 	}
 }

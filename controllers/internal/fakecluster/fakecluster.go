@@ -6,6 +6,7 @@ package fakecluster
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -34,4 +35,17 @@ func Builder(objs ...client.Object) *fake.ClientBuilder {
 		b = b.WithIndex(f.Object, f.Name, f.Extract)
 	}
 	return b
+}
+
+// Events takes the events a fake recorder holds, in order.
+func Events(r *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
