@@ -142,7 +142,8 @@ func (s *sim) serving(r *simReplica) bool {
 	return g != nil && g.admitted && g.owner == r.uid && len(own) == s.size
 }
 
-// event is one thing the cluster may do now; apply does it.
+// event is one thing the cluster may do now; apply does it. Events are listed in a fixed order (map
+// keys sorted), so that a seed replays the same run.
 type event struct {
 	name  string
 	apply func()
@@ -198,7 +199,8 @@ func (s *sim) kueueEvents() []event {
 			}})
 		}
 	}
-	for ordinal, g := range s.groups {
+	for _, ordinal := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[ordinal]
 		members := s.podsOf(func(p *simPod) bool { return p.owner == g.owner && !p.leaving })
 		if !g.admitted && len(members) == s.size {
 			out = append(out, event{fmt.Sprintf("Kueue admits r%d", ordinal), func() { g.admitted = true }})
@@ -226,7 +228,8 @@ func (s *sim) kueueEvents() []event {
 // another replica's standing Pods); the garbage collector deletes a Pod whose replica is gone.
 func (s *sim) cleanupEvents() []event {
 	var out []event
-	for ordinal, g := range s.groups {
+	for _, ordinal := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[ordinal]
 		pods := s.podsOf(func(p *simPod) bool { return p.ordinal == ordinal })
 		standing := s.podsOf(func(p *simPod) bool { return p.ordinal == ordinal && !p.leaving })
 		switch {
@@ -271,7 +274,8 @@ func (s *sim) chaosEvents() []event {
 			s.replicas = n
 		}})
 	}
-	for ordinal, g := range s.groups {
+	for _, ordinal := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[ordinal]
 		if g.admitted && s.evicted < simEvictions {
 			out = append(out, event{fmt.Sprintf("Kueue evicts r%d", ordinal), func() {
 				s.evicted++
