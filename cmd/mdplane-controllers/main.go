@@ -34,6 +34,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
@@ -116,7 +117,7 @@ func main() {
 			if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
 				return err
 			}
-			if err := setupControllers(mgr, parkAfter, selector); err != nil {
+			if err := setupControllers(ctx, mgr, parkAfter, selector); err != nil {
 				return err
 			}
 			close(setUp)
@@ -169,8 +170,11 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) {
 	}
 }
 
-// setupControllers registers every controller and the AdmissionCheck installer.
-func setupControllers(mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
+// setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
+	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
 	for _, c := range []struct {
 		name string

@@ -6,7 +6,6 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -14,18 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 )
 
 // EnsureCheck applies the AdmissionCheck object itself: ClusterQueues name it, and a check that does
 // not exist makes every such queue inactive.
 func EnsureCheck(ctx context.Context, c client.Client) error {
-	check := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueue.GroupVersion.String(),
-		"kind":       "AdmissionCheck",
-		"metadata":   map[string]any{"name": string(CheckName)},
-		"spec":       map[string]any{"controllerName": ControllerName},
-	}}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(check), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	check := kueueac.AdmissionCheck(string(CheckName)).WithSpec(kueueac.AdmissionCheckSpec().WithControllerName(ControllerName))
+	if err := c.Apply(ctx, check, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying AdmissionCheck %s: %w", CheckName, err)
 	}
 	return nil
@@ -55,16 +50,27 @@ func (r *CheckReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		}
 		return reconcile.Result{}, err
 	}
+	want := activeCondition(ac)
+	if cur := apimeta.FindStatusCondition(ac.Status.Conditions, want.Type); cur != nil && sameCondition(*cur, want) {
+		return reconcile.Result{}, nil
+	}
+	apimeta.SetStatusCondition(&ac.Status.Conditions, want)
+	return reconcile.Result{}, r.Client.Status().Update(ctx, ac)
+}
+
+// activeCondition is the Active condition the AdmissionCheck should carry: True while it names this
+// controller, False with the way out when it names another.
+func activeCondition(ac *kueue.AdmissionCheck) metav1.Condition {
 	want := metav1.Condition{Type: kueue.AdmissionCheckActive, Status: metav1.ConditionTrue, Reason: "Active",
 		Message: "mdplane holds every replica group of a ModelDeployment until the whole set has reserved quota", ObservedGeneration: ac.Generation}
 	if ac.Spec.ControllerName != ControllerName {
 		want.Status, want.Reason = metav1.ConditionFalse, "ControllerNameMismatch"
 		want.Message = fmt.Sprintf("AdmissionCheck %s names controller %q; mdplane answers for %q only, so delete the object and let mdplane recreate it", CheckName, ac.Spec.ControllerName, ControllerName)
 	}
-	cur := apimeta.FindStatusCondition(ac.Status.Conditions, want.Type)
-	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
-		return reconcile.Result{}, nil
-	}
-	apimeta.SetStatusCondition(&ac.Status.Conditions, want)
-	return reconcile.Result{}, r.Client.Status().Update(ctx, ac)
+	return want
+}
+
+// sameCondition reports whether a condition already says what want says (its time aside).
+func sameCondition(cur, want metav1.Condition) bool {
+	return cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration
 }

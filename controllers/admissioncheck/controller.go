@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // The check's names: the AdmissionCheck object, the controller name Kueue matches it by, and the
@@ -74,9 +75,8 @@ type groupKey struct {
 // groups returns the pod groups of a deployment, by group name, from its Pods' labels.
 func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: deployment,
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodDeployment: deployment},
+		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
 		return nil, err
 	}
 	out := map[string]groupKey{}
@@ -91,116 +91,109 @@ func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (
 	return out, nil
 }
 
-// Reconcile judges the set the Workload belongs to and writes the verdict on every member.
+// Reconcile judges the set the Workload belongs to and writes the verdict on every member: it reads
+// everything first (observe), decides with a pure function (decide), then writes (act).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+	o, err := r.observe(ctx, req.NamespacedName)
+	if o == nil || err != nil {
+		return reconcile.Result{}, err
+	}
+	p := decide(*o, r.Clock.Now(), r.ParkAfter)
+	if err := r.act(ctx, o.deployment, p); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// observe reads a Workload, its deployment and the deployment's set; nil when the Workload is gone
+// or its ClusterQueue does not ask for this check (yet).
+func (r *Reconciler) observe(ctx context.Context, key types.NamespacedName) (*observed, error) {
 	wl := &kueue.Workload{}
-	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, key, wl); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
 	if CheckState(wl, CheckName) == nil && wl.Annotations[workerv1.AnnotationParkedGeneration] == "" {
-		return reconcile.Result{}, nil // its ClusterQueue does not ask for this check (yet)
+		return nil, nil
 	}
 	md, err := r.deploymentOf(ctx, wl)
+	if err != nil || md == nil {
+		return &observed{workload: wl}, err
+	}
+	set, members, err := r.readSet(ctx, md)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
-	if md == nil {
-		return reconcile.Result{}, r.setCheck(ctx, wl, kueue.CheckStateReady, "not a ModelDeployment replica group; nothing to hold it for")
+	if _, ok := members[wl.Name]; !ok {
+		members[wl.Name] = wl // a member whose Pods are gone still gets the set's verdict
 	}
+	return &observed{workload: wl, deployment: md, set: set, members: members}, nil
+}
+
+// readSet reads the replicas each role declares and each group's Workload, by group name.
+func (r *Reconciler) readSet(ctx context.Context, md *workerv1.ModelDeployment) (Set, map[string]*kueue.Workload, error) {
 	groups, err := r.groups(ctx, md.Namespace, md.Name)
 	if err != nil {
-		return reconcile.Result{}, err
+		return Set{}, nil, err
 	}
 	set := Set{Declared: map[string]int32{}}
 	for _, role := range md.Spec.Roles {
 		set.Declared[role.Name] = role.WithDefaults().Replicas
 	}
 	members := map[string]*kueue.Workload{}
-	names := make([]string, 0, len(groups))
-	for name := range groups {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		key := groups[name]
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		member := &kueue.Workload{}
 		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: md.Namespace, Name: name}, member); {
 		case apierrors.IsNotFound(err):
 			member = nil
 		case err != nil:
-			return reconcile.Result{}, err
+			return Set{}, nil, err
 		default:
 			members[name] = member
 		}
-		set.Groups = append(set.Groups, Group{Role: key.role, Ordinal: key.ordinal, Workload: member})
+		set.Groups = append(set.Groups, Group{Role: groups[name].role, Ordinal: groups[name].ordinal, Workload: member})
 	}
-	if _, ok := members[wl.Name]; !ok {
-		members[wl.Name] = wl // a member whose Pods are gone still gets the set's verdict
-	}
+	return set, members, nil
+}
 
-	generation := strconv.FormatInt(md.Generation, 10)
-	if parked := r.parkedAt(members); parked != "" {
-		if parked == generation {
-			return reconcile.Result{}, nil
-		}
-		log.Info("deployment edited; queueing its parked set again", "deployment", md.Name)
-		for _, m := range members {
-			if err := r.setActive(ctx, m, true, ""); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		return reconcile.Result{}, nil
+// act makes a plan's writes in order, then counts and reports what they did.
+func (r *Reconciler) act(ctx context.Context, md *workerv1.ModelDeployment, p plan) error {
+	if p.log != "" {
+		ctrl.LoggerFrom(ctx).Info(p.log, "deployment", md.Name)
 	}
-
-	now := r.Clock.Now()
-	v := Judge(set, CheckName, now, r.ParkAfter)
-	if v.Park {
-		for _, m := range members {
-			if CheckState(m, CheckName) != nil {
-				if err := r.setCheck(ctx, m, kueue.CheckStatePending, v.Message); err != nil {
-					return reconcile.Result{}, err
-				}
-			}
-			if err := r.setActive(ctx, m, false, generation); err != nil {
-				return reconcile.Result{}, err
-			}
+	for _, w := range p.writes {
+		if err := r.write(ctx, w); err != nil {
+			return err
 		}
+	}
+	if p.parked {
 		setsParked.Inc()
-		r.Recorder.Eventf(md, nil, corev1.EventTypeWarning, "ReplicaSetParked", "Park", "%s", v.Message)
-		return reconcile.Result{}, nil
 	}
-	turned := false
-	for _, m := range members {
-		state := CheckState(m, CheckName)
-		if state == nil {
-			continue
-		}
-		turned = turned || (v.Admitted && state.State != kueue.CheckStateReady)
-		if err := r.setCheck(ctx, m, v.State, v.Message); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	if turned {
+	if p.admitted {
 		setsAdmitted.Inc()
-		if !v.FirstReserved.IsZero() {
-			admissionWait.Observe(now.Sub(v.FirstReserved).Seconds())
-		}
-		r.Recorder.Eventf(md, nil, corev1.EventTypeNormal, "ReplicaSetAdmitted", "Admit", "%s", v.Message)
 	}
-	if v.ParkIn > 0 {
-		return reconcile.Result{RequeueAfter: v.ParkIn}, nil
+	if p.waited != nil {
+		admissionWait.Observe(p.waited.Seconds())
 	}
-	return reconcile.Result{}, nil
+	if p.event != nil {
+		r.Recorder.Eventf(md, nil, p.event.eventType, p.event.reason, p.event.action, "%s", p.event.message)
+	}
+	return nil
+}
+
+// write applies one write of a plan: a check state, or a Workload's activation.
+func (r *Reconciler) write(ctx context.Context, w write) error {
+	if w.check != nil {
+		return r.setCheck(ctx, w.workload, *w.check)
+	}
+	return r.setActive(ctx, w.workload, *w.active, w.parkedGeneration)
 }
 
 // deploymentOf finds the deployment a Workload's Pods belong to, or nil when it is not a
 // deployment's replica group (or the deployment is gone).
 func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*workerv1.ModelDeployment, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: wl.Name,
-	}, client.Limit(1)); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingFields{index.PodGroup: wl.Name},
+		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}, client.Limit(1)); err != nil {
 		return nil, err
 	}
 	if len(pods.Items) == 0 || pods.Items[0].Labels[workerv1.LabelInstance] == "" {
@@ -214,56 +207,36 @@ func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*wor
 	return md, err
 }
 
-// parkedAt returns the deployment generation a set was parked at, or "".
-func (r *Reconciler) parkedAt(members map[string]*kueue.Workload) string {
-	for _, m := range members {
-		if g := m.Annotations[workerv1.AnnotationParkedGeneration]; g != "" {
-			return g
-		}
-	}
-	return ""
-}
-
-// setCheck applies this check's state on a Workload under the controller's field owner, keeping the
-// transition time while the state holds. An unchanged verdict writes nothing.
-func (r *Reconciler) setCheck(ctx context.Context, wl *kueue.Workload, state kueue.CheckState, message string) error {
-	transition := metav1.NewTime(r.Clock.Now())
-	if cur := CheckState(wl, CheckName); cur != nil {
-		if cur.State == state && cur.Message == message {
-			return nil
-		}
-		if cur.State == state {
-			transition = cur.LastTransitionTime
-		}
-	}
-	patch := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueue.GroupVersion.String(),
-		"kind":       "Workload",
-		"metadata":   map[string]any{"name": wl.Name, "namespace": wl.Namespace},
-		"status": map[string]any{"admissionChecks": []any{map[string]any{
-			"name":               string(CheckName),
-			"state":              string(state),
-			"message":            message,
-			"lastTransitionTime": transition.UTC().Format(time.RFC3339),
-		}}},
-	}}
-	err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(FieldOwner), client.ForceOwnership)
+// setCheck applies this check's state on a Workload under the controller's field owner.
+func (r *Reconciler) setCheck(ctx context.Context, wl *kueue.Workload, state kueue.AdmissionCheckState) error {
+	patch := kueueac.Workload(wl.Name, wl.Namespace).WithStatus(kueueac.WorkloadStatus().WithAdmissionChecks(
+		kueueac.AdmissionCheckState().WithName(CheckName).WithState(state.State).WithMessage(state.Message).WithLastTransitionTime(state.LastTransitionTime)))
+	err := r.Client.Status().Apply(ctx, patch, client.FieldOwner(FieldOwner), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("writing the %s check on Workload %s/%s: %w", CheckName, wl.Namespace, wl.Name, err)
 	}
 	return nil
 }
 
+// activePatch is the JSON merge patch that activates or deactivates a Workload (a nil annotation
+// removes it). It is a merge patch, not an apply: spec.active keeps the owner it always had.
+type activePatch struct {
+	Metadata struct {
+		Annotations map[string]*string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Active bool `json:"active"`
+	} `json:"spec"`
+}
+
 // setActive activates or deactivates a Workload, recording the generation it was parked at.
 func (r *Reconciler) setActive(ctx context.Context, wl *kueue.Workload, active bool, parkedGeneration string) error {
-	annotation := any(nil)
+	var patch activePatch
+	patch.Metadata.Annotations = map[string]*string{workerv1.AnnotationParkedGeneration: nil}
 	if parkedGeneration != "" {
-		annotation = parkedGeneration
+		patch.Metadata.Annotations[workerv1.AnnotationParkedGeneration] = &parkedGeneration
 	}
-	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{workerv1.AnnotationParkedGeneration: annotation}},
-		"spec":     map[string]any{"active": active},
-	}
+	patch.Spec.Active = active
 	raw, err := json.Marshal(patch)
 	if err != nil {
 		return err

@@ -83,10 +83,35 @@ func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfte
 	if total < 2 {
 		return Verdict{State: kueue.CheckStateReady, Message: "the ModelDeployment declares a single replica group; nothing to hold it for"}
 	}
+	t := count(set, check)
+	switch {
+	case t.nAssembling == 0 && t.nLacking == 0:
+		return Verdict{State: kueue.CheckStateReady, Admitted: true, FirstReserved: t.first,
+			Message: fmt.Sprintf("all %d replica groups of the deployment hold quota; admitted together", total)}
+	case t.nAssembling > 0:
+		return Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+			"held until the whole set has reserved quota: %d of %d replica groups are still assembling their Pods (%s)",
+			t.nAssembling, total, roleCounts(t.assembling, set.Declared))}
+	}
+	return lacking(t, total, set.Declared, now, parkAfter)
+}
+
+// tally is a set's declared groups counted: those still assembling (no Workload), those lacking
+// quota, the earliest reservation and the earliest time the check went Pending on a reserved group.
+type tally struct {
+	assembling, lacking   map[string]int32
+	nAssembling, nLacking int32
+	first, pendingSince   time.Time
+}
+
+// latest is each declared (role, ordinal)'s Workload: of several groups in one slot, the one with a
+// Workload, and of those the one holding quota. A departing ordinal (at or above replicas) is not
+// part of the set.
+func latest(set Set) map[string]map[int32]*kueue.Workload {
 	seen := map[string]map[int32]*kueue.Workload{}
 	for _, g := range set.Groups {
 		if g.Ordinal >= set.Declared[g.Role] {
-			continue // a departing replica is not part of the set
+			continue
 		}
 		if seen[g.Role] == nil {
 			seen[g.Role] = map[int32]*kueue.Workload{}
@@ -95,52 +120,60 @@ func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfte
 			seen[g.Role][g.Ordinal] = g.Workload
 		}
 	}
-	assembling, lacking := map[string]int32{}, map[string]int32{}
-	var nAssembling, nLacking int32
-	var first time.Time
-	var pendingSince time.Time
+	return seen
+}
+
+// count tallies every declared group of a set.
+func count(set Set, check kueue.AdmissionCheckReference) tally {
+	seen := latest(set)
+	t := tally{assembling: map[string]int32{}, lacking: map[string]int32{}}
 	for role, replicas := range set.Declared {
 		for ordinal := range replicas {
-			wl := seen[role][ordinal]
-			switch {
-			case wl == nil:
-				assembling[role]++
-				nAssembling++
-			case !reserved(wl):
-				lacking[role]++
-				nLacking++
-			default:
-				at := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time
-				if first.IsZero() || at.Before(first) {
-					first = at
-				}
-				if s := CheckState(wl, check); s != nil && s.State == kueue.CheckStatePending &&
-					(pendingSince.IsZero() || s.LastTransitionTime.Time.Before(pendingSince)) {
-					pendingSince = s.LastTransitionTime.Time
-				}
-			}
+			t.add(role, seen[role][ordinal], check)
 		}
 	}
-	if nAssembling == 0 && nLacking == 0 {
-		return Verdict{State: kueue.CheckStateReady, Admitted: true, FirstReserved: first,
-			Message: fmt.Sprintf("all %d replica groups of the deployment hold quota; admitted together", total)}
+	return t
+}
+
+// add counts one declared group by its Workload.
+func (t *tally) add(role string, wl *kueue.Workload, check kueue.AdmissionCheckReference) {
+	switch {
+	case wl == nil:
+		t.assembling[role]++
+		t.nAssembling++
+	case !reserved(wl):
+		t.lacking[role]++
+		t.nLacking++
+	default:
+		t.first = earliest(t.first, apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time)
+		if s := CheckState(wl, check); s != nil && s.State == kueue.CheckStatePending {
+			t.pendingSince = earliest(t.pendingSince, s.LastTransitionTime.Time)
+		}
 	}
-	if nAssembling > 0 {
-		return Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
-			"held until the whole set has reserved quota: %d of %d replica groups are still assembling their Pods (%s)",
-			nAssembling, total, roleCounts(assembling, set.Declared))}
+}
+
+// earliest is the earlier of a (zero: unset) and b.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
 	}
+	return a
+}
+
+// lacking is the verdict of a settled set some of whose groups lack quota: Pending, parked once the
+// check has been Pending for parkAfter, else with the time left until then.
+func lacking(t tally, total int32, declared map[string]int32, now time.Time, parkAfter time.Duration) Verdict {
 	v := Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 		"held until the whole set has reserved quota: %d of %d replica groups still lack quota (%s)",
-		nLacking, total, roleCounts(lacking, set.Declared))}
-	if pendingSince.IsZero() {
+		t.nLacking, total, roleCounts(t.lacking, declared))}
+	if t.pendingSince.IsZero() {
 		v.ParkIn = parkAfter
 		return v
 	}
-	if waited := now.Sub(pendingSince); waited >= parkAfter {
+	if waited := now.Sub(t.pendingSince); waited >= parkAfter {
 		v.Park = true
 		v.Message = fmt.Sprintf("%s: %d of %d replica groups still lacked quota after %s (%s); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again",
-			ParkedMarker, nLacking, total, parkAfter, roleCounts(lacking, set.Declared))
+			ParkedMarker, t.nLacking, total, parkAfter, roleCounts(t.lacking, declared))
 	} else {
 		v.ParkIn = parkAfter - waited
 	}

@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -18,9 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // FieldOwner owns every queue object and the entrance this controller writes.
@@ -78,36 +82,50 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !r.selects(it.Labels) || it.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	entrance := workerv1.EntranceName(it.Name)
-	if it.Status.Entrance != entrance {
-		status := object("worker.gpustack.ai/v1", workerv1.InstanceTypeKind, "", it.Name)
-		status.Object["status"] = map[string]any{"entrance": entrance}
-		if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return reconcile.Result{}, fmt.Errorf("publishing the entrance of InstanceType %s: %w", it.Name, err)
-		}
-	}
-	if err := r.applyClusterQueue(ctx, it); err != nil {
-		return reconcile.Result{}, err
-	}
-	namespaces, err := r.namespacesNaming(ctx, it.Name)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	for _, ns := range namespaces {
-		lq := managed(object(kueue.GroupVersion.String(), "LocalQueue", ns, entrance))
-		lq.Object["spec"] = map[string]any{"clusterQueue": it.Name}
-		if err := r.apply(ctx, lq); err != nil {
+	for _, apply := range []func(context.Context, *workerv1.InstanceType) error{r.publishEntrance, r.applyClusterQueue, r.applyLocalQueues} {
+		if err := apply(ctx, it); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	return reconcile.Result{}, nil
 }
 
+// publishEntrance applies status.entrance alone, so the reconciler that writes the rest of the
+// InstanceType's status keeps it.
+func (r *Reconciler) publishEntrance(ctx context.Context, it *workerv1.InstanceType) error {
+	entrance := workerv1.EntranceName(it.Name)
+	if it.Status.Entrance == entrance {
+		return nil
+	}
+	status := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "worker.gpustack.ai/v1", "kind": workerv1.InstanceTypeKind,
+		"metadata": map[string]any{"name": it.Name}, "status": map[string]any{"entrance": entrance}}}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("publishing the entrance of InstanceType %s: %w", it.Name, err)
+	}
+	return nil
+}
+
+// applyLocalQueues applies the LocalQueue named by the type's entrance in each namespace whose
+// deployments name the type.
+func (r *Reconciler) applyLocalQueues(ctx context.Context, it *workerv1.InstanceType) error {
+	namespaces, err := r.namespacesNaming(ctx, it.Name)
+	if err != nil {
+		return err
+	}
+	entrance := workerv1.EntranceName(it.Name)
+	for _, ns := range namespaces {
+		lq := kueueac.LocalQueue(entrance, ns).WithLabels(managedLabels).WithSpec(kueueac.LocalQueueSpec().WithClusterQueue(kueue.ClusterQueueReference(it.Name)))
+		if err := r.apply(ctx, "LocalQueue", entrance, lq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // applyClusterQueue applies the type's flavor and queue, or only the joint check on a queue the
 // platform manages.
 func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.InstanceType) error {
-	checks := map[string]any{"admissionChecks": []any{map[string]any{"name": string(admissioncheck.CheckName)}}}
-	cq := object(kueue.GroupVersion.String(), "ClusterQueue", "", it.Name)
+	checks := kueueac.AdmissionChecksStrategy().WithAdmissionChecks(kueueac.AdmissionCheckStrategyRule().WithName(admissioncheck.CheckName))
 	if it.Annotations[AnnotationQueueManagement] == QueueManagementCheckOnly {
 		existing := &kueue.ClusterQueue{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Name: it.Name}, existing); apierrors.IsNotFound(err) {
@@ -115,14 +133,13 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 		} else if err != nil {
 			return err
 		}
-		cq.Object["spec"] = map[string]any{"admissionChecksStrategy": checks}
-		return r.apply(ctx, cq)
+		return r.apply(ctx, "ClusterQueue", it.Name, kueueac.ClusterQueue(it.Name).WithSpec(kueueac.ClusterQueueSpec().WithAdmissionChecksStrategy(checks)))
 	}
 	quotas, err := Quotas(it)
 	if err != nil {
 		return err
 	}
-	if err := r.apply(ctx, managed(object(kueue.GroupVersion.String(), "ResourceFlavor", "", it.Name))); err != nil {
+	if err := r.apply(ctx, "ResourceFlavor", it.Name, kueueac.ResourceFlavor(it.Name).WithLabels(managedLabels)); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(quotas))
@@ -130,23 +147,17 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 		names = append(names, string(name))
 	}
 	sort.Strings(names)
-	covered := make([]any, 0, len(names))
-	resources := make([]any, 0, len(names))
+	group := kueueac.ResourceGroup()
+	flavor := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(it.Name))
 	for _, name := range names {
-		q := quotas[corev1.ResourceName(name)]
-		covered = append(covered, name)
-		resources = append(resources, map[string]any{"name": name, "nominalQuota": q.String()})
+		group.WithCoveredResources(corev1.ResourceName(name))
+		flavor.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(name)).WithNominalQuota(quotas[corev1.ResourceName(name)]))
 	}
-	managed(cq)
-	cq.Object["spec"] = map[string]any{
-		"namespaceSelector": map[string]any{},
-		"resourceGroups": []any{map[string]any{
-			"coveredResources": covered,
-			"flavors":          []any{map[string]any{"name": it.Name, "resources": resources}},
-		}},
-		"admissionChecksStrategy": checks,
-	}
-	return r.apply(ctx, cq)
+	cq := kueueac.ClusterQueue(it.Name).WithLabels(managedLabels).WithSpec(kueueac.ClusterQueueSpec().
+		WithNamespaceSelector(metav1ac.LabelSelector()).
+		WithResourceGroups(group.WithFlavors(flavor)).
+		WithAdmissionChecksStrategy(checks))
+	return r.apply(ctx, "ClusterQueue", it.Name, cq)
 }
 
 // Quotas is the capacity an InstanceType's ClusterQueue offers: its whole accelerators, and CPU,
@@ -207,41 +218,28 @@ func sharedModes(it *workerv1.InstanceType, key corev1.ResourceName, cards int64
 // namespacesNaming lists the namespaces with a deployment whose roles name the type.
 func (r *Reconciler) namespacesNaming(ctx context.Context, instanceType string) ([]string, error) {
 	list := &workerv1.ModelDeploymentList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.DeploymentInstanceType: instanceType}); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
 	var out []string
 	for _, md := range list.Items {
-		for _, role := range md.Spec.Roles {
-			if role.InstanceType == instanceType && !seen[md.Namespace] {
-				seen[md.Namespace] = true
-				out = append(out, md.Namespace)
-			}
+		if !seen[md.Namespace] {
+			seen[md.Namespace] = true
+			out = append(out, md.Namespace)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
 
-func (r *Reconciler) apply(ctx context.Context, obj *unstructured.Unstructured) error {
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+// apply server-side applies a typed configuration under FieldOwner, taking over conflicting fields.
+func (r *Reconciler) apply(ctx context.Context, kind, name string, obj runtime.ApplyConfiguration) error {
+	if err := r.Client.Apply(ctx, obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", kind, name, err)
 	}
 	return nil
 }
 
-// object is the stem of an apply: identity only. Objects mdplane creates also get managed().
-func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
-	meta := map[string]any{"name": name}
-	if namespace != "" {
-		meta["namespace"] = namespace
-	}
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}}
-}
-
-// managed labels an object mdplane creates, so a person can tell where it came from.
-func managed(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	obj.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "mdplane"})
-	return obj
-}
+// managedLabels label an object mdplane creates, so a person can tell where it came from.
+var managedLabels = map[string]string{"app.kubernetes.io/managed-by": "mdplane"}

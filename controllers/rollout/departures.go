@@ -20,6 +20,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // Departures handles a replica losing a member and a replica being deleted.
@@ -55,63 +56,82 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if replica.DeletionTimestamp == nil {
-		lost := lostMember(own)
-		if lost == nil {
-			return reconcile.Result{}, nil
-		}
-		// A broken replica waits behind a replacement already in flight in its role: one replica
-		// missing at a time. The pacer's progress (its Pod and Workload events) brings it back here.
-		role := &v1alpha1.ModelRole{}
-		err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName + "-" + replica.Spec.RoleName}, role)
-		if err == nil {
-			if v := role.Annotations[workerv1.AnnotationReplacing]; v != "" && v != strconv.Itoa(int(replica.Spec.Ordinal)) {
-				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
-			}
-		} else if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
-		reason, why := d.departureReason(ctx, replica, lost)
-		ctrl.LoggerFrom(ctx).Info("a member left; retiring the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
-		if err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return reconcile.Result{}, fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
-		}
-		md := &workerv1.ModelDeployment{}
-		if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err == nil {
-			d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, "Rebuild",
-				"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for %s, then its siblings lose them",
-				replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
-		}
+	if replica.DeletionTimestamp != nil {
+		return reconcile.Result{}, d.deletePods(ctx, replica, own)
+	}
+	lost := lostMember(own)
+	if lost == nil {
 		return reconcile.Result{}, nil
 	}
+	replacing, err := d.replacing(ctx, replica)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if waitsBehind(replacing, replica.Spec.Ordinal) {
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	return reconcile.Result{}, d.rebuild(ctx, replica, lost)
+}
+
+// replacing reads the ordinal whose replacement is in flight in the replica's role ("" when none,
+// or the role is gone).
+func (d *Departures) replacing(ctx context.Context, replica *v1alpha1.ModelReplica) (string, error) {
+	role := &v1alpha1.ModelRole{}
+	err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName + "-" + replica.Spec.RoleName}, role)
+	if err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return role.Annotations[workerv1.AnnotationReplacing], nil
+}
+
+// waitsBehind reports whether a broken replica waits behind a replacement already in flight in its
+// role: one replica missing at a time. The pacer's progress (its Pod and Workload events) brings it
+// back.
+func waitsBehind(replacing string, ordinal int32) bool {
+	return replacing != "" && replacing != strconv.Itoa(int(ordinal))
+}
+
+// rebuild retires a replica that lost a member, and says why on the deployment.
+func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) error {
+	reason, why := d.departureReason(ctx, replica, lost)
+	ctrl.LoggerFrom(ctx).Info("a member left; retiring the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
+	if err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
+	}
+	md := &workerv1.ModelDeployment{}
+	if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err == nil {
+		d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, "Rebuild",
+			"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for %s, then its siblings lose them",
+			replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
+	}
+	return nil
+}
+
+// deletePods deletes a departing replica's standing Pods at once.
+func (d *Departures) deletePods(ctx context.Context, replica *v1alpha1.ModelReplica, own []corev1.Pod) error {
 	for i := range own {
 		p := &own[i]
 		if p.DeletionTimestamp != nil {
 			continue
 		}
 		if err := d.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
+			return fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
 		}
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // ownPods lists the Pods the replica controls.
 func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
-		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
-		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
-	}); err != nil {
+	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)},
+		client.MatchingLabels{
+			workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
+			workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
+		}); err != nil {
 		return nil, err
 	}
-	var own []corev1.Pod
-	for _, p := range pods.Items {
-		if owner := metav1.GetControllerOf(&p); owner != nil && owner.UID == replica.UID {
-			own = append(own, p)
-		}
-	}
-	return own, nil
+	return pods.Items, nil
 }
 
 // lostMember returns a member being deleted, or nil. A member merely not Ready (a NotReady node, a

@@ -34,26 +34,12 @@ type Step struct {
 // admission) is replaced without waiting, since it serves nothing; otherwise the highest outdated
 // ordinal goes first. inFlight is the remembered unresolved ordinal, or -1.
 func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
-	byOrdinal := map[int32]Slot{}
-	for _, s := range slots {
-		if s.Ordinal < replicas {
-			byOrdinal[s.Ordinal] = s
-		}
-	}
-	var outdated []Slot
-	for _, s := range byOrdinal {
-		if s.Replica != "" && s.Outdated {
-			outdated = append(outdated, s)
-		}
-	}
-	sort.Slice(outdated, func(i, j int) bool { return outdated[i].Ordinal > outdated[j].Ordinal })
-
+	byOrdinal := declared(replicas, slots)
+	outdated := outdatedSlots(byOrdinal)
 	// One replica missing at a time: an empty slot is a replacement (or a new ordinal) whose Pods
 	// are still going or whose ModelReplica is still being created.
-	for ordinal := range replicas {
-		if s, ok := byOrdinal[ordinal]; !ok || s.Replica == "" {
-			return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d is being replaced: waiting for its Pods to go and its replacement to be created", ordinal)}
-		}
+	if ordinal, ok := firstMissing(replicas, byOrdinal, false); ok {
+		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d is being replaced: waiting for its Pods to go and its replacement to be created", ordinal)}
 	}
 	// A queued replica on an old revision serves nothing: replace it without waiting for admission.
 	for _, s := range outdated {
@@ -68,12 +54,44 @@ func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
 	if len(outdated) == 0 {
 		return Step{InFlight: -1, Message: "every replica is on the current revision"}
 	}
-	for ordinal := range replicas {
-		if s, ok := byOrdinal[ordinal]; !ok || s.Replica == "" || !s.Admitted {
-			return Step{InFlight: -1, Message: fmt.Sprintf("%d replicas are outdated; the next leaves once every replica is admitted (r%d is not)", len(outdated), ordinal)}
-		}
+	if ordinal, ok := firstMissing(replicas, byOrdinal, true); ok {
+		return Step{InFlight: -1, Message: fmt.Sprintf("%d replicas are outdated; the next leaves once every replica is admitted (r%d is not)", len(outdated), ordinal)}
 	}
 	next := outdated[0]
 	return Step{Replace: next.Replica, Ordinal: next.Ordinal, InFlight: next.Ordinal,
 		Message: fmt.Sprintf("replacing replica r%d (revision %s) with revision %s; %d outdated", next.Ordinal, next.Revision, current, len(outdated))}
+}
+
+// declared is the slots of the declared ordinals, by ordinal.
+func declared(replicas int32, slots []Slot) map[int32]Slot {
+	byOrdinal := map[int32]Slot{}
+	for _, s := range slots {
+		if s.Ordinal < replicas {
+			byOrdinal[s.Ordinal] = s
+		}
+	}
+	return byOrdinal
+}
+
+// outdatedSlots is the occupied outdated slots, highest ordinal first.
+func outdatedSlots(byOrdinal map[int32]Slot) []Slot {
+	var outdated []Slot
+	for _, s := range byOrdinal {
+		if s.Replica != "" && s.Outdated {
+			outdated = append(outdated, s)
+		}
+	}
+	sort.Slice(outdated, func(i, j int) bool { return outdated[i].Ordinal > outdated[j].Ordinal })
+	return outdated
+}
+
+// firstMissing is the lowest declared ordinal whose slot is empty (or, when admitted is set, whose
+// replica is not admitted either).
+func firstMissing(replicas int32, byOrdinal map[int32]Slot, admitted bool) (int32, bool) {
+	for ordinal := range replicas {
+		if s, ok := byOrdinal[ordinal]; !ok || s.Replica == "" || (admitted && !s.Admitted) {
+			return ordinal, true
+		}
+	}
+	return 0, false
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // admissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
@@ -53,7 +57,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole)).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
-			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingLabels{workerv1.LabelPodGroupName: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
+			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
 				return nil
 			}
 			return toRole(ctx, &pods.Items[0])
@@ -61,65 +65,124 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(p)
 }
 
-// Reconcile takes one step of a role's rollout.
+// Reconcile takes one step of a role's rollout: it reads the role's slots (observe), decides the
+// pass with pure functions (decide, Pace), then retires and annotates (act).
 func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	o, err := p.observe(ctx, req.NamespacedName)
+	if o == nil || err != nil {
+		return reconcile.Result{}, err
+	}
+	d := decide(*o)
+	ctrl.LoggerFrom(ctx).V(1).Info("rollout step", "role", o.role.Name, "step", d.step.Message)
+	return reconcile.Result{}, p.act(ctx, o.role, d)
+}
+
+// observed is what one pass reads: the role, its standing replicas' slots, and the ordinals that
+// still have Pods on the API server.
+type observed struct {
+	role        *v1alpha1.ModelRole
+	slots       []Slot
+	podOrdinals map[int32]bool
+}
+
+// pass is what one pass does, in order: retire the ordinals a scale-down removed (highest first),
+// patch the role's annotations once, then retire the replica the step replaces.
+type pass struct {
+	scaledDown  []Slot
+	annotations map[string]*string // changed annotations; nil removes one
+	step        Step
+}
+
+// observe reads a role and its slots; nil when the role is gone, being deleted or not rendered yet.
+func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observed, error) {
 	role := &v1alpha1.ModelRole{}
-	if err := p.Client.Get(ctx, req.NamespacedName, role); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := p.Client.Get(ctx, key, role); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
 	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
-		return reconcile.Result{}, nil
+		return nil, nil
 	}
 	slots, podOrdinals, err := p.slots(ctx, role)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
-	// A scale-down: the ordinals at and above replicas leave now, highest first. Crossplane would
-	// delete them too, but only on the role composite's next requeue.
-	sort.Slice(slots, func(i, j int) bool { return slots[i].Ordinal > slots[j].Ordinal })
-	for _, s := range slots {
+	return &observed{role: role, slots: slots, podOrdinals: podOrdinals}, nil
+}
+
+// decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
+// now, highest first: Crossplane would delete them too, but only on the role composite's next
+// requeue. Slots whose departed replica's Pods are all gone are announced (vacated), which wakes
+// Crossplane to refill them now; each vacancy changes the value, and its refill clears it. The
+// replacement in flight is remembered (replacing) before its replica is deleted.
+func decide(o observed) pass {
+	role := o.role
+	var d pass
+	for _, s := range o.slots {
 		if s.Ordinal >= role.Spec.Replicas {
-			if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
-				return reconcile.Result{}, err
-			}
+			d.scaledDown = append(d.scaledDown, s)
 		}
 	}
+	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
 	inFlight := int32(-1)
 	if v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
 		inFlight = int32(v)
 	}
-	// Slots whose departed replica's Pods are all gone: announcing them wakes Crossplane to refill
-	// them now. Each vacancy changes the value, and its refill clears it.
-	var vacant []string
-	for ordinal := range role.Spec.Replicas {
+	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight)
+	replacing := ""
+	if d.step.InFlight >= 0 {
+		replacing = strconv.Itoa(int(d.step.InFlight))
+	}
+	d.annotations = changed(role.Annotations, map[string]string{
+		workerv1.AnnotationVacated:   vacated(role.Spec.Replicas, o.slots, o.podOrdinals),
+		workerv1.AnnotationReplacing: replacing,
+	})
+	if d.step.InFlight == inFlight {
+		delete(d.annotations, workerv1.AnnotationReplacing) // an unparseable value is left as it is
+	}
+	return d
+}
+
+// vacated lists the declared ordinals with neither a standing replica nor a Pod left, as "0,2".
+func vacated(replicas int32, slots []Slot, podOrdinals map[int32]bool) string {
+	var out []string
+	for ordinal := range replicas {
 		if !podOrdinals[ordinal] && !slotFilled(slots, ordinal) {
-			vacant = append(vacant, strconv.Itoa(int(ordinal)))
+			out = append(out, strconv.Itoa(int(ordinal)))
 		}
 	}
-	if v := strings.Join(vacant, ","); v != role.Annotations[workerv1.AnnotationVacated] {
-		var value any
+	return strings.Join(out, ",")
+}
+
+// changed is the annotation patch from have to want, where an empty wanted value removes the key.
+func changed(have, want map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range want {
+		if have[k] == v {
+			continue
+		}
+		out[k] = nil
 		if v != "" {
-			value = v
-		}
-		if err := p.annotate(ctx, role, workerv1.AnnotationVacated, value); err != nil {
-			return reconcile.Result{}, err
+			out[k] = ptr.To(v)
 		}
 	}
-	step := Pace(role.Spec.Revision, role.Spec.Replicas, slots, inFlight)
-	ctrl.LoggerFrom(ctx).V(1).Info("rollout step", "role", role.Name, "step", step.Message)
-	if step.InFlight != inFlight {
-		var value any
-		if step.InFlight >= 0 {
-			value = strconv.Itoa(int(step.InFlight))
-		}
-		if err := p.annotate(ctx, role, workerv1.AnnotationReplacing, value); err != nil {
-			return reconcile.Result{}, err
+	return out
+}
+
+// act retires the scaled-down replicas, writes the role's annotations in one patch, then retires the
+// replica the step replaces (after its ordinal is remembered, so a restart resumes the same slot).
+func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error {
+	for _, s := range d.scaledDown {
+		if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
+			return err
 		}
 	}
-	if step.Replace == "" {
-		return reconcile.Result{}, nil
+	if err := p.annotate(ctx, role, d.annotations); err != nil {
+		return err
 	}
-	return reconcile.Result{}, p.retire(ctx, role, step.Replace, step.Ordinal, step.Message)
+	if d.step.Replace == "" {
+		return nil
+	}
+	return p.retire(ctx, role, d.step.Replace, d.step.Ordinal, d.step.Message)
 }
 
 // retire deletes a ModelReplica (its Pods and Workload follow) and says so on the deployment.
@@ -159,7 +222,8 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 		return nil, nil, err
 	}
 	pods := &corev1.PodList{}
-	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), selector); err != nil {
+	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodDeployment: role.Spec.DeploymentName},
+		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}); err != nil {
 		return nil, nil, err
 	}
 	admittedGroups := map[int32]bool{}
@@ -210,14 +274,17 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 	return slots, present
 }
 
-// annotate sets (or, with nil, removes) one annotation of the ModelRole.
-func (p *Pacer) annotate(ctx context.Context, role *v1alpha1.ModelRole, key string, value any) error {
-	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+// annotate sets (or, with nil, removes) annotations of the ModelRole in one merge patch.
+func (p *Pacer) annotate(ctx context.Context, role *v1alpha1.ModelRole, annotations map[string]*string) error {
+	if len(annotations) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}
 	if err := p.Client.Patch(ctx, role, client.RawPatch(types.MergePatchType, raw)); err != nil {
-		return fmt.Errorf("annotating ModelRole %s/%s with %s: %w", role.Namespace, role.Name, key, err)
+		return fmt.Errorf("annotating ModelRole %s/%s with %s: %w", role.Namespace, role.Name, strings.Join(slices.Sorted(maps.Keys(annotations)), ", "), err)
 	}
 	return nil
 }

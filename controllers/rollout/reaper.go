@@ -14,6 +14,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // WorkloadReaper deletes the Workload of a replica group none of whose Pods is standing any more. A
@@ -43,9 +44,8 @@ func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
 // without any Pod is left to the garbage collector (its Pods own the Workload).
 func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: req.Name,
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingFields{index.PodGroup: req.Name},
+		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if !Stranded(pods.Items) {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // InstanceServices releases a departing replica's headless Service once the last member it served
@@ -51,10 +52,10 @@ func (r *InstanceServices) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	owner := metav1.GetControllerOf(svc)
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingLabels{
-		workerv1.LabelInstance: svc.Labels[workerv1.LabelInstance], workerv1.LabelComponent: svc.Labels[workerv1.LabelComponent],
-		workerv1.LabelPodOrdinal: svc.Labels[workerv1.LabelPodOrdinal],
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingFields{index.PodDeployment: svc.Labels[workerv1.LabelInstance]},
+		client.MatchingLabels{
+			workerv1.LabelComponent: svc.Labels[workerv1.LabelComponent], workerv1.LabelPodOrdinal: svc.Labels[workerv1.LabelPodOrdinal],
+		}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if servesMembers(owner, pods.Items) {

@@ -1,0 +1,175 @@
+package admissioncheck
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+)
+
+// deployment is a ModelDeployment "md" at generation 3 with one role of the given replicas.
+func deployment(replicas int32) *workerv1.ModelDeployment {
+	md := &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: "team-a", Generation: 3}}
+	md.Spec.Roles = []workerv1.ModelDeploymentRole{{Name: "server", Replicas: replicas, InstanceType: "a10g"}}
+	return md
+}
+
+// member is a replica Pod of md's role "server" in the group of its Workload.
+func member(ordinal int32, group string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r" + strconv.Itoa(int(ordinal)) + "-m0", Namespace: "team-a", Labels: map[string]string{
+		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server",
+		workerv1.LabelPodGroupName: group, workerv1.LabelPodOrdinal: strconv.Itoa(int(ordinal)),
+	}}}
+}
+
+// parkedAtGen marks a Workload parked at a deployment generation.
+func parkedAtGen(wl *kueue.Workload, generation string) *kueue.Workload {
+	wl.Annotations = map[string]string{workerv1.AnnotationParkedGeneration: generation}
+	wl.Spec.Active = ptr.To(false)
+	return wl
+}
+
+func TestReconcile(t *testing.T) {
+	later := t0.Add(DefaultParkAfter)
+	cases := []struct {
+		rule    string
+		objs    []client.Object
+		now     time.Time
+		checks  map[string]string // Workload → check state and message it ends with ("" : no check)
+		active  map[string]bool
+		parked  map[string]string // Workload → parked-generation annotation
+		events  []string
+		requeue time.Duration
+	}{
+		{rule: "a Workload whose ClusterQueue does not ask for the check is left alone",
+			objs:   []client.Object{&kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team-a"}}},
+			checks: map[string]string{"a": ""}},
+		{rule: "a Workload that is not a deployment's replica group is Ready at once",
+			objs:   []client.Object{queued("a")},
+			checks: map[string]string{"a": "Ready: not a ModelDeployment replica group; nothing to hold it for"}},
+		{rule: "a deployment of one replica group is Ready at once",
+			objs:   []client.Object{deployment(1), member(0, "a"), queued("a")},
+			checks: map[string]string{"a": "Ready: the ModelDeployment declares a single replica group; nothing to hold it for"}},
+		{rule: "a group without quota holds the whole set, and the set is looked at again when it would be parked",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: t0.Add(time.Minute),
+			checks: map[string]string{
+				"a": "Pending: held until the whole set has reserved quota: 1 of 2 replica groups still lack quota (server 1 of 2)",
+				"b": "Pending: held until the whole set has reserved quota: 1 of 2 replica groups still lack quota (server 1 of 2)"},
+			requeue: DefaultParkAfter - time.Minute},
+		{rule: "every group holding quota turns the set Ready together, reported once",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), held("b", t0)}, now: t0.Add(time.Minute),
+			checks: map[string]string{
+				"a": "Ready: all 2 replica groups of the deployment hold quota; admitted together",
+				"b": "Ready: all 2 replica groups of the deployment hold quota; admitted together"},
+			events: []string{"Normal ReplicaSetAdmitted all 2 replica groups of the deployment hold quota; admitted together"}},
+		{rule: "a settled set held past the park time is parked rather than held",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: later,
+			checks: map[string]string{
+				"a": "Pending: parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again"},
+			active: map[string]bool{"a": false, "b": false},
+			parked: map[string]string{"a": "3", "b": "3"},
+			events: []string{"Warning ReplicaSetParked parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again"}},
+		{rule: "a parked set stays parked until its deployment is edited",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "3"), parkedAtGen(queued("b"), "3")}, now: later,
+			active: map[string]bool{"a": false, "b": false},
+			parked: map[string]string{"a": "3", "b": "3"}},
+		{rule: "an edit of the deployment queues its parked set again",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "2"), parkedAtGen(queued("b"), "2")}, now: later,
+			active: map[string]bool{"a": true, "b": true},
+			parked: map[string]string{"a": "", "b": ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(tc.objs...).Build()
+			recorder := events.NewFakeRecorder(10)
+			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(tc.now), ParkAfter: DefaultParkAfter}
+			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "a"}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.requeue, res.RequeueAfter)
+			for name, want := range tc.checks {
+				wl := getWorkload(t, c, name)
+				got := ""
+				if s := CheckState(wl, CheckName); s != nil && (s.State != kueue.CheckStatePending || s.Message != "") {
+					got = string(s.State) + ": " + s.Message
+				}
+				assert.Equal(t, want, got, "check on %s", name)
+			}
+			for name, want := range tc.active {
+				assert.Equal(t, want, ptr.Deref(getWorkload(t, c, name).Spec.Active, true), "%s active", name)
+			}
+			for name, want := range tc.parked {
+				assert.Equal(t, want, getWorkload(t, c, name).Annotations[workerv1.AnnotationParkedGeneration], "%s parked at", name)
+			}
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
+		})
+	}
+}
+
+func TestAnUnchangedVerdictWritesNothing(t *testing.T) {
+	c := fakecluster.Builder(deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")).Build()
+	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "b"}}
+	_, err := r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	before := getWorkload(t, c, "a")
+	r.Clock = clocktesting.NewFakePassiveClock(t0.Add(2 * time.Minute))
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	after := getWorkload(t, c, "a")
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion)
+	assert.Equal(t, t0.Unix(), CheckState(after, CheckName).LastTransitionTime.Unix(), "the transition time is kept while the state holds (Pending since t0)")
+}
+
+func TestTheCheckStaysActive(t *testing.T) {
+	mine := &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: string(CheckName), Generation: 1}, Spec: kueue.AdmissionCheckSpec{ControllerName: ControllerName}}
+	theirs := mine.DeepCopy()
+	theirs.Spec.ControllerName = "example.com/other"
+	cases := []struct {
+		rule   string
+		objs   []client.Object
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"the check naming this controller is Active", []client.Object{mine}, metav1.ConditionTrue, "Active"},
+		{"a check naming another controller says how to get it back", []client.Object{theirs}, metav1.ConditionFalse, "ControllerNameMismatch"},
+		{"a deleted check is put back", nil, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(tc.objs...).Build()
+			_, err := (&CheckReconciler{Client: c}).Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: string(CheckName)}})
+			require.NoError(t, err)
+			ac := &kueue.AdmissionCheck{}
+			require.NoError(t, c.Get(context.Background(), types.NamespacedName{Name: string(CheckName)}, ac))
+			if tc.reason == "" {
+				assert.Equal(t, ControllerName, ac.Spec.ControllerName)
+				return
+			}
+			require.Len(t, ac.Status.Conditions, 1)
+			assert.Equal(t, tc.status, ac.Status.Conditions[0].Status)
+			assert.Equal(t, tc.reason, ac.Status.Conditions[0].Reason)
+		})
+	}
+}
+
+func getWorkload(t *testing.T, c client.Client, name string) *kueue.Workload {
+	t.Helper()
+	wl := &kueue.Workload{}
+	require.NoError(t, c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: name}, wl))
+	return wl
+}

@@ -1,0 +1,140 @@
+package admissioncheck
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// observed is what one reconcile reads: the Workload, the deployment its Pods belong to (nil when it
+// is not a deployment's replica group, or the deployment is gone), the deployment's set and the
+// set's Workloads by name.
+type observed struct {
+	workload   *kueue.Workload
+	deployment *workerv1.ModelDeployment
+	set        Set
+	members    map[string]*kueue.Workload
+}
+
+// plan is what one reconcile does: the writes in order, then the metrics and the event.
+type plan struct {
+	writes       []write
+	log          string
+	parked       bool
+	admitted     bool
+	waited       *time.Duration // first reservation to the set's admission, when known
+	event        *event
+	requeueAfter time.Duration
+}
+
+// write is one write of a plan: the check's state on a Workload, or its activation (with the
+// generation a parked set was parked at).
+type write struct {
+	workload         *kueue.Workload
+	check            *kueue.AdmissionCheckState
+	active           *bool
+	parkedGeneration string
+}
+
+// event is the event a plan reports on the deployment.
+type event struct {
+	eventType, reason, action, message string
+}
+
+// decide turns what a reconcile observed into its plan, at now.
+func decide(o observed, now time.Time, parkAfter time.Duration) plan {
+	if o.deployment == nil {
+		return plan{writes: checkWrites(now, []*kueue.Workload{o.workload}, kueue.CheckStateReady,
+			"not a ModelDeployment replica group; nothing to hold it for", false)}
+	}
+	members := slices.Collect(maps.Values(o.members))
+	slices.SortFunc(members, func(a, b *kueue.Workload) int { return cmp.Compare(a.Name, b.Name) })
+	generation := strconv.FormatInt(o.deployment.Generation, 10)
+	if parked := parkedAt(members); parked != "" {
+		return unpark(members, parked == generation)
+	}
+	v := Judge(o.set, CheckName, now, parkAfter)
+	if v.Park {
+		return park(members, v, generation, now)
+	}
+	return hold(members, v, now)
+}
+
+// parkedAt returns the deployment generation a set was parked at, or "".
+func parkedAt(members []*kueue.Workload) string {
+	for _, m := range members {
+		if g := m.Annotations[workerv1.AnnotationParkedGeneration]; g != "" {
+			return g
+		}
+	}
+	return ""
+}
+
+// unpark queues a parked set again once its deployment has been edited since it was parked.
+func unpark(members []*kueue.Workload, unedited bool) plan {
+	if unedited {
+		return plan{}
+	}
+	p := plan{log: "deployment edited; queueing its parked set again"}
+	for _, m := range members {
+		p.writes = append(p.writes, write{workload: m, active: ptr.To(true)})
+	}
+	return p
+}
+
+// park deactivates every member, recording the generation, after giving those that carry the check
+// the parked message.
+func park(members []*kueue.Workload, v Verdict, generation string, now time.Time) plan {
+	p := plan{parked: true, event: &event{corev1.EventTypeWarning, "ReplicaSetParked", "Park", v.Message}}
+	for _, m := range members {
+		p.writes = append(p.writes, checkWrites(now, []*kueue.Workload{m}, kueue.CheckStatePending, v.Message, true)...)
+		p.writes = append(p.writes, write{workload: m, active: ptr.To(false), parkedGeneration: generation})
+	}
+	return p
+}
+
+// hold writes the verdict on every member that carries the check; the set turning Ready is counted
+// and reported once, and a waiting set is looked at again when it would be parked.
+func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
+	p := plan{writes: checkWrites(now, members, v.State, v.Message, true), requeueAfter: v.ParkIn}
+	for _, m := range members {
+		if s := CheckState(m, CheckName); s != nil && v.Admitted && s.State != kueue.CheckStateReady {
+			p.admitted = true
+		}
+	}
+	if p.admitted {
+		p.event = &event{corev1.EventTypeNormal, "ReplicaSetAdmitted", "Admit", v.Message}
+		if !v.FirstReserved.IsZero() {
+			p.waited = ptr.To(now.Sub(v.FirstReserved))
+		}
+	}
+	return p
+}
+
+// checkWrites is the check state each Workload gets (only those carrying the check when
+// onlyCarriers), keeping the transition time while the state holds. An unchanged state writes
+// nothing.
+func checkWrites(now time.Time, wls []*kueue.Workload, state kueue.CheckState, message string, onlyCarriers bool) []write {
+	var out []write
+	for _, wl := range wls {
+		cur := CheckState(wl, CheckName)
+		if (cur == nil && onlyCarriers) || (cur != nil && cur.State == state && cur.Message == message) {
+			continue
+		}
+		next := kueue.AdmissionCheckState{Name: CheckName, State: state, Message: message, LastTransitionTime: metav1.NewTime(now)}
+		if cur != nil && cur.State == state {
+			next.LastTransitionTime = cur.LastTransitionTime
+		}
+		out = append(out, write{workload: wl, check: &next})
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+// Package index names the cache indexes the controllers look objects up by, so that a reconcile asks
+// the cache for the few Pods or deployments it needs instead of scanning a namespace (or the
+// cluster) and filtering.
+package index
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// The indexed fields, for client.MatchingFields.
+const (
+	// PodGroup is a Pod's Kueue pod group (its Workload's name).
+	PodGroup = "mdplane.podGroup"
+	// PodDeployment is the ModelDeployment a Pod belongs to (its instance label).
+	PodDeployment = "mdplane.podDeployment"
+	// PodController is the UID of a Pod's controller (its ModelReplica).
+	PodController = "mdplane.podController"
+	// DeploymentInstanceType is every InstanceType a ModelDeployment's roles name.
+	DeploymentInstanceType = "mdplane.instanceType"
+)
+
+// Field is one index: the kind it is on, its name and how a value is read.
+type Field struct {
+	Object  client.Object
+	Name    string
+	Extract client.IndexerFunc
+}
+
+// Fields are every index the controllers use. A label's index holds its value even when empty, so a
+// lookup matches exactly what the label selector it replaces matched.
+var Fields = []Field{
+	{&corev1.Pod{}, PodGroup, func(o client.Object) []string { return []string{o.GetLabels()[workerv1.LabelPodGroupName]} }},
+	{&corev1.Pod{}, PodDeployment, func(o client.Object) []string { return []string{o.GetLabels()[workerv1.LabelInstance]} }},
+	{&corev1.Pod{}, PodController, podController},
+	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
+}
+
+// Register adds every index to the manager's cache, once for all the controllers.
+func Register(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, f := range Fields {
+		if err := indexer.IndexField(ctx, f.Object, f.Name, f.Extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", f.Object, f.Name, err)
+		}
+	}
+	return nil
+}
+
+func podController(o client.Object) []string {
+	if owner := metav1.GetControllerOf(o); owner != nil {
+		return []string{string(owner.UID)}
+	}
+	return nil
+}
+
+func instanceTypes(o client.Object) []string {
+	md, ok := o.(*workerv1.ModelDeployment)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, role := range md.Spec.Roles {
+		if !seen[role.InstanceType] {
+			seen[role.InstanceType] = true
+			out = append(out, role.InstanceType)
+		}
+	}
+	return out
+}

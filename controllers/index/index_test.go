@@ -1,0 +1,54 @@
+package index
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+type recordingIndexer map[string]client.IndexerFunc
+
+func (r recordingIndexer) IndexField(_ context.Context, _ client.Object, field string, extract client.IndexerFunc) error {
+	r[field] = extract
+	return nil
+}
+
+func TestIndexes(t *testing.T) {
+	indexer := recordingIndexer{}
+	require.NoError(t, Register(context.Background(), indexer))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Labels:          map[string]string{workerv1.LabelPodGroupName: "gpustack-fnv64-1", workerv1.LabelInstance: "md"},
+		OwnerReferences: []metav1.OwnerReference{{UID: "not-the-controller"}, {UID: "replica", Controller: ptr.To(true)}},
+	}}
+	md := &workerv1.ModelDeployment{Spec: workerv1.ModelDeploymentSpec{Roles: []workerv1.ModelDeploymentRole{
+		{Name: "prefill", InstanceType: "h20"}, {Name: "decode", InstanceType: "h20"}, {Name: "router", InstanceType: "cpu"},
+	}}}
+	cases := []struct {
+		rule  string
+		field string
+		obj   client.Object
+		want  []string
+	}{
+		{"a Pod is found by its pod group", PodGroup, pod, []string{"gpustack-fnv64-1"}},
+		{"a Pod is found by its deployment", PodDeployment, pod, []string{"md"}},
+		{"a Pod without the label is found by the empty value, as its label selector found it", PodDeployment, &corev1.Pod{}, []string{""}},
+		{"a Pod is found by its controller only", PodController, pod, []string{"replica"}},
+		{"a Pod without a controller is not indexed by one", PodController, &corev1.Pod{}, nil},
+		{"a deployment is found by each type its roles name, once", DeploymentInstanceType, md, []string{"h20", "cpu"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			require.Contains(t, indexer, tc.field)
+			assert.Equal(t, tc.want, indexer[tc.field](tc.obj))
+		})
+	}
+	assert.Len(t, indexer, len(Fields), "every index registered")
+}

@@ -1,0 +1,332 @@
+package rollout
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+)
+
+// The reconcile tests run on a deployment "md" in team-a with one role, "server".
+const ns = "team-a"
+
+var ctx = context.Background()
+
+func deployment() *workerv1.ModelDeployment {
+	return &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns}}
+}
+
+func modelRole(replicas int32, revision string, annotations map[string]string) *v1alpha1.ModelRole {
+	return &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns, Annotations: annotations},
+		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Replicas: replicas, Size: 1, Revision: revision}}
+}
+
+// replicaAt is the ModelReplica in an ordinal's slot on a revision; its name and UID carry both.
+func replicaAt(ordinal int32, revision string) *v1alpha1.ModelReplica {
+	name := "md-server-r" + strconv.Itoa(int(ordinal)) + "-" + revision
+	return &v1alpha1.ModelReplica{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name),
+			Labels: map[string]string{workerv1.LabelInstance: "md", workerv1.LabelComponent: "server"}},
+		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: ordinal, Revision: revision},
+	}
+}
+
+// memberOf is a replica's standing, ungated Pod; options make it gated, leaving or disrupted.
+func memberOf(r *v1alpha1.ModelReplica, opts ...func(*corev1.Pod)) *corev1.Pod {
+	ordinal := strconv.Itoa(int(r.Spec.Ordinal))
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-m0", Namespace: ns, Labels: map[string]string{
+		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server",
+		workerv1.LabelPodOrdinal: ordinal, workerv1.LabelPodGroupName: workerv1.GroupName(ns, "md", "server", r.Spec.Ordinal),
+	}, OwnerReferences: []metav1.OwnerReference{{APIVersion: "composite.worker.gpustack.ai/v1alpha1", Kind: "ModelReplica", Name: r.Name, UID: r.UID, Controller: ptr.To(true)}}}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func gatedPod(p *corev1.Pod) {
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+}
+
+// leavingPod is being deleted, held by Kueue's finalizer.
+func leavingPod(p *corev1.Pod) {
+	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	p.Finalizers = []string{"kueue.x-k8s.io/managed"}
+}
+
+func drainedPod(p *corev1.Pod) {
+	leavingPod(p)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}
+}
+
+// groupOf is the Workload of an ordinal's group, admitted or not.
+func groupOf(ordinal int32, admitted bool) *kueue.Workload {
+	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", ordinal), Namespace: ns, UID: types.UID("wl-" + strconv.Itoa(int(ordinal)))}}
+	if admitted {
+		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted"}}
+	}
+	return wl
+}
+
+// standing is a replica with its admitted Pod and group.
+func standing(ordinal int32, revision string) []client.Object {
+	r := replicaAt(ordinal, revision)
+	return []client.Object{r, memberOf(r), groupOf(ordinal, true)}
+}
+
+func objects(parts ...[]client.Object) []client.Object {
+	var out []client.Object
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func exists(t *testing.T, c client.Client, obj client.Object, name string) bool {
+	t.Helper()
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return obj.GetDeletionTimestamp() == nil
+}
+
+func TestPacerReconcile(t *testing.T) {
+	leaving := func(ordinal int32, why string) string {
+		return "Normal ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for 30s, then its siblings lose them"
+	}
+	cases := []struct {
+		rule        string
+		role        *v1alpha1.ModelRole
+		objs        []client.Object
+		retired     []string
+		annotations map[string]string
+		events      []string
+	}{
+		{rule: "every replica current: nothing to do",
+			role: modelRole(2, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"))},
+		{rule: "the highest outdated ordinal leaves first once all are admitted, remembered before it goes",
+			role: modelRole(3, "b", nil), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "a")),
+			retired: []string{"md-server-r2-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "2"},
+			events: []string{leaving(2, "replacing replica r2 (revision a) with revision b; 3 outdated")}},
+		{rule: "an empty slot holds the next departure: one replica missing at a time",
+			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+		{rule: "a slot whose last Pod is gone is announced as vacated",
+			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a")),
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}},
+		{rule: "a replacement waiting for admission holds the next departure, and its refill clears the vacancy",
+			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}),
+			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+		{rule: "the retired replica's re-created Pod in the old admitted group does not admit its replacement",
+			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			objs: objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod),
+				func() *corev1.Pod { p := memberOf(replicaAt(2, "a")); p.Name += "-again"; return p }(), groupOf(2, true)}),
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+		{rule: "an admitted replacement resolves, and the next outdated leaves",
+			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "b")),
+			retired: []string{"md-server-r1-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			events: []string{leaving(1, "replacing replica r1 (revision a) with revision b; 2 outdated")}},
+		{rule: "a queued replacement superseded by a newer edit is replaced at once",
+			role:    modelRole(2, "c", map[string]string{workerv1.AnnotationReplacing: "1"}),
+			objs:    objects(standing(0, "a"), []client.Object{replicaAt(1, "b"), memberOf(replicaAt(1, "b"), gatedPod), groupOf(1, false)}),
+			retired: []string{"md-server-r1-b"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			events: []string{leaving(1, "replica r1 on revision b was never admitted; replaced by revision c at once")}},
+		{rule: "nothing outdated left clears the replacement in flight",
+			role: modelRole(2, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), objs: objects(standing(0, "b"), standing(1, "b"))},
+		{rule: "a scale-down retires the ordinals at and above replicas at once, highest first",
+			role: modelRole(1, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"), standing(2, "b")),
+			retired: []string{"md-server-r1-b", "md-server-r2-b"},
+			events:  []string{leaving(2, "the role was scaled to 1"), leaving(1, "the role was scaled to 1")}},
+		{rule: "a role being deleted is left alone",
+			role: func() *v1alpha1.ModelRole {
+				r := modelRole(3, "b", nil)
+				r.DeletionTimestamp, r.Finalizers = &metav1.Time{Time: time.Now()}, []string{"composite.apiextensions.crossplane.io"}
+				return r
+			}(), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "a"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(append(tc.objs, tc.role, deployment())...).Build()
+			recorder := events.NewFakeRecorder(10)
+			_, err := (&Pacer{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
+			require.NoError(t, err)
+			var retired []string
+			for _, o := range tc.objs {
+				if r, ok := o.(*v1alpha1.ModelReplica); ok && !exists(t, c, &v1alpha1.ModelReplica{}, r.Name) {
+					retired = append(retired, r.Name)
+				}
+			}
+			assert.Equal(t, tc.retired, retired)
+			role := &v1alpha1.ModelRole{}
+			require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server"}, role))
+			if tc.annotations == nil {
+				tc.annotations = map[string]string{}
+			}
+			if role.Annotations == nil {
+				role.Annotations = map[string]string{}
+			}
+			assert.Equal(t, tc.annotations, role.Annotations)
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
+		})
+	}
+}
+
+func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
+	role := modelRole(3, "b", map[string]string{workerv1.AnnotationVacated: "2"})
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "a"), []client.Object{role, deployment()})...).Build()
+	before := &v1alpha1.ModelRole{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), before))
+	_, err := (&Pacer{Client: c, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	after := &v1alpha1.ModelRole{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), after))
+	assert.Equal(t, map[string]string{workerv1.AnnotationReplacing: "2"}, after.Annotations, "the refill cleared and the replacement remembered")
+	b, _ := strconv.Atoi(before.ResourceVersion)
+	a, _ := strconv.Atoi(after.ResourceVersion)
+	assert.Equal(t, b+1, a, "one write of the role")
+}
+
+func TestDeparturesReconcile(t *testing.T) {
+	r1 := replicaAt(1, "a")
+	evicted := groupOf(1, true)
+	evicted.Status.Conditions = append(evicted.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "Preempted to accommodate a workload"})
+	rebuilt := func(why string) string {
+		return "replica r1 of role server lost member md-server-r1-a-m0 (" + why + "); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for 30s, then its siblings lose them"
+	}
+	cases := []struct {
+		rule    string
+		objs    []client.Object
+		replica *v1alpha1.ModelReplica
+		retired bool
+		pods    map[string]bool // Pod → still standing
+		events  []string
+		requeue time.Duration
+	}{
+		{rule: "a member that is merely not Ready is not a departure",
+			objs: []client.Object{r1, memberOf(r1, func(p *corev1.Pod) {
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			}), groupOf(1, true)}, replica: r1},
+		{rule: "a member deleted retires the whole replica: ReplicaRestarted",
+			objs: []client.Object{r1, memberOf(r1, leavingPod), groupOf(1, true)}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+		{rule: "Kueue evicting the group is ReplicaEvicted",
+			objs: []client.Object{r1, memberOf(r1, leavingPod), evicted}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaEvicted " + rebuilt("Kueue evicted its group: Preempted: Preempted to accommodate a workload")}},
+		{rule: "a drain through the eviction API is ReplicaEvicted",
+			objs: []client.Object{r1, memberOf(r1, drainedPod), groupOf(1, true)}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaEvicted " + rebuilt("evicted: EvictionByEvictionAPI: Eviction API: evicting")}},
+		{rule: "a broken replica waits behind another replacement in flight in its role",
+			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
+			replica: r1, requeue: 5 * time.Second},
+		{rule: "the replica in flight itself is rebuilt",
+			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
+			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+		{rule: "a departing replica's own Pods are deleted at once, and a replacement's in the same slot are not touched",
+			objs: []client.Object{
+				func() *v1alpha1.ModelReplica {
+					r := replicaAt(1, "a")
+					r.DeletionTimestamp, r.Finalizers = &metav1.Time{Time: time.Now()}, []string{"foregroundDeletion"}
+					return r
+				}(),
+				memberOf(r1, func(p *corev1.Pod) { p.Finalizers = []string{"kueue.x-k8s.io/managed"} }),
+				func() *corev1.Pod { p := memberOf(replicaAt(1, "b")); p.Name = "replacement"; return p }(),
+			},
+			replica: r1, pods: map[string]bool{"md-server-r1-a-m0": false, "replacement": true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(append(tc.objs, deployment())...).Build()
+			recorder := events.NewFakeRecorder(10)
+			res, err := (&Departures{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.replica)})
+			require.NoError(t, err)
+			assert.Equal(t, tc.requeue, res.RequeueAfter)
+			if tc.pods == nil {
+				assert.Equal(t, !tc.retired, exists(t, c, &v1alpha1.ModelReplica{}, tc.replica.Name), "replica standing")
+			}
+			for name, want := range tc.pods {
+				assert.Equal(t, want, exists(t, c, &corev1.Pod{}, name), "Pod %s standing", name)
+			}
+			assert.Equal(t, tc.events, fakecluster.Events(recorder))
+		})
+	}
+}
+
+func TestInstanceServicesReconcile(t *testing.T) {
+	old, next := replicaAt(1, "a"), replicaAt(1, "b")
+	service := func(deleting bool) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1", Namespace: ns, Finalizers: []string{workerv1.FinalizerInstanceMembers},
+			Labels:          map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server", workerv1.LabelPodOrdinal: "1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "composite.worker.gpustack.ai/v1alpha1", Kind: "ModelReplica", Name: old.Name, UID: old.UID, Controller: ptr.To(true)}}}}
+		if deleting {
+			s.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		return s
+	}
+	cases := []struct {
+		rule     string
+		objs     []client.Object
+		released bool
+	}{
+		{"a Service not being deleted keeps its finalizer", []client.Object{service(false)}, false},
+		{"a departing Service is held while a member of its own replica remains", []client.Object{service(true), memberOf(old)}, false},
+		{"a departing Service is held while a leaving Pod of its slot remains", []client.Object{service(true), memberOf(next, leavingPod)}, false},
+		{"the next replica's standing Pods do not hold the old Service", []client.Object{service(true), memberOf(next)}, true},
+		{"a departing Service with no member left is released", []client.Object{service(true)}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(tc.objs...).Build()
+			_, err := (&InstanceServices{Client: c}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server-r1"}})
+			require.NoError(t, err)
+			svc := &corev1.Service{}
+			err = c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server-r1"}, svc)
+			assert.Equal(t, tc.released, apierrors.IsNotFound(err), "released (the fake API server deletes an object once its last finalizer goes)")
+		})
+	}
+}
+
+func TestWorkloadReaperReconcile(t *testing.T) {
+	r1 := replicaAt(1, "a")
+	cases := []struct {
+		rule   string
+		objs   []client.Object
+		reaped bool
+	}{
+		{"a group with a standing member keeps its Workload", []client.Object{groupOf(1, true), memberOf(r1), func() *corev1.Pod {
+			p := memberOf(r1, leavingPod)
+			p.Name += "-m1"
+			return p
+		}()}, false},
+		{"a group whose every member is leaving loses its Workload", []client.Object{groupOf(1, true), memberOf(r1, leavingPod)}, true},
+		{"a group without Pods is left to the garbage collector", []client.Object{groupOf(1, true)}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := fakecluster.Builder(tc.objs...).Build()
+			name := workerv1.GroupName(ns, "md", "server", 1)
+			_, err := (&WorkloadReaper{Client: c}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.reaped, !exists(t, c, &kueue.Workload{}, name))
+		})
+	}
+}
