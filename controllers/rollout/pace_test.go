@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,11 +16,11 @@ import (
 
 // running is an admitted replica on a revision; queued one whose group was never admitted.
 func running(ordinal int32, revision string) Slot {
-	return Slot{Ordinal: ordinal, Replica: "r" + string(rune('0'+ordinal)), Revision: revision, Admitted: true, EverAdmitted: true}
+	return Slot{Ordinal: ordinal, Replica: "r" + strconv.Itoa(int(ordinal)), Revision: revision, Admitted: true, EverAdmitted: true}
 }
 
 func queued(ordinal int32, revision string) Slot {
-	return Slot{Ordinal: ordinal, Replica: "r" + string(rune('0'+ordinal)), Revision: revision}
+	return Slot{Ordinal: ordinal, Replica: "r" + strconv.Itoa(int(ordinal)), Revision: revision}
 }
 
 func TestPace(t *testing.T) {

@@ -81,7 +81,7 @@ type sim struct {
 
 // simStats show the simulation reaches what it checks.
 type simStats struct {
-	events, settle, departures, midRollout int
+	settle, departures, midRollout int
 }
 
 func newSim(t *testing.T, seed uint64, stats *simStats) *sim {

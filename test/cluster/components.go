@@ -234,7 +234,7 @@ func (s *Stack) startKueue(ctx context.Context) error {
 	// Kueue v0.17.0 opens a metrics certificate at a fixed path even with metrics off and internal
 	// certificate management disabled; any valid pair will do.
 	if err := copyServingCert(webhook.LocalServingCertDir, "/etc/kueue/metrics/certs"); err != nil {
-		return fmt.Errorf("Kueue needs a certificate in /etc/kueue/metrics/certs (run as root): %w", err)
+		return fmt.Errorf("kueue needs a certificate in /etc/kueue/metrics/certs (run as root): %w", err)
 	}
 	health, err := freePort()
 	if err != nil {

@@ -41,7 +41,7 @@ func docBlocks() (map[string][]string, error) {
 			// A block inside a list item is indented as its fence is; its lines keep their own
 			// indentation relative to that.
 			in, lang, body = true, strings.TrimPrefix(line, "```"), nil
-			indent = sc.Text()[:strings.Index(sc.Text(), "```")]
+			indent, _, _ = strings.Cut(sc.Text(), "```") // the line holds a fence: it was trimmed to one
 		case in && line == "```":
 			blocks[lang] = append(blocks[lang], strings.Join(body, "\n"))
 			in = false

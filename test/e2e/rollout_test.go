@@ -342,7 +342,6 @@ func TestRolloutWaitsAndSupersedes(t *testing.T) {
 		}
 		return runningWith(ctx, ns, name, 3, "--max-model-len 4096")
 	})
-
 }
 
 // roleAnnotation reads one annotation of a ModelRole.
@@ -412,7 +411,6 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 	eventually(t, 3*time.Minute, "the rollout resumed and finished", func() error {
 		return runningWith(ctx, ns, name, 3, "--max-model-len 8192")
 	})
-
 }
 
 func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
