@@ -40,17 +40,18 @@ func ValidateUpdate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorLis
 func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	var errs field.ErrorList
 	roles := field.NewPath("spec", "roles")
+	md = withDefaults(md)
 	oldRoles := map[string]workerv1.ModelDeploymentRole{}
 	if old != nil {
+		old = withDefaults(old)
 		for _, r := range old.Spec.Roles {
-			oldRoles[r.Name] = r.WithDefaults()
+			oldRoles[r.Name] = r
 		}
 	}
 	errs = append(errs, validateKinds(md, roles)...)
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
 		errs = append(errs, validateMemberNames(md, role, path)...)
@@ -80,13 +81,23 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	return errs
 }
 
+// withDefaults is a shallow copy of md whose roles have the schema's defaults applied: every rule
+// judges a role as the API server would have stored it.
+func withDefaults(md *workerv1.ModelDeployment) *workerv1.ModelDeployment {
+	out := *md
+	out.Spec.Roles = make([]workerv1.ModelDeploymentRole, len(md.Spec.Roles))
+	for i, r := range md.Spec.Roles {
+		out.Spec.Roles[i] = r.WithDefaults()
+	}
+	return &out
+}
+
 // validateKinds: a server serves whole requests by itself, and only servers may come in several.
 func validateKinds(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	first := map[workerv1.RoleKind]string{}
 	var server, other string
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		if role.Kind == workerv1.RoleKindServer {
 			if server == "" {
 				server = role.Name
@@ -122,8 +133,7 @@ type serviceClaim struct {
 func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had map[string]workerv1.ModelDeploymentRole) field.ErrorList {
 	var errs field.ErrorList
 	claims := map[string][]serviceClaim{}
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		name := md.Name + "-" + role.Name
 		if _, stored := had[role.Name]; !stored {
 			if reasons := k8svalidation.IsDNS1035Label(name); len(reasons) > 0 {
@@ -177,7 +187,7 @@ func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 	var errs field.ErrorList
 	e := md.Spec.Engine.Name
 	kvCache := md.Spec.KVCache != nil
-	if len(role.Command) == 0 {
+	if !role.TakesOver() {
 		for j, arg := range role.ExtraArgs {
 			flag, owned := engine.OwnedArg(e, kvCache, arg)
 			if !owned {
@@ -206,11 +216,7 @@ func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 // rather than silently taken as 1.
 func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	argsField := path.Child("extraArgs")
-	args := role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
+	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	for _, flag := range engine.DegreeFlags(e) {
 		v, set := engine.FlagValue(args, flag)
 		if !set {
@@ -250,7 +256,7 @@ const (
 
 // reservedPorts are the ports mdplane synthesizes a listener on for a managed role.
 func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
-	if len(role.Command) > 0 {
+	if role.TakesOver() {
 		return nil // nothing is synthesized onto a replaced command
 	}
 	var ports []int32
@@ -270,12 +276,9 @@ func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 // declared port may be one mdplane synthesizes a listener on.
 func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	argsField, args := path.Child("extraArgs"), role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
+	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	portArg, hasPort := engine.FlagValue(args, "--port")
-	proxied := md.Spec.Router != nil && md.Spec.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
+	proxied := md.Spec.Router != nil && md.Spec.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
 		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
@@ -299,7 +302,7 @@ func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			}
 		}
 	}
-	if len(role.Ports) == 0 && hasPort && len(role.Command) == 0 {
+	if len(role.Ports) == 0 && hasPort && !role.TakesOver() {
 		for _, r := range reserved {
 			if portArg == strconv.Itoa(int(r)) {
 				errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
@@ -366,7 +369,7 @@ func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.Mod
 		b = stored.Resources.Interface
 	}
 	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0) &&
-		role.InstanceType == stored.InstanceType && (len(role.Command) > 0) == (len(stored.Command) > 0) &&
+		role.InstanceType == stored.InstanceType && role.TakesOver() == stored.TakesOver() &&
 		fabricPathOf(md, role) == fabricPathOf(old, stored)
 }
 
@@ -387,7 +390,7 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 			protocol = workerv1.TransferTCP
 		}
 		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", protocol)
-	case len(role.Command) > 0:
+	case role.TakesOver():
 		why = "its replaced command is given no transfer and it binds no cache pool"
 	default:
 		why = "it is given no direct prefill/decode transfer and binds no cache pool"
@@ -419,10 +422,7 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			cards = 1
 		}
 	}
-	argsField, args := path.Child("extraArgs"), role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
+	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	d := engine.ReadDegrees(md.Spec.Engine.Name, args)
 	width := int64(d.TP) * int64(d.PP)
 	if cards == 0 || width <= cards {
@@ -458,8 +458,7 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 		users[r.InstanceType] = append(users[r.InstanceType], r.Name)
 	}
 	slicing := map[workerv1.RoleKind]string{} // kind -> accelerator group it slices
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		it, ok := c.InstanceTypes[role.InstanceType]
 		if !ok || it == nil {

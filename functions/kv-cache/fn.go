@@ -159,7 +159,7 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	unmanaged := false
 	producersUnmanaged := false
 	for _, r := range md.Spec.Roles {
-		if len(r.Command) > 0 {
+		if r.TakesOver() {
 			unmanaged = true
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
 		}

@@ -25,7 +25,7 @@ const (
 // needsRoutingProxy reports whether a role's replicas run behind the routing proxy: a managed
 // decoder of a deployment llm-d-router fronts.
 func needsRoutingProxy(d Deployment, role workerv1.ModelDeploymentRole) bool {
-	return d.Router != nil && d.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
+	return d.Router != nil && d.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
 }
 
 // ApplyRoutingProxy moves the engine of a decoder's template behind the routing proxy: the proxy, a

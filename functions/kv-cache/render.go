@@ -79,7 +79,7 @@ type Amendment struct {
 // user owns its whole argv.
 func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 	var a Amendment
-	if len(role.Command) > 0 || role.Kind == workerv1.RoleKindEncode {
+	if role.TakesOver() || role.Kind == workerv1.RoleKindEncode {
 		return a
 	}
 	kind := role.Kind
@@ -188,7 +188,7 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 // vLLM role (not a decoder) that llm-d-router fronts. SGLang renders no publisher.
 func PublishesKVEvents(d Deployment, role workerv1.ModelDeploymentRole) bool {
 	return d.Engine == workerv1.EngineVLLM && d.Router != nil && d.Router.Name == workerv1.RouterLLMD &&
-		len(role.Command) == 0 && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
+		!role.TakesOver() && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
 }
 
 // vllmKVRole is the kv_role of a role kind.

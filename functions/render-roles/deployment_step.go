@@ -62,7 +62,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
 	for i, role := range md.Spec.Roles {
-		role = role.WithDefaults()
+		role = rendered[i].Role // defaulted once, by RenderRole
 		r := rendered[i]
 		roleResource := resource.Name(roleResourcePrefix + role.Name)
 		observedRole := observed[roleResource].Resource

@@ -48,6 +48,9 @@ type Role struct {
 
 // RenderedRole is a role's resolved Pod template and what Services and status need of it.
 type RenderedRole struct {
+	// Role is the role as rendered, with its defaults applied: the render's callers read it from
+	// here rather than defaulting the role again.
+	Role workerv1.ModelDeploymentRole
 	// Template is the Pod template every replica of the current revision is stamped from.
 	Template corev1.PodTemplateSpec
 	// ConfigDigest is the SHA-256 of the role's explicit configuration and resolved bindings.
@@ -79,7 +82,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &RenderedRole{ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: len(role.Command) > 0}
+	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: role.TakesOver()}
 
 	ports := rolePorts(role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
@@ -136,7 +139,7 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 	if role.Topology != nil && role.Topology.RequiredLevel != "" {
 		a[workerv1.AnnotationRequiredTopology] = role.Topology.RequiredLevel
 	}
-	if len(role.Command) == 0 {
+	if !role.TakesOver() {
 		a["prometheus.io/scrape"] = "true"
 		a["prometheus.io/path"] = "/metrics"
 		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
@@ -168,7 +171,7 @@ func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
 
 // servesTLS reports whether the engine is given a certificate or a key, and so serves HTTPS.
 func servesTLS(role workerv1.ModelDeploymentRole) bool {
-	return engine.HasFlag(engineArgs(role), "--ssl-certfile", "--ssl-keyfile")
+	return engine.HasFlag(role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
 }
 
 // probeable reports whether a probe can reach the engine: with TLS on, only when the engine does not
@@ -177,7 +180,7 @@ func probeable(role workerv1.ModelDeploymentRole) bool {
 	if !servesTLS(role) {
 		return true
 	}
-	v, set := engine.FlagValue(engineArgs(role), "--ssl-cert-reqs")
+	v, set := engine.FlagValue(role.EngineArgs(), "--ssl-cert-reqs")
 	return !set || v == "0" || v == "1"
 }
 
@@ -200,7 +203,7 @@ func portsOf(role workerv1.ModelDeploymentRole) portPlan {
 		return p
 	}
 	target := int32(DefaultPort)
-	if v, ok := engine.FlagValue(engineArgs(role), "--port"); ok {
+	if v, ok := engine.FlagValue(role.EngineArgs(), "--port"); ok {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
 			target = int32(n)
 		}
@@ -211,15 +214,6 @@ func portsOf(role workerv1.ModelDeploymentRole) portPlan {
 		declared: []corev1.ContainerPort{{Name: "http", ContainerPort: target, Protocol: corev1.ProtocolTCP}},
 		probed:   true,
 	}
-}
-
-// engineArgs is the part of the command line the user wrote: the whole argv of a take-over role,
-// else the appended extraArgs.
-func engineArgs(role workerv1.ModelDeploymentRole) []string {
-	if len(role.Command) > 0 {
-		return role.Command
-	}
-	return role.ExtraArgs
 }
 
 // baseCommand is the engine's own launch line for a model.
@@ -242,7 +236,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 		ImagePullPolicy: role.ImagePullPolicy,
 		Ports:           ports.declared,
 	}
-	managed := len(role.Command) == 0
+	managed := !role.TakesOver()
 	if !managed {
 		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
 		c.Command = append([]string(nil), role.Command...)
@@ -268,7 +262,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 	switch {
 	case role.Privileged:
 		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	case engine.EngramEnabled(name, engineArgs(role), role.Env):
+	case engine.EngramEnabled(name, role.EngineArgs(), role.Env):
 		// Pinning host DRAM needs these two capabilities, not a privileged Pod.
 		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{
 			Add: []corev1.Capability{"IPC_LOCK", "SYS_RESOURCE"},
@@ -341,7 +335,7 @@ func roleVolumes(in Role, role workerv1.ModelDeploymentRole) ([]corev1.Volume, [
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmPath})
 	}
-	if len(role.Command) == 0 && !mountsPath(role, compileCachePath) {
+	if !role.TakesOver() && !mountsPath(role, compileCachePath) {
 		volumes = append(volumes, corev1.Volume{Name: compileCache, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: compileCacheNodePath(in, role), Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 		}})
