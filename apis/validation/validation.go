@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -134,7 +135,7 @@ func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had m
 	var errs field.ErrorList
 	claims := map[string][]serviceClaim{}
 	for i, role := range md.Spec.Roles {
-		name := md.Name + "-" + role.Name
+		name := naming.RoleServiceName(md.Name, role.Name)
 		if _, stored := had[role.Name]; !stored {
 			if reasons := k8svalidation.IsDNS1035Label(name); len(reasons) > 0 {
 				errs = append(errs, field.Invalid(roles.Index(i).Child("name"), role.Name, fmt.Sprintf(
@@ -145,7 +146,7 @@ func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had m
 		claims[name] = append(claims[name], serviceClaim{role.Name, "its Service"})
 		if role.Size > 1 {
 			for n := range role.Replicas {
-				instance := name + "-r" + strconv.Itoa(int(n))
+				instance := naming.InstanceName(md.Name, role.Name, n)
 				claims[instance] = append(claims[instance], serviceClaim{role.Name, fmt.Sprintf("the Service of its instance %d", n)})
 			}
 		}
@@ -171,7 +172,7 @@ func validateMemberNames(md *workerv1.ModelDeployment, role workerv1.ModelDeploy
 	if role.Size <= 1 {
 		return nil
 	}
-	longest := fmt.Sprintf("%s-%s-r%d-m%d", md.Name, role.Name, role.Replicas-1, role.Size-1)
+	longest := naming.MemberName(md.Name, role.Name, role.Replicas-1, role.Size-1)
 	reasons := k8svalidation.IsDNS1123Label(longest)
 	if len(reasons) == 0 {
 		return nil

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -74,9 +75,7 @@ type groupKey struct {
 // groups returns the pod groups of a deployment, by group name, from its Pods' labels.
 func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: deployment,
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(naming.DeploymentLabels(deployment))); err != nil {
 		return nil, err
 	}
 	out := map[string]groupKey{}
@@ -198,9 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // deployment's replica group (or the deployment is gone).
 func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*workerv1.ModelDeployment, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: wl.Name,
-	}, client.Limit(1)); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingLabels(naming.GroupLabels(wl.Name)), client.Limit(1)); err != nil {
 		return nil, err
 	}
 	if len(pods.Items) == 0 || pods.Items[0].Labels[workerv1.LabelInstance] == "" {

@@ -19,6 +19,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -63,7 +64,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// A broken replica waits behind a replacement already in flight in its role: one replica
 		// missing at a time. The pacer's progress (its Pod and Workload events) brings it back here.
 		role := &v1alpha1.ModelRole{}
-		err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName + "-" + replica.Spec.RoleName}, role)
+		err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
 		if err == nil {
 			if v := role.Annotations[workerv1.AnnotationReplacing]; v != "" && v != strconv.Itoa(int(replica.Spec.Ordinal)) {
 				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
@@ -99,10 +100,8 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // ownPods lists the Pods the replica controls.
 func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels{
-		workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
-		workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
-	}); err != nil {
+	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingLabels(
+		naming.ReplicaLabels(replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal))); err != nil {
 		return nil, err
 	}
 	var own []corev1.Pod

@@ -21,6 +21,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -44,7 +45,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[workerv1.LabelInstance] + "-" + l[workerv1.LabelComponent]}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("role_rollout").
@@ -53,7 +54,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole)).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
-			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingLabels{workerv1.LabelPodGroupName: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
+			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingLabels(naming.GroupLabels(o.GetName())), client.Limit(1)); err != nil || len(pods.Items) == 0 {
 				return nil
 			}
 			return toRole(ctx, &pods.Items[0])
@@ -153,7 +154,7 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 // slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
 // still have Pods on the API server.
 func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
-	selector := client.MatchingLabels{workerv1.LabelInstance: role.Spec.DeploymentName, workerv1.LabelComponent: role.Spec.RoleName}
+	selector := client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
 	replicas := &v1alpha1.ModelReplicaList{}
 	if err := p.Client.List(ctx, replicas, client.InNamespace(role.Namespace), selector); err != nil {
 		return nil, nil, err

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -43,9 +44,7 @@ func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
 // without any Pod is left to the garbage collector (its Pods own the Workload).
 func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingLabels{
-		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelPodGroupName: req.Name,
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingLabels(naming.GroupLabels(req.Name))); err != nil {
 		return reconcile.Result{}, err
 	}
 	if !Stranded(pods.Items) {

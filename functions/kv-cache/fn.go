@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -288,7 +289,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 		entry := map[string]any{
 			"name":     role.Name,
 			"kind":     role.Kind.RouterSpelling(),
-			"selector": fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=0", workerv1.LabelName, workerv1.NameModelDeployment, workerv1.LabelInstance, md.Name, workerv1.LabelComponent, role.Name, workerv1.LabelMemberIndex),
+			"selector": naming.LeaderSelector(md.Name, role.Name),
 		}
 		if len(ports) > 0 {
 			if p, ok := ports[0].(map[string]any)["port"]; ok {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -31,12 +32,9 @@ const (
 	routerDefaultReplicaSize = 1
 )
 
-// RouterName is the name of every object of a deployment's router: <md>-router.
-func RouterName(deployment string) string { return deployment + "-router" }
-
 // RouterEndpoint is the deployment's address once a router fronts it.
 func RouterEndpoint(namespace, deployment string) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", RouterName(deployment), namespace, RouterPort)
+	return fmt.Sprintf("http://%s.%s.svc:%d", naming.RouterName(deployment), namespace, RouterPort)
 }
 
 // Router is a deployment's router: the objects to compose, by composition resource name.
@@ -59,12 +57,9 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
-	name := RouterName(deployment)
-	labels := map[string]string{
-		workerv1.LabelName:     workerv1.NameModelDeployment,
-		workerv1.LabelInstance: deployment,
-		LabelRouter:            string(r.Name),
-	}
+	name := naming.RouterName(deployment)
+	labels := naming.DeploymentLabels(deployment)
+	labels[LabelRouter] = string(r.Name)
 	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(RouterPort),
 		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
 	if r.RequestTimeoutSeconds != nil {
@@ -160,11 +155,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 // leaderLabels select the leaders of a deployment's roles, of one kind when kind is set. Router Pods
 // carry no member index, so they never select themselves.
 func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
-	l := map[string]string{
-		workerv1.LabelName:        workerv1.NameModelDeployment,
-		workerv1.LabelInstance:    deployment,
-		workerv1.LabelMemberIndex: "0",
-	}
+	l := naming.Leaders(naming.DeploymentLabels(deployment))
 	if kind != "" {
 		l[workerv1.LabelRoleKind] = kind.RouterSpelling()
 	}

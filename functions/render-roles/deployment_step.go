@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -70,7 +71,7 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 			return err
 		}
 		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
-		svc := RenderRoleService(ns, RoleServiceName(name, role.Name), name, role.Name, r)
+		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r)
 		if desired[svcResource], err = xfn.Composed(svc, observed[svcResource].Resource != nil); err != nil {
 			return err
 		}
@@ -177,12 +178,8 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 // modelRole is the internal composite of one role.
 func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole) *v1alpha1.ModelRole {
 	return &v1alpha1.ModelRole{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
-		ObjectMeta: objectMeta(md.Namespace, RoleServiceName(md.Name, role.Name), map[string]string{
-			workerv1.LabelName:      workerv1.NameModelDeployment,
-			workerv1.LabelInstance:  md.Name,
-			workerv1.LabelComponent: role.Name,
-		}),
+		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
+		ObjectMeta: objectMeta(md.Namespace, naming.RoleServiceName(md.Name, role.Name), naming.RoleLabels(md.Name, role.Name)),
 		Spec: v1alpha1.ModelRoleSpec{
 			DeploymentName:   md.Name,
 			RoleName:         role.Name,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -119,13 +120,10 @@ func RenderRole(in Role) (*RenderedRole, error) {
 // roleLabels are the labels every Pod of the role carries; the replica step adds the group name,
 // ordinal and member index.
 func roleLabels(in Role, role workerv1.ModelDeploymentRole) map[string]string {
-	return map[string]string{
-		workerv1.LabelName:      workerv1.NameModelDeployment,
-		workerv1.LabelInstance:  in.Deployment,
-		workerv1.LabelComponent: role.Name,
-		workerv1.LabelRoleKind:  role.Kind.RouterSpelling(),
-		workerv1.LabelQueueName: in.InstanceType.Status.Entrance,
-	}
+	l := naming.RoleLabels(in.Deployment, role.Name)
+	l[workerv1.LabelRoleKind] = role.Kind.RouterSpelling()
+	l[workerv1.LabelQueueName] = in.InstanceType.Status.Entrance
+	return l
 }
 
 func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest string) map[string]string {
