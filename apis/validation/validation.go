@@ -248,44 +248,20 @@ func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
 		!slices.Equal(role.Command, stored.Command)
 }
 
-// Ports mdplane synthesizes listeners on.
-const (
-	kvEventsPort  = 5557
-	kvReplayPort  = 5558
-	bootstrapPort = 8998
-)
-
-// reservedPorts are the ports mdplane synthesizes a listener on for a managed role.
-func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
-	if role.TakesOver() {
-		return nil // nothing is synthesized onto a replaced command
-	}
-	var ports []int32
-	router := md.Spec.Router
-	if md.Spec.Engine.Name == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
-		role.Kind != workerv1.RoleKindDecode {
-		ports = append(ports, kvEventsPort, kvReplayPort)
-	}
-	if role.Kind == workerv1.RoleKindPrefill && engine.DeclaresPair(md.Spec.Roles) && (router != nil || md.Spec.KVCache != nil) {
-		ports = append(ports, bootstrapPort)
-	}
-	return ports
-}
-
 // validatePorts: a --port the engine reads must agree with the first declared port (a managed
 // decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port), and no
 // declared port may be one mdplane synthesizes a listener on.
 func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
-	portArg, hasPort := engine.FlagValue(args, "--port")
-	proxied := md.Spec.Router != nil && md.Spec.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
+	argsField := path.Child(role.EngineArgsField())
+	portArg, hasPort := engine.PortArg(role)
+	proxied := engine.BehindRoutingProxy(md.Spec.Router, role)
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
 		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
 			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port)))
 	}
-	reserved := reservedPorts(md, role)
+	reserved := engine.ReservedPorts(md, role)
 	if len(reserved) == 0 {
 		return errs
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
@@ -72,7 +73,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if templates[role.Name], err = amend(dr, RenderRole(d, role), needsRoutingProxy(d, role), d); err != nil {
+		if templates[role.Name], err = amend(dr, RenderRole(d, role), engine.BehindRoutingProxy(d.Router, role), d); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
 	}
@@ -188,7 +189,7 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 			WithMessage("a block-producing role takes its command line over").TargetComposite()
 	default:
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
-			WithMessage("every block-producing role is configured to publish on tcp://*:5557, topic kv@").TargetComposite()
+			WithMessage(fmt.Sprintf("every block-producing role is configured to publish on tcp://*:%d, topic %s", engine.KVEventsPort, engine.KVEventsTopic)).TargetComposite()
 	}
 }
 
@@ -296,20 +297,20 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 				entry["endpoint"] = fmt.Sprintf("http://%s:%v", host, p)
 			}
 		}
-		if PublishesKVEvents(d, role) {
+		if engine.PublishesKVEvents(d.Engine, d.Router, role) {
 			for _, p := range []struct {
 				name string
 				port int64
-			}{{"kv-events", KVEventsPort}, {"kv-replay", KVReplayPort}} {
+			}{{"kv-events", engine.KVEventsPort}, {"kv-replay", engine.KVReplayPort}} {
 				ports = append(ports, map[string]any{"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"})
 			}
 			if err := unstructured.SetNestedSlice(svc.Resource.Object, ports, "spec", "ports"); err != nil {
 				return nil, err
 			}
 			entry["kvEvents"] = map[string]any{
-				"endpoint":       fmt.Sprintf("tcp://%s:%d", host, KVEventsPort),
-				"replayEndpoint": fmt.Sprintf("tcp://%s:%d", host, KVReplayPort),
-				"topic":          "kv@",
+				"endpoint":       fmt.Sprintf("tcp://%s:%d", host, engine.KVEventsPort),
+				"replayEndpoint": fmt.Sprintf("tcp://%s:%d", host, engine.KVReplayPort),
+				"topic":          engine.KVEventsTopic,
 			}
 		}
 		roles = append(roles, entry)

@@ -17,16 +17,9 @@ import (
 const (
 	RoutingProxyContainer = "routing-proxy"
 	RoutingProxyImage     = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
-	internalEnginePort    = 8200
 	modelServerPortName   = "model-server"
 	decoderProbePath      = "/v1/models"
 )
-
-// needsRoutingProxy reports whether a role's replicas run behind the routing proxy: a managed
-// decoder of a deployment llm-d-router fronts.
-func needsRoutingProxy(d Deployment, role workerv1.ModelDeploymentRole) bool {
-	return d.Router != nil && d.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
-}
 
 // ApplyRoutingProxy moves the engine of a decoder's template behind the routing proxy: the proxy, a
 // native sidecar, listens on the serving port; the engine on an internal port past every declared
@@ -43,16 +36,11 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 		return
 	}
 	serving := main.Ports[0].ContainerPort
-	internal := int32(internalEnginePort)
-	for taken := true; taken; {
-		taken = false
-		for _, p := range main.Ports {
-			if p.ContainerPort == internal {
-				internal++
-				taken = true
-			}
-		}
+	declared := make([]int32, len(main.Ports))
+	for i, p := range main.Ports {
+		declared[i] = p.ContainerPort
 	}
+	internal := engine.EnginePortBehindProxy(declared)
 	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
 	main.Args = withPort(main.Args, internal)
 	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
@@ -71,9 +59,9 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 	switch d.Engine {
 	case workerv1.EngineSGLang:
 		args = append(args, "--kv-connector=sglang")
-		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(BootstrapPort)})
+		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
 	default:
-		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(BootstrapPort))
+		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(engine.BootstrapPort))
 	}
 	args = append(args, "--secure-proxy=false")
 	if engineTLS {

@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -18,9 +19,6 @@ const (
 	clientConfigVolume     = "gpustack-kvcache-config"
 	clientConfigDir        = "/etc/gpustack/kvcache"
 	clientConfigFile       = "mooncake.json"
-	BootstrapPort          = 8998
-	KVEventsPort           = 5557
-	KVReplayPort           = 5558
 	mainContainer          = "main"
 )
 
@@ -116,14 +114,14 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			a.Env = append(a.Env, corev1.EnvVar{Name: "MOONCAKE_CONFIG_PATH", Value: clientConfigDir + "/" + clientConfigFile})
 		}
 		if leg && kind == workerv1.RoleKindPrefill {
-			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(BootstrapPort)})
-			a.Ports = append(a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: BootstrapPort, Protocol: corev1.ProtocolTCP})
+			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
+			a.Ports = append(a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
 		}
-		if PublishesKVEvents(d, role) {
+		if engine.PublishesKVEvents(d.Engine, d.Router, role) {
 			a.Args = append(a.Args, "--kv-events-config", kvEventsConfig)
 			a.Ports = append(a.Ports,
-				corev1.ContainerPort{Name: "kv-events", ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP},
-				corev1.ContainerPort{Name: "kv-replay", ContainerPort: KVReplayPort, Protocol: corev1.ProtocolTCP})
+				corev1.ContainerPort{Name: "kv-events", ContainerPort: engine.KVEventsPort, Protocol: corev1.ProtocolTCP},
+				corev1.ContainerPort{Name: "kv-replay", ContainerPort: engine.KVReplayPort, Protocol: corev1.ProtocolTCP})
 		}
 		if store || leg {
 			defaulted("MC_TE_METRIC", "1")
@@ -164,9 +162,9 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 			}
 			a.Args = append(a.Args, "--disaggregation-mode", mode, "--disaggregation-transfer-backend", backend)
 			if kind == workerv1.RoleKindPrefill {
-				a.Args = append(a.Args, "--disaggregation-bootstrap-port", strconv.Itoa(BootstrapPort))
-				a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: BootstrapPort, Protocol: corev1.ProtocolTCP})
-				a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(BootstrapPort)}
+				a.Args = append(a.Args, "--disaggregation-bootstrap-port", strconv.Itoa(engine.BootstrapPort))
+				a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
+				a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(engine.BootstrapPort)}
 			} else if !engine.HasFlag(role.ExtraArgs, "--disaggregation-decode-retraction-backup") {
 				a.Args = append(a.Args, "--disaggregation-decode-retraction-backup", "cpu_tensor")
 			}
@@ -182,13 +180,6 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 		a.Args = append(a.Args, engine.KVCacheDtypeFlag, d.Binding.Domain.Dtype)
 	}
 	return a
-}
-
-// PublishesKVEvents reports whether a role publishes KV cache events: a managed, block-producing
-// vLLM role (not a decoder) that llm-d-router fronts. SGLang renders no publisher.
-func PublishesKVEvents(d Deployment, role workerv1.ModelDeploymentRole) bool {
-	return d.Engine == workerv1.EngineVLLM && d.Router != nil && d.Router.Name == workerv1.RouterLLMD &&
-		!role.TakesOver() && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
 }
 
 // vllmKVRole is the kv_role of a role kind.
@@ -252,7 +243,8 @@ func vllmClientConfig(b *Binding, protocol string) string {
 }
 
 // kvEventsConfig is the ZMQ publisher a block-producing vLLM role runs when llm-d-router fronts it.
-const kvEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558","buffer_steps":10000,"hwm":100000,"max_queue_size":100000,"topic":"kv@"}`
+var kvEventsConfig = fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","buffer_steps":10000,"hwm":100000,"max_queue_size":100000,"topic":%q}`,
+	engine.KVEventsPort, engine.KVReplayPort, engine.KVEventsTopic)
 
 // Apply amends a role's Pod template: owned and defaulted variables go before the ones already
 // rendered, arguments right after the launch line.

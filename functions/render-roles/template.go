@@ -21,7 +21,6 @@ import (
 // Rendering constants of the spec.
 const (
 	MainContainer     = "main"
-	DefaultPort       = 8000
 	shmVolume         = "dshm"
 	shmPath           = "/dev/shm"
 	compileCache      = "gpustack-compile-cache"
@@ -183,8 +182,9 @@ func probeable(role workerv1.ModelDeploymentRole) bool {
 }
 
 func portsOf(role workerv1.ModelDeploymentRole) portPlan {
+	service, target := engine.ServingPorts(role)
 	if len(role.Ports) > 0 {
-		p := portPlan{service: role.Ports[0].Port, target: role.Ports[0].Port}
+		p := portPlan{service: service, target: target}
 		for _, port := range role.Ports {
 			protocol := port.Protocol
 			if protocol == "" {
@@ -200,14 +200,8 @@ func portsOf(role workerv1.ModelDeploymentRole) portPlan {
 		p.probed = p.declared[0].Protocol == corev1.ProtocolTCP
 		return p
 	}
-	target := int32(DefaultPort)
-	if v, ok := engine.FlagValue(role.EngineArgs(), "--port"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
-			target = int32(n)
-		}
-	}
 	return portPlan{
-		service:  DefaultPort,
+		service:  service,
 		target:   target,
 		declared: []corev1.ContainerPort{{Name: "http", ContainerPort: target, Protocol: corev1.ProtocolTCP}},
 		probed:   true,
