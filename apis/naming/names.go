@@ -2,6 +2,10 @@ package naming
 
 import "strconv"
 
+// MainContainer is the engine's container in every Pod template mdplane renders; the cache step and
+// the routing proxy amend it by this name.
+const MainContainer = "main"
+
 // RoleServiceName is the name of a role's Service, which fronts its leaders, and of its ModelRole:
 // <md>-<role>.
 func RoleServiceName(deployment, role string) string { return deployment + "-" + role }

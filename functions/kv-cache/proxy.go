@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -28,7 +29,7 @@ const (
 func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
-		if t.Spec.Containers[i].Name == mainContainer {
+		if t.Spec.Containers[i].Name == naming.MainContainer {
 			main = &t.Spec.Containers[i]
 		}
 	}

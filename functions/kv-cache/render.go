@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -19,7 +20,6 @@ const (
 	clientConfigVolume     = "gpustack-kvcache-config"
 	clientConfigDir        = "/etc/gpustack/kvcache"
 	clientConfigFile       = "mooncake.json"
-	mainContainer          = "main"
 )
 
 // Binding is the resolved cache binding a deployment renders its clients from.
@@ -258,7 +258,7 @@ func Apply(t *corev1.PodTemplateSpec, a Amendment) {
 	t.Spec.Volumes = append(t.Spec.Volumes, a.Volumes...)
 	for i := range t.Spec.Containers {
 		c := &t.Spec.Containers[i]
-		if c.Name != mainContainer {
+		if c.Name != naming.MainContainer {
 			continue
 		}
 		c.Args = append(slices.Clone(a.Args), c.Args...)

@@ -197,7 +197,7 @@ func servingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
 			}
 		}
 		for _, c := range t.Spec.Containers {
-			if c.Name == mainContainer && len(c.Ports) > 0 && p == 0 {
+			if c.Name == naming.MainContainer && len(c.Ports) > 0 && p == 0 {
 				p = c.Ports[0].ContainerPort
 			}
 		}

@@ -62,7 +62,7 @@ func RenderMembers(r Replica) []*corev1.Pod {
 func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		if c.Name != MainContainer {
+		if c.Name != naming.MainContainer {
 			continue
 		}
 		instance := []corev1.EnvVar{

@@ -20,7 +20,6 @@ import (
 
 // Rendering constants of the spec.
 const (
-	MainContainer     = "main"
 	shmVolume         = "dshm"
 	shmPath           = "/dev/shm"
 	compileCache      = "gpustack-compile-cache"
@@ -223,7 +222,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 		image = role.Image
 	}
 	c := corev1.Container{
-		Name:            MainContainer,
+		Name:            naming.MainContainer,
 		Image:           image,
 		ImagePullPolicy: role.ImagePullPolicy,
 		Ports:           ports.declared,
