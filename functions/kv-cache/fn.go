@@ -15,6 +15,8 @@ import (
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routers"
+	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -73,7 +75,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if templates[role.Name], err = amend(dr, RenderRole(d, role), engine.BehindRoutingProxy(d.Router, role), d); err != nil {
+		if templates[role.Name], err = amend(dr, RenderRole(d, role), engine.BehindRoutingProxy(d.Router, role), d.Engine); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
 	}
@@ -136,7 +138,7 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
 // the engine behind the routing proxy.
-func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment) (*corev1.PodTemplateSpec, error) {
+func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, e workerv1.Engine) (*corev1.PodTemplateSpec, error) {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
 		return nil, fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
@@ -147,7 +149,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment
 	}
 	Apply(t, a)
 	if proxied {
-		ApplyRoutingProxy(t, d)
+		routingproxy.Apply(t, e)
 	}
 	m, err := xfn.ToMap(t)
 	if err != nil {
@@ -210,14 +212,14 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	if md.Spec.Router == nil {
 		return routerAbsent, nil
 	}
-	if _, argv := routerCommands[md.Spec.Router.Name]; !argv {
+	if !routers.Renders(md.Spec.Router.Name) {
 		return routerNotRendered, nil
 	}
-	port, err := servingPort(templates)
+	port, err := routers.ServingPort(templates)
 	if err != nil {
 		return 0, err
 	}
-	r, err := RenderArgvRouter(md.Namespace, md.Name, md.Spec.Router, d, port)
+	r, err := routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
 	if err != nil {
 		return 0, err
 	}
@@ -266,10 +268,10 @@ func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment
 	case routerReady:
 		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
 	}
-	router["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
+	router["endpoint"] = routers.Endpoint(md.Namespace, md.Name)
 	status["endpoint"] = nil
 	if state == routerReady {
-		status["endpoint"] = RouterEndpoint(md.Namespace, md.Name)
+		status["endpoint"] = routers.Endpoint(md.Namespace, md.Name)
 	}
 }
 

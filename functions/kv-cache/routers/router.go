@@ -1,4 +1,4 @@
-package kvcache
+package routers
 
 import (
 	"crypto/sha256"
@@ -17,14 +17,15 @@ import (
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 )
 
 // Router rendering constants of the spec's related facts (§1.4).
 const (
 	LabelRouter              = "modeldeployment.gpustack.ai/router"
 	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"
-	DefaultRouterImage       = "gpustack/llm-router:v0.1.0"
-	RouterPort               = 8081
+	DefaultImage             = "gpustack/llm-router:v0.1.0"
+	Port                     = 8081
 	routerMetricsPort        = 9090
 	routerContainer          = "router"
 	routerServicePortName    = "http"
@@ -32,9 +33,9 @@ const (
 	routerDefaultReplicaSize = 1
 )
 
-// RouterEndpoint is the deployment's address once a router fronts it.
-func RouterEndpoint(namespace, deployment string) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", naming.RouterName(deployment), namespace, RouterPort)
+// Endpoint is the deployment's address once a router fronts it.
+func Endpoint(namespace, deployment string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", naming.RouterName(deployment), namespace, Port)
 }
 
 // Router is a deployment's router: the objects to compose, by composition resource name.
@@ -49,10 +50,16 @@ var routerCommands = map[workerv1.RouterName]string{
 	workerv1.RouterSGLangGateway: "sgl-model-gateway",
 }
 
-// RenderArgvRouter renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
+// Renders reports whether this package renders the named router's objects: the argv routers.
+func Renders(name workerv1.RouterName) bool {
+	_, ok := routerCommands[name]
+	return ok
+}
+
+// Render renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
 // router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
 // RoleBinding that let it watch Pods. servingPort is the port every role serves on.
-func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentRouter, d Deployment, servingPort int32) (*Router, error) {
+func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) (*Router, error) {
 	command, ok := routerCommands[r.Name]
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
@@ -60,7 +67,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	name := naming.RouterName(deployment)
 	labels := naming.DeploymentLabels(deployment)
 	labels[LabelRouter] = string(r.Name)
-	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(RouterPort),
+	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(Port),
 		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
 	if r.RequestTimeoutSeconds != nil {
 		args = append(args, "--request-timeout-secs="+strconv.Itoa(int(*r.RequestTimeoutSeconds)))
@@ -70,7 +77,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	}
 	args = append(args, "--service-discovery", "--service-discovery-namespace="+namespace,
 		"--service-discovery-port="+strconv.Itoa(int(servingPort)))
-	if engine.DeclaresPair(d.Roles) {
+	if engine.DeclaresPair(roles) {
 		flag := "--pd-disaggregation"
 		if r.Name == workerv1.RouterVLLM {
 			flag = "--vllm-pd-disaggregation"
@@ -83,7 +90,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	}
 	args = append(args, r.ExtraArgs...)
 
-	image := DefaultRouterImage
+	image := DefaultImage
 	if r.Image != "" {
 		image = r.Image
 	}
@@ -95,10 +102,10 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 		Name: routerContainer, Image: image, ImagePullPolicy: r.ImagePullPolicy,
 		Command: []string{command}, Args: args,
 		Ports: []corev1.ContainerPort{
-			{Name: routerServicePortName, ContainerPort: RouterPort, Protocol: corev1.ProtocolTCP},
+			{Name: routerServicePortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP},
 			{Name: routerMetricsPortName, ContainerPort: routerMetricsPort, Protocol: corev1.ProtocolTCP},
 		},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RouterPort)}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(Port)}},
 			PeriodSeconds: 10, TimeoutSeconds: 5},
 	}
 	hash, err := configHash(container)
@@ -134,7 +141,7 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: meta(),
 			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
-				Name: routerServicePortName, Port: RouterPort, TargetPort: intstr.FromInt32(RouterPort), Protocol: corev1.ProtocolTCP,
+				Name: routerServicePortName, Port: Port, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP,
 			}}},
 		},
 		"router-serviceaccount": &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()},
@@ -186,13 +193,14 @@ func configHash(c corev1.Container) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// servingPort is the one port every role serves on; a router needs one.
-func servingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
+// ServingPort is the one port every role's amended template serves on (the routing proxy's on a
+// proxied decoder); a router needs one.
+func ServingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
 	var port int32
 	for role, t := range templates {
 		p := int32(0)
 		for _, c := range t.Spec.InitContainers {
-			if c.Name == RoutingProxyContainer && len(c.Ports) > 0 {
+			if c.Name == routingproxy.Container && len(c.Ports) > 0 {
 				p = c.Ports[0].ContainerPort
 			}
 		}

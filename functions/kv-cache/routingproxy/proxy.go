@@ -1,4 +1,4 @@
-package kvcache
+package routingproxy
 
 import (
 	"strconv"
@@ -16,17 +16,17 @@ import (
 // The routing proxy llm-d-router puts in front of every decode replica: it owns the role's serving
 // port and forwards to the engine on an internal one.
 const (
-	RoutingProxyContainer = "routing-proxy"
-	RoutingProxyImage     = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
-	modelServerPortName   = "model-server"
-	decoderProbePath      = "/v1/models"
+	Container           = "routing-proxy"
+	Image               = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+	modelServerPortName = "model-server"
+	decoderProbePath    = "/v1/models"
 )
 
-// ApplyRoutingProxy moves the engine of a decoder's template behind the routing proxy: the proxy, a
+// Apply moves the engine of a decoder's template behind the routing proxy: the proxy, a
 // native sidecar, listens on the serving port; the engine on an internal port past every declared
 // one; the probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the
 // proxy reaches its engine.
-func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
 		if t.Spec.Containers[i].Name == naming.MainContainer {
@@ -57,7 +57,7 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 
 	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}
 	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
-	switch d.Engine {
+	switch e {
 	case workerv1.EngineSGLang:
 		args = append(args, "--kv-connector=sglang")
 		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
@@ -69,8 +69,8 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 		args = append(args, "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder")
 	}
 	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
-		Name:            RoutingProxyContainer,
-		Image:           RoutingProxyImage,
+		Name:            Container,
+		Image:           Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		// A native sidecar: it starts before the engine and runs beside it for the Pod's lifetime.
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
