@@ -34,6 +34,14 @@ func RevisionName(deployment, role, revision string) string {
 // RouterName is the name of every object of a deployment's router: <md>-router.
 func RouterName(deployment string) string { return deployment + "-router" }
 
+// RoleResource is the composition resource name of a role's ModelRole in a ModelDeployment's
+// pipeline: render-roles composes it under this name and kv-cache amends it by it.
+func RoleResource(role string) string { return "role-" + role }
+
+// RoleServiceResource is the composition resource name of a role's Service in a ModelDeployment's
+// pipeline, which kv-cache adds the KV event ports to.
+func RoleServiceResource(role string) string { return "service-" + role }
+
 // maxGenerateNameBase leaves room for the five characters the API server appends to a generateName,
 // so that an XR name stays a valid 63-character label value.
 const maxGenerateNameBase = 57

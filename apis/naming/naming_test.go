@@ -17,6 +17,8 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "qwen-decode-r2-m0.qwen-decode-r2", naming.LeaderAddress("qwen", "decode", 2))
 	assert.Equal(t, "qwen-decode-abc", naming.RevisionName("qwen", "decode", "abc"))
 	assert.Equal(t, "qwen-router", naming.RouterName("qwen"))
+	assert.Equal(t, "role-decode", naming.RoleResource("decode"))
+	assert.Equal(t, "service-decode", naming.RoleServiceResource("decode"))
 	assert.Equal(t, "qwen-decode-r2-", naming.ReplicaGenerateName("qwen", "decode", 2))
 	long := naming.ReplicaGenerateName(strings.Repeat("a", 55)+"-", "x", 0)
 	assert.LessOrEqual(t, len(long), 58, "room for the API server's five characters")

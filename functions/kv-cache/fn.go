@@ -70,7 +70,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	templates := map[string]*corev1.PodTemplateSpec{}
 	for _, role := range md.Spec.Roles {
-		key := resource.Name("role-" + role.Name)
+		key := resource.Name(naming.RoleResource(role.Name))
 		dr, ok := desired[key]
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
@@ -283,7 +283,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 	}
 	var roles []any
 	for _, role := range md.Spec.Roles {
-		svc, ok := desired[resource.Name("service-"+role.Name)]
+		svc, ok := desired[resource.Name(naming.RoleServiceResource(role.Name))]
 		if !ok {
 			return nil, fmt.Errorf("role %q: no desired Service; the kv-cache step runs after render-roles", role.Name)
 		}

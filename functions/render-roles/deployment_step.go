@@ -20,8 +20,6 @@ import (
 // Composition resource names of the deployment step.
 const (
 	deploymentServiceResource = "service"
-	roleResourcePrefix        = "role-"
-	roleServiceResourcePrefix = "service-"
 )
 
 // deploymentInputs are the external objects a deployment's roles bind, as Crossplane fetched them.
@@ -65,12 +63,12 @@ func deploymentStep(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	for i, role := range md.Spec.Roles {
 		role = rendered[i].Role // defaulted once, by RenderRole
 		r := rendered[i]
-		roleResource := resource.Name(roleResourcePrefix + role.Name)
+		roleResource := resource.Name(naming.RoleResource(role.Name))
 		observedRole := observed[roleResource].Resource
 		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedReady(observedRole)); err != nil {
 			return err
 		}
-		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
+		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
 		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r)
 		if desired[svcResource], err = xfn.Composed(svc, observed[svcResource].Resource != nil); err != nil {
 			return err
