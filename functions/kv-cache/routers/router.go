@@ -64,9 +64,44 @@ func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, rol
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
+	container := routerContainerOf(r, command, routerArgs(namespace, deployment, r, roles, servingPort))
+	hash, err := configHash(container)
+	if err != nil {
+		return nil, err
+	}
 	name := naming.RouterName(deployment)
 	labels := naming.DeploymentLabels(deployment)
 	labels[LabelRouter] = string(r.Name)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
+	}
+	return &Router{Objects: map[string]any{
+		"router-deployment": routerDeployment(meta(), r, container, hash),
+		"router-service": &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: meta(),
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+				Name: routerServicePortName, Port: Port, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP,
+			}}},
+		},
+		"router-serviceaccount": &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()},
+		"router-role": &rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: meta(),
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+		},
+		"router-rolebinding": &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: meta(),
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		},
+	}}, nil
+}
+
+// routerArgs are the router's own flags, then the user's extraArgs: where it listens, where it
+// discovers the roles' leaders, and the prefill/decode selectors of a declared pair.
+func routerArgs(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) []string {
 	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(Port),
 		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
 	if r.RequestTimeoutSeconds != nil {
@@ -88,17 +123,17 @@ func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, rol
 	} else {
 		args = append(args, selectorArgs("--selector", leaderLabels(deployment, ""))...)
 	}
-	args = append(args, r.ExtraArgs...)
+	return append(args, r.ExtraArgs...)
+}
 
+// routerContainerOf is the router's container: the image (DefaultImage unless spec.router names
+// one), its serving and metrics ports, and a TCP readiness probe on the serving port.
+func routerContainerOf(r *workerv1.ModelDeploymentRouter, command string, args []string) corev1.Container {
 	image := DefaultImage
 	if r.Image != "" {
 		image = r.Image
 	}
-	replicas := int32(routerDefaultReplicaSize)
-	if r.Replicas != nil {
-		replicas = *r.Replicas
-	}
-	container := corev1.Container{
+	return corev1.Container{
 		Name: routerContainer, Image: image, ImagePullPolicy: r.ImagePullPolicy,
 		Command: []string{command}, Args: args,
 		Ports: []corev1.ContainerPort{
@@ -108,55 +143,35 @@ func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, rol
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(Port)}},
 			PeriodSeconds: 10, TimeoutSeconds: 5},
 	}
-	hash, err := configHash(container)
-	if err != nil {
-		return nil, err
+}
+
+// routerDeployment runs the router's replicas, keyed to their configuration by hash so a change
+// rolls them, and scraped on the metrics port.
+func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter, container corev1.Container, hash string) *appsv1.Deployment {
+	replicas := int32(routerDefaultReplicaSize)
+	if r.Replicas != nil {
+		replicas = *r.Replicas
 	}
-	meta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
-	}
-	deploy := &appsv1.Deployment{
+	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta(),
+		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: meta.Labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+				ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: map[string]string{
 					AnnotationRouterConfig: hash,
 					"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics",
 					"prometheus.io/port": strconv.Itoa(routerMetricsPort), "prometheus.io/scheme": "http",
 				}},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: name,
+					ServiceAccountName: meta.Name,
 					ImagePullSecrets:   r.ImagePullSecrets,
 					Containers:         []corev1.Container{container},
 				},
 			},
 		},
 	}
-	return &Router{Objects: map[string]any{
-		"router-deployment": deploy,
-		"router-service": &corev1.Service{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			ObjectMeta: meta(),
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
-				Name: routerServicePortName, Port: Port, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP,
-			}}},
-		},
-		"router-serviceaccount": &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()},
-		"router-role": &rbacv1.Role{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: meta(),
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
-		},
-		"router-rolebinding": &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: meta(),
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		},
-	}}, nil
 }
 
 // leaderLabels select the leaders of a deployment's roles, of one kind when kind is set. Router Pods
