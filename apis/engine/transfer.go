@@ -15,7 +15,7 @@ func DeclaresPair(roles []workerv1.ModelDeploymentRole) bool {
 // RendersDirectLeg reports whether a role's engine is given a direct prefill/decode transfer: vLLM's
 // leg follows the router, SGLang's the declared pair. A replaced command is given nothing.
 func RendersDirectLeg(e workerv1.Engine, routed bool, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
-	if len(role.Command) > 0 || (role.Kind != workerv1.RoleKindPrefill && role.Kind != workerv1.RoleKindDecode) {
+	if role.TakesOver() || (role.Kind != workerv1.RoleKindPrefill && role.Kind != workerv1.RoleKindDecode) {
 		return false
 	}
 	switch e {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -40,17 +41,18 @@ func ValidateUpdate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorLis
 func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	var errs field.ErrorList
 	roles := field.NewPath("spec", "roles")
+	md = withDefaults(md)
 	oldRoles := map[string]workerv1.ModelDeploymentRole{}
 	if old != nil {
+		old = withDefaults(old)
 		for _, r := range old.Spec.Roles {
-			oldRoles[r.Name] = r.WithDefaults()
+			oldRoles[r.Name] = r
 		}
 	}
 	errs = append(errs, validateKinds(md, roles)...)
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
 		errs = append(errs, validateMemberNames(md, role, path)...)
@@ -80,13 +82,23 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	return errs
 }
 
+// withDefaults is a shallow copy of md whose roles have the schema's defaults applied: every rule
+// judges a role as the API server would have stored it.
+func withDefaults(md *workerv1.ModelDeployment) *workerv1.ModelDeployment {
+	out := *md
+	out.Spec.Roles = make([]workerv1.ModelDeploymentRole, len(md.Spec.Roles))
+	for i, r := range md.Spec.Roles {
+		out.Spec.Roles[i] = r.WithDefaults()
+	}
+	return &out
+}
+
 // validateKinds: a server serves whole requests by itself, and only servers may come in several.
 func validateKinds(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	first := map[workerv1.RoleKind]string{}
 	var server, other string
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		if role.Kind == workerv1.RoleKindServer {
 			if server == "" {
 				server = role.Name
@@ -122,9 +134,8 @@ type serviceClaim struct {
 func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had map[string]workerv1.ModelDeploymentRole) field.ErrorList {
 	var errs field.ErrorList
 	claims := map[string][]serviceClaim{}
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
-		name := md.Name + "-" + role.Name
+	for i, role := range md.Spec.Roles {
+		name := naming.RoleServiceName(md.Name, role.Name)
 		if _, stored := had[role.Name]; !stored {
 			if reasons := k8svalidation.IsDNS1035Label(name); len(reasons) > 0 {
 				errs = append(errs, field.Invalid(roles.Index(i).Child("name"), role.Name, fmt.Sprintf(
@@ -135,7 +146,7 @@ func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had m
 		claims[name] = append(claims[name], serviceClaim{role.Name, "its Service"})
 		if role.Size > 1 {
 			for n := range role.Replicas {
-				instance := name + "-r" + strconv.Itoa(int(n))
+				instance := naming.InstanceName(md.Name, role.Name, n)
 				claims[instance] = append(claims[instance], serviceClaim{role.Name, fmt.Sprintf("the Service of its instance %d", n)})
 			}
 		}
@@ -161,7 +172,7 @@ func validateMemberNames(md *workerv1.ModelDeployment, role workerv1.ModelDeploy
 	if role.Size <= 1 {
 		return nil
 	}
-	longest := fmt.Sprintf("%s-%s-r%d-m%d", md.Name, role.Name, role.Replicas-1, role.Size-1)
+	longest := naming.MemberName(md.Name, role.Name, role.Replicas-1, role.Size-1)
 	reasons := k8svalidation.IsDNS1123Label(longest)
 	if len(reasons) == 0 {
 		return nil
@@ -177,7 +188,7 @@ func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 	var errs field.ErrorList
 	e := md.Spec.Engine.Name
 	kvCache := md.Spec.KVCache != nil
-	if len(role.Command) == 0 {
+	if !role.TakesOver() {
 		for j, arg := range role.ExtraArgs {
 			flag, owned := engine.OwnedArg(e, kvCache, arg)
 			if !owned {
@@ -206,11 +217,7 @@ func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 // rather than silently taken as 1.
 func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	argsField := path.Child("extraArgs")
-	args := role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
+	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	for _, flag := range engine.DegreeFlags(e) {
 		v, set := engine.FlagValue(args, flag)
 		if !set {
@@ -241,47 +248,20 @@ func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
 		!slices.Equal(role.Command, stored.Command)
 }
 
-// Ports mdplane synthesizes listeners on.
-const (
-	kvEventsPort  = 5557
-	kvReplayPort  = 5558
-	bootstrapPort = 8998
-)
-
-// reservedPorts are the ports mdplane synthesizes a listener on for a managed role.
-func reservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
-	if len(role.Command) > 0 {
-		return nil // nothing is synthesized onto a replaced command
-	}
-	var ports []int32
-	router := md.Spec.Router
-	if md.Spec.Engine.Name == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
-		role.Kind != workerv1.RoleKindDecode {
-		ports = append(ports, kvEventsPort, kvReplayPort)
-	}
-	if role.Kind == workerv1.RoleKindPrefill && engine.DeclaresPair(md.Spec.Roles) && (router != nil || md.Spec.KVCache != nil) {
-		ports = append(ports, bootstrapPort)
-	}
-	return ports
-}
-
 // validatePorts: a --port the engine reads must agree with the first declared port (a managed
 // decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port), and no
 // declared port may be one mdplane synthesizes a listener on.
 func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	argsField, args := path.Child("extraArgs"), role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
-	portArg, hasPort := engine.FlagValue(args, "--port")
-	proxied := md.Spec.Router != nil && md.Spec.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
+	argsField := path.Child(role.EngineArgsField())
+	portArg, hasPort := engine.PortArg(role)
+	proxied := engine.BehindRoutingProxy(md.Spec.Router, role)
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
 		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
 			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port)))
 	}
-	reserved := reservedPorts(md, role)
+	reserved := engine.ReservedPorts(md, role)
 	if len(reserved) == 0 {
 		return errs
 	}
@@ -299,7 +279,7 @@ func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			}
 		}
 	}
-	if len(role.Ports) == 0 && hasPort && len(role.Command) == 0 {
+	if len(role.Ports) == 0 && hasPort && !role.TakesOver() {
 		for _, r := range reserved {
 			if portArg == strconv.Itoa(int(r)) {
 				errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
@@ -366,7 +346,7 @@ func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.Mod
 		b = stored.Resources.Interface
 	}
 	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0) &&
-		role.InstanceType == stored.InstanceType && (len(role.Command) > 0) == (len(stored.Command) > 0) &&
+		role.InstanceType == stored.InstanceType && role.TakesOver() == stored.TakesOver() &&
 		fabricPathOf(md, role) == fabricPathOf(old, stored)
 }
 
@@ -387,7 +367,7 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 			protocol = workerv1.TransferTCP
 		}
 		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", protocol)
-	case len(role.Command) > 0:
+	case role.TakesOver():
 		why = "its replaced command is given no transfer and it binds no cache pool"
 	default:
 		why = "it is given no direct prefill/decode transfer and binds no cache pool"
@@ -419,10 +399,7 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			cards = 1
 		}
 	}
-	argsField, args := path.Child("extraArgs"), role.ExtraArgs
-	if len(role.Command) > 0 {
-		argsField, args = path.Child("command"), role.Command
-	}
+	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	d := engine.ReadDegrees(md.Spec.Engine.Name, args)
 	width := int64(d.TP) * int64(d.PP)
 	if cards == 0 || width <= cards {
@@ -458,8 +435,7 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 		users[r.InstanceType] = append(users[r.InstanceType], r.Name)
 	}
 	slicing := map[workerv1.RoleKind]string{} // kind -> accelerator group it slices
-	for i, r := range md.Spec.Roles {
-		role := r.WithDefaults()
+	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		it, ok := c.InstanceTypes[role.InstanceType]
 		if !ok || it == nil {

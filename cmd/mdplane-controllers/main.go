@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/index"
@@ -87,8 +88,8 @@ func main() {
 		LeaderElectionNamespace: namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:     {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
-			&corev1.Service{}: {Label: labels.SelectorFromSet(labels.Set{workerv1.LabelName: workerv1.NameModelDeployment})},
+			&corev1.Pod{}:     {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Service{}: {Label: labels.SelectorFromSet(naming.Managed())},
 		}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
 	})

@@ -21,6 +21,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -76,7 +77,7 @@ type groupKey struct {
 func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodDeployment: deployment},
-		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
+		client.MatchingLabels(naming.Managed())); err != nil {
 		return nil, err
 	}
 	out := map[string]groupKey{}
@@ -193,7 +194,7 @@ func (r *Reconciler) write(ctx context.Context, w write) error {
 func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*workerv1.ModelDeployment, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingFields{index.PodGroup: wl.Name},
-		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}, client.Limit(1)); err != nil {
+		client.MatchingLabels(naming.Managed()), client.Limit(1)); err != nil {
 		return nil, err
 	}
 	if len(pods.Items) == 0 || pods.Items[0].Labels[workerv1.LabelInstance] == "" {

@@ -19,6 +19,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -77,7 +78,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // or the role is gone).
 func (d *Departures) replacing(ctx context.Context, replica *v1alpha1.ModelReplica) (string, error) {
 	role := &v1alpha1.ModelRole{}
-	err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName + "-" + replica.Spec.RoleName}, role)
+	err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
 	if err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
@@ -125,10 +126,7 @@ func (d *Departures) deletePods(ctx context.Context, replica *v1alpha1.ModelRepl
 func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)},
-		client.MatchingLabels{
-			workerv1.LabelInstance: replica.Spec.DeploymentName, workerv1.LabelComponent: replica.Spec.RoleName,
-			workerv1.LabelPodOrdinal: strconv.Itoa(int(replica.Spec.Ordinal)),
-		}); err != nil {
+		client.MatchingLabels(naming.ReplicaLabels(replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal))); err != nil {
 		return nil, err
 	}
 	return pods.Items, nil

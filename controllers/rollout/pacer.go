@@ -24,6 +24,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -48,7 +49,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[workerv1.LabelInstance] + "-" + l[workerv1.LabelComponent]}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("role_rollout").
@@ -216,7 +217,7 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 // slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
 // still have Pods on the API server.
 func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
-	selector := client.MatchingLabels{workerv1.LabelInstance: role.Spec.DeploymentName, workerv1.LabelComponent: role.Spec.RoleName}
+	selector := client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
 	replicas := &v1alpha1.ModelReplicaList{}
 	if err := p.Client.List(ctx, replicas, client.InNamespace(role.Namespace), selector); err != nil {
 		return nil, nil, err

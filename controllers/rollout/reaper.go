@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -45,7 +46,7 @@ func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
 func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(req.Namespace), client.MatchingFields{index.PodGroup: req.Name},
-		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
+		client.MatchingLabels(naming.Managed())); err != nil {
 		return reconcile.Result{}, err
 	}
 	if !Stranded(pods.Items) {

@@ -19,6 +19,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 )
@@ -42,7 +43,7 @@ func replicaAt(ordinal int32, revision string) *v1alpha1.ModelReplica {
 	name := "md-server-r" + strconv.Itoa(int(ordinal)) + "-" + revision
 	return &v1alpha1.ModelReplica{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name),
-			Labels: map[string]string{workerv1.LabelInstance: "md", workerv1.LabelComponent: "server"}},
+			Labels: naming.ReplicaLabels("md", "server", ordinal)}, // as render-roles labels it
 		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: ordinal, Revision: revision},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -31,11 +32,10 @@ func (r *InstanceServices) SetupWithManager(mgr ctrl.Manager) error {
 		Named("instance_service").
 		For(&corev1.Service{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			l := o.GetLabels()
-			if l[workerv1.LabelInstance] == "" || l[workerv1.LabelPodOrdinal] == "" {
+			name, ok := naming.InstanceNameOf(o.GetLabels())
+			if !ok {
 				return nil
 			}
-			name := l[workerv1.LabelInstance] + "-" + l[workerv1.LabelComponent] + "-r" + l[workerv1.LabelPodOrdinal]
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		})).
 		Complete(r)

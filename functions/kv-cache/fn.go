@@ -12,7 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routers"
+	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -66,12 +70,12 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	templates := map[string]*corev1.PodTemplateSpec{}
 	for _, role := range md.Spec.Roles {
-		key := resource.Name("role-" + role.Name)
+		key := resource.Name(naming.RoleResource(role.Name))
 		dr, ok := desired[key]
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if templates[role.Name], err = amend(dr, RenderRole(d, role), needsRoutingProxy(d, role), d); err != nil {
+		if templates[role.Name], err = amend(dr, RenderRole(d, role), engine.BehindRoutingProxy(d.Router, role), d.Engine); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
 	}
@@ -133,7 +137,7 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
 // the engine behind the routing proxy.
-func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment) (*corev1.PodTemplateSpec, error) {
+func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, e workerv1.Engine) (*corev1.PodTemplateSpec, error) {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
 		return nil, fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
@@ -144,7 +148,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, d Deployment
 	}
 	Apply(t, a)
 	if proxied {
-		ApplyRoutingProxy(t, d)
+		routingproxy.Apply(t, e)
 	}
 	m, err := xfn.ToMap(t)
 	if err != nil {
@@ -158,7 +162,7 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	unmanaged := false
 	producersUnmanaged := false
 	for _, r := range md.Spec.Roles {
-		if len(r.Command) > 0 {
+		if r.TakesOver() {
 			unmanaged = true
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
 		}
@@ -186,7 +190,7 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 			WithMessage("a block-producing role takes its command line over").TargetComposite()
 	default:
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
-			WithMessage("every block-producing role is configured to publish on tcp://*:5557, topic kv@").TargetComposite()
+			WithMessage(fmt.Sprintf("every block-producing role is configured to publish on tcp://*:%d, topic %s", engine.KVEventsPort, engine.KVEventsTopic)).TargetComposite()
 	}
 }
 
@@ -207,14 +211,14 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	if md.Spec.Router == nil {
 		return routerAbsent, nil
 	}
-	if _, argv := routerCommands[md.Spec.Router.Name]; !argv {
+	if !routers.Renders(md.Spec.Router.Name) {
 		return routerNotRendered, nil
 	}
-	port, err := servingPort(templates)
+	port, err := routers.ServingPort(templates)
 	if err != nil {
 		return 0, err
 	}
-	r, err := RenderArgvRouter(md.Namespace, md.Name, md.Spec.Router, d, port)
+	r, err := routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
 	if err != nil {
 		return 0, err
 	}
@@ -262,11 +266,11 @@ func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment
 	case routerReady:
 		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
 	}
-	status.Router.Endpoint = RouterEndpoint(md.Namespace, md.Name)
+	status.Router.Endpoint = routers.Endpoint(md.Namespace, md.Name)
 	if state != routerReady {
 		return []string{"endpoint"}
 	}
-	status.Endpoint = RouterEndpoint(md.Namespace, md.Name)
+	status.Endpoint = routers.Endpoint(md.Namespace, md.Name)
 	return nil
 }
 
@@ -278,7 +282,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 	}
 	var roles []workerv1.RouterRoleStatus
 	for _, role := range md.Spec.Roles {
-		svc, ok := desired[resource.Name("service-"+role.Name)]
+		svc, ok := desired[resource.Name(naming.RoleServiceResource(role.Name))]
 		if !ok {
 			return nil, fmt.Errorf("role %q: no desired Service; the kv-cache step runs after render-roles", role.Name)
 		}
@@ -287,27 +291,27 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 		entry := workerv1.RouterRoleStatus{
 			Name:     role.Name,
 			Kind:     role.Kind.RouterSpelling(),
-			Selector: fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=0", workerv1.LabelName, workerv1.NameModelDeployment, workerv1.LabelInstance, md.Name, workerv1.LabelComponent, role.Name, workerv1.LabelMemberIndex),
+			Selector: naming.LeaderSelector(md.Name, role.Name),
 		}
 		if len(ports) > 0 {
 			if p, ok := ports[0].(map[string]any)["port"]; ok {
 				entry.Endpoint = fmt.Sprintf("http://%s:%v", host, p)
 			}
 		}
-		if PublishesKVEvents(d, role) {
+		if engine.PublishesKVEvents(d.Engine, d.Router, role) {
 			for _, p := range []struct {
 				name string
 				port int64
-			}{{"kv-events", KVEventsPort}, {"kv-replay", KVReplayPort}} {
+			}{{"kv-events", engine.KVEventsPort}, {"kv-replay", engine.KVReplayPort}} {
 				ports = append(ports, map[string]any{"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"})
 			}
 			if err := unstructured.SetNestedSlice(svc.Resource.Object, ports, "spec", "ports"); err != nil {
 				return nil, err
 			}
 			entry.KVEvents = &workerv1.KVEventsStatus{
-				Endpoint:       fmt.Sprintf("tcp://%s:%d", host, KVEventsPort),
-				ReplayEndpoint: fmt.Sprintf("tcp://%s:%d", host, KVReplayPort),
-				Topic:          "kv@",
+				Endpoint:       fmt.Sprintf("tcp://%s:%d", host, engine.KVEventsPort),
+				ReplayEndpoint: fmt.Sprintf("tcp://%s:%d", host, engine.KVReplayPort),
+				Topic:          engine.KVEventsTopic,
 			}
 		}
 		roles = append(roles, entry)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -88,7 +89,7 @@ func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 		rep := &v1alpha1.ModelReplica{
 			TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
 			Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: n, Revision: rendered.Revision,
-				RevisionName: renderroles.RevisionName("qwen", r.Name, rendered.Revision)},
+				RevisionName: naming.RevisionName("qwen", r.Name, rendered.Revision)},
 		}
 		rep.Name = fmt.Sprintf("qwen-decode-r%d-abcde", n)
 		req.Observed.Resources[fmt.Sprintf("replica-%d", n)] = &fnv1.Resource{Resource: mustStruct(tb, rep)}
@@ -100,7 +101,7 @@ func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
 	r := largeRole(1, size)
 	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
 	require.NoError(tb, err)
-	name := renderroles.RevisionName("qwen", r.Name, rendered.Revision)
+	name := naming.RevisionName("qwen", r.Name, rendered.Revision)
 	rep := &v1alpha1.ModelReplica{
 		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
 		Spec:     v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: 0, Revision: rendered.Revision, RevisionName: name},

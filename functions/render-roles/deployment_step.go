@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -19,8 +20,6 @@ import (
 // Composition resource names of the deployment step.
 const (
 	deploymentServiceResource = "service"
-	roleResourcePrefix        = "role-"
-	roleServiceResourcePrefix = "service-"
 )
 
 // deploymentInputs are the external objects a deployment's roles bind, as Crossplane fetched them.
@@ -66,7 +65,7 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		o.exists[key] = true
 	}
 	for _, role := range md.Spec.Roles {
-		obs := observed[resource.Name(roleResourcePrefix+role.Name)].Resource
+		obs := observed[resource.Name(naming.RoleResource(role.Name))].Resource
 		if obs == nil {
 			continue
 		}
@@ -101,7 +100,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
 	for i, role := range md.Spec.Roles {
-		role = role.WithDefaults()
+		role = rendered[i].Role // defaulted once, by RenderRole
 		observed := o.roles[role.Name]
 		p.roles = append(p.roles, role)
 		p.status.Roles = append(p.status.Roles, roleStatus(role, rendered[i], observed))
@@ -147,13 +146,13 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 	var err error
 	for i, role := range p.roles {
 		r := p.rendered[i]
-		roleResource := resource.Name(roleResourcePrefix + role.Name)
+		roleResource := resource.Name(naming.RoleResource(role.Name))
 		observedRole := o.roles[role.Name]
 		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedRole != nil && statusReady(observedRole.Status.ConditionedStatus)); err != nil {
 			return err
 		}
-		svcResource := resource.Name(roleServiceResourcePrefix + role.Name)
-		svc := RenderRoleService(ns, RoleServiceName(name, role.Name), name, role.Name, r)
+		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
+		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r)
 		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
 			return err
 		}
@@ -248,12 +247,8 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 // modelRole is the internal composite of one role.
 func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole) *v1alpha1.ModelRole {
 	return &v1alpha1.ModelRole{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
-		ObjectMeta: objectMeta(md.Namespace, RoleServiceName(md.Name, role.Name), map[string]string{
-			workerv1.LabelName:      workerv1.NameModelDeployment,
-			workerv1.LabelInstance:  md.Name,
-			workerv1.LabelComponent: role.Name,
-		}),
+		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
+		ObjectMeta: objectMeta(md.Namespace, naming.RoleServiceName(md.Name, role.Name), naming.RoleLabels(md.Name, role.Name)),
 		Spec: v1alpha1.ModelRoleSpec{
 			DeploymentName:   md.Name,
 			RoleName:         role.Name,

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -161,7 +162,7 @@ func TestMemberIdentity(t *testing.T) {
 		pods := members(t, workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", Size: 4}, 2)
 		require.Len(t, pods, 4)
 		for m, p := range pods {
-			name := renderroles.MemberName("qwen", "server", 2, int32(m))
+			name := naming.MemberName("qwen", "server", 2, int32(m))
 			assert.Equal(t, name, p.Name)
 			assert.Equal(t, name, p.Spec.Hostname)
 			assert.Equal(t, "qwen-server-r2", p.Spec.Subdomain)

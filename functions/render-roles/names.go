@@ -30,47 +30,6 @@ func RenderFloor(annotations map[string]string) int32 {
 	return int32(n)
 }
 
-// RoleServiceName is the name of a role's Service, which fronts its leaders: <md>-<role>.
-func RoleServiceName(deployment, role string) string { return deployment + "-" + role }
-
-// InstanceName is the name of a replica's headless Service and the stem of its members' names:
-// <md>-<role>-r<N>.
-func InstanceName(deployment, role string, ordinal int32) string {
-	return RoleServiceName(deployment, role) + "-r" + strconv.Itoa(int(ordinal))
-}
-
-// MemberName is the name of one Pod of a replica above size 1: <md>-<role>-r<N>-m<M>.
-func MemberName(deployment, role string, ordinal, member int32) string {
-	return InstanceName(deployment, role, ordinal) + "-m" + strconv.Itoa(int(member))
-}
-
-// LeaderAddress is the DNS name of a replica's leader, m0, behind the replica's headless Service.
-func LeaderAddress(deployment, role string, ordinal int32) string {
-	return MemberName(deployment, role, ordinal, 0) + "." + InstanceName(deployment, role, ordinal)
-}
-
-// RevisionName names the ControllerRevision holding a role's revision: <md>-<role>-<revision>.
-func RevisionName(deployment, role, revision string) string {
-	return RoleServiceName(deployment, role) + "-" + revision
-}
-
-// maxGenerateNameBase leaves room for the five characters the API server appends to a generateName,
-// so that an XR name stays a valid 63-character label value.
-const maxGenerateNameBase = 57
-
-// ReplicaGenerateName is the generateName of a ModelReplica: its instance name, shortened when the
-// API server's suffix would take it over 63 characters. The labels carry its identity, not the name.
-func ReplicaGenerateName(deployment, role string, ordinal int32) string {
-	base := InstanceName(deployment, role, ordinal)
-	if len(base) > maxGenerateNameBase {
-		base = base[:maxGenerateNameBase]
-	}
-	for len(base) > 0 && base[len(base)-1] == '-' {
-		base = base[:len(base)-1]
-	}
-	return base + "-"
-}
-
 // sha256Hex is the SHA-256 hex digest of b.
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)

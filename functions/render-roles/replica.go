@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -44,11 +45,11 @@ func RenderMembers(r Replica) []*corev1.Pod {
 		pod.Labels[workerv1.LabelMemberIndex] = strconv.Itoa(int(m))
 		pod.Annotations[workerv1.AnnotationPodSpecHash] = seatHash(digest, r.Ordinal, m)
 		if size == 1 {
-			pod.GenerateName = RoleServiceName(r.Deployment, r.Role) + "-"
+			pod.GenerateName = naming.RoleServiceName(r.Deployment, r.Role) + "-"
 		} else {
-			pod.Name = MemberName(r.Deployment, r.Role, r.Ordinal, m)
+			pod.Name = naming.MemberName(r.Deployment, r.Role, r.Ordinal, m)
 			pod.Spec.Hostname = pod.Name
-			pod.Spec.Subdomain = InstanceName(r.Deployment, r.Role, r.Ordinal)
+			pod.Spec.Subdomain = naming.InstanceName(r.Deployment, r.Role, r.Ordinal)
 			addInstanceEnv(pod, r, size)
 		}
 		pods = append(pods, pod)
@@ -61,11 +62,11 @@ func RenderMembers(r Replica) []*corev1.Pod {
 func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		if c.Name != MainContainer {
+		if c.Name != naming.MainContainer {
 			continue
 		}
 		instance := []corev1.EnvVar{
-			{Name: EnvLeaderAddress, Value: LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
+			{Name: EnvLeaderAddress, Value: naming.LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
 			{Name: EnvReplicaSize, Value: strconv.Itoa(int(size))},
 			{Name: EnvMemberIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 				FieldPath: "metadata.labels['" + workerv1.LabelMemberIndex + "']",
@@ -82,13 +83,8 @@ func RenderInstanceService(r Replica) *corev1.Service {
 	if r.Revision.Size <= 1 {
 		return nil
 	}
-	name := InstanceName(r.Deployment, r.Role, r.Ordinal)
-	meta := objectMeta(r.Namespace, name, map[string]string{
-		workerv1.LabelName:       workerv1.NameModelDeployment,
-		workerv1.LabelInstance:   r.Deployment,
-		workerv1.LabelComponent:  r.Role,
-		workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
-	})
+	name := naming.InstanceName(r.Deployment, r.Role, r.Ordinal)
+	meta := objectMeta(r.Namespace, name, naming.ReplicaLabels(r.Deployment, r.Role, r.Ordinal))
 	meta.Finalizers = []string{workerv1.FinalizerInstanceMembers}
 	return &corev1.Service{
 		TypeMeta:   typeMeta("v1", "Service"),
@@ -96,12 +92,7 @@ func RenderInstanceService(r Replica) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
-			Selector: map[string]string{
-				workerv1.LabelName:       workerv1.NameModelDeployment,
-				workerv1.LabelInstance:   r.Deployment,
-				workerv1.LabelComponent:  r.Role,
-				workerv1.LabelPodOrdinal: strconv.Itoa(int(r.Ordinal)),
-			},
+			Selector:                 naming.ReplicaLabels(r.Deployment, r.Role, r.Ordinal),
 		},
 	}
 }

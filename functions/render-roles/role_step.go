@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -75,8 +75,7 @@ func (o *roleObservation) requireSlotPods(r *xfn.Requirements, observed map[reso
 		if observed[replicaResource(n)].Resource != nil {
 			continue
 		}
-		selector := roleSelector(spec.DeploymentName, spec.RoleName)
-		selector[workerv1.LabelPodOrdinal] = strconv.Itoa(int(n))
+		selector := naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, n)
 		pods, err := r.ByLabels(fmt.Sprintf("pods-r%d", n), "v1", "Pod", ns, selector)
 		if err != nil {
 			return err
@@ -127,7 +126,7 @@ func (o *roleObservation) newReplica(n int32) v1alpha1.ModelReplicaSpec {
 	spec := o.spec
 	return v1alpha1.ModelReplicaSpec{
 		DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: n,
-		Revision: spec.Revision, RevisionName: RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
+		Revision: spec.Revision, RevisionName: naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
 		ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
 	}
 }
@@ -219,7 +218,7 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 	for rev, data := range p.revisions {
 		cr := &appsv1.ControllerRevision{
 			TypeMeta:   typeMeta("apps/v1", "ControllerRevision"),
-			ObjectMeta: objectMeta(ns, RevisionName(spec.DeploymentName, spec.RoleName, rev), roleSelector(spec.DeploymentName, spec.RoleName)),
+			ObjectMeta: objectMeta(ns, naming.RevisionName(spec.DeploymentName, spec.RoleName, rev), naming.RoleLabels(spec.DeploymentName, spec.RoleName)),
 			Data:       data,
 			Revision:   1,
 		}
@@ -237,21 +236,11 @@ func replicaResource(ordinal int32) resource.Name {
 	return resource.Name(replicaResourcePrefix + strconv.Itoa(int(ordinal)))
 }
 
-func roleSelector(deployment, role string) map[string]string {
-	return map[string]string{
-		workerv1.LabelName:      workerv1.NameModelDeployment,
-		workerv1.LabelInstance:  deployment,
-		workerv1.LabelComponent: role,
-	}
-}
-
 // modelReplica is the internal composite of one replica. Its name is generated: a replacement must
 // never collide with the object it replaces while that one is still being deleted.
 func modelReplica(namespace string, spec v1alpha1.ModelReplicaSpec) *v1alpha1.ModelReplica {
-	labels := roleSelector(spec.DeploymentName, spec.RoleName)
-	labels[workerv1.LabelPodOrdinal] = strconv.Itoa(int(spec.Ordinal))
-	meta := objectMeta(namespace, "", labels)
-	meta.GenerateName = ReplicaGenerateName(spec.DeploymentName, spec.RoleName, spec.Ordinal)
+	meta := objectMeta(namespace, "", naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal))
+	meta.GenerateName = naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, spec.Ordinal)
 	return &v1alpha1.ModelReplica{
 		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
 		ObjectMeta: meta,

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/apis/naming"
 )
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
@@ -18,29 +18,15 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
 
-// leaderSelector selects the leaders (member 0) of a role's replicas, whatever their configuration.
-func leaderSelector(deployment, role string) map[string]string {
-	return map[string]string{
-		workerv1.LabelName:        workerv1.NameModelDeployment,
-		workerv1.LabelInstance:    deployment,
-		workerv1.LabelComponent:   role,
-		workerv1.LabelMemberIndex: "0",
-	}
-}
-
 // RenderRoleService is the Service <md>-<role> fronting a role's leaders; name is the Service's
 // name, so the deployment Service <md> is rendered by the same function for the first role.
 func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole) *corev1.Service {
 	return &corev1.Service{
-		TypeMeta: typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(namespace, name, map[string]string{
-			workerv1.LabelName:      workerv1.NameModelDeployment,
-			workerv1.LabelInstance:  deployment,
-			workerv1.LabelComponent: role,
-		}),
+		TypeMeta:   typeMeta("v1", "Service"),
+		ObjectMeta: objectMeta(namespace, name, naming.RoleLabels(deployment, role)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: leaderSelector(deployment, role),
+			Selector: naming.Leaders(naming.RoleLabels(deployment, role)),
 			Ports: []corev1.ServicePort{{
 				Name:       "http",
 				Protocol:   corev1.ProtocolTCP,

@@ -14,13 +14,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // Rendering constants of the spec.
 const (
-	MainContainer     = "main"
-	DefaultPort       = 8000
 	shmVolume         = "dshm"
 	shmPath           = "/dev/shm"
 	compileCache      = "gpustack-compile-cache"
@@ -48,6 +47,9 @@ type Role struct {
 
 // RenderedRole is a role's resolved Pod template and what Services and status need of it.
 type RenderedRole struct {
+	// Role is the role as rendered, with its defaults applied: the render's callers read it from
+	// here rather than defaulting the role again.
+	Role workerv1.ModelDeploymentRole
 	// Template is the Pod template every replica of the current revision is stamped from.
 	Template corev1.PodTemplateSpec
 	// ConfigDigest is the SHA-256 of the role's explicit configuration and resolved bindings.
@@ -79,7 +81,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &RenderedRole{ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: len(role.Command) > 0}
+	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: role.TakesOver()}
 
 	ports := rolePorts(role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
@@ -116,13 +118,10 @@ func RenderRole(in Role) (*RenderedRole, error) {
 // roleLabels are the labels every Pod of the role carries; the replica step adds the group name,
 // ordinal and member index.
 func roleLabels(in Role, role workerv1.ModelDeploymentRole) map[string]string {
-	return map[string]string{
-		workerv1.LabelName:      workerv1.NameModelDeployment,
-		workerv1.LabelInstance:  in.Deployment,
-		workerv1.LabelComponent: role.Name,
-		workerv1.LabelRoleKind:  role.Kind.RouterSpelling(),
-		workerv1.LabelQueueName: in.InstanceType.Status.Entrance,
-	}
+	l := naming.RoleLabels(in.Deployment, role.Name)
+	l[workerv1.LabelRoleKind] = role.Kind.RouterSpelling()
+	l[workerv1.LabelQueueName] = in.InstanceType.Status.Entrance
+	return l
 }
 
 func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest string) map[string]string {
@@ -136,7 +135,7 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 	if role.Topology != nil && role.Topology.RequiredLevel != "" {
 		a[workerv1.AnnotationRequiredTopology] = role.Topology.RequiredLevel
 	}
-	if len(role.Command) == 0 {
+	if !role.TakesOver() {
 		a["prometheus.io/scrape"] = "true"
 		a["prometheus.io/path"] = "/metrics"
 		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
@@ -168,7 +167,7 @@ func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
 
 // servesTLS reports whether the engine is given a certificate or a key, and so serves HTTPS.
 func servesTLS(role workerv1.ModelDeploymentRole) bool {
-	return engine.HasFlag(engineArgs(role), "--ssl-certfile", "--ssl-keyfile")
+	return engine.HasFlag(role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
 }
 
 // probeable reports whether a probe can reach the engine: with TLS on, only when the engine does not
@@ -177,13 +176,14 @@ func probeable(role workerv1.ModelDeploymentRole) bool {
 	if !servesTLS(role) {
 		return true
 	}
-	v, set := engine.FlagValue(engineArgs(role), "--ssl-cert-reqs")
+	v, set := engine.FlagValue(role.EngineArgs(), "--ssl-cert-reqs")
 	return !set || v == "0" || v == "1"
 }
 
 func portsOf(role workerv1.ModelDeploymentRole) portPlan {
+	service, target := engine.ServingPorts(role)
 	if len(role.Ports) > 0 {
-		p := portPlan{service: role.Ports[0].Port, target: role.Ports[0].Port}
+		p := portPlan{service: service, target: target}
 		for _, port := range role.Ports {
 			protocol := port.Protocol
 			if protocol == "" {
@@ -199,27 +199,12 @@ func portsOf(role workerv1.ModelDeploymentRole) portPlan {
 		p.probed = p.declared[0].Protocol == corev1.ProtocolTCP
 		return p
 	}
-	target := int32(DefaultPort)
-	if v, ok := engine.FlagValue(engineArgs(role), "--port"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
-			target = int32(n)
-		}
-	}
 	return portPlan{
-		service:  DefaultPort,
+		service:  service,
 		target:   target,
 		declared: []corev1.ContainerPort{{Name: "http", ContainerPort: target, Protocol: corev1.ProtocolTCP}},
 		probed:   true,
 	}
-}
-
-// engineArgs is the part of the command line the user wrote: the whole argv of a take-over role,
-// else the appended extraArgs.
-func engineArgs(role workerv1.ModelDeploymentRole) []string {
-	if len(role.Command) > 0 {
-		return role.Command
-	}
-	return role.ExtraArgs
 }
 
 // baseCommand is the engine's own launch line for a model.
@@ -237,12 +222,12 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 		image = role.Image
 	}
 	c := corev1.Container{
-		Name:            MainContainer,
+		Name:            naming.MainContainer,
 		Image:           image,
 		ImagePullPolicy: role.ImagePullPolicy,
 		Ports:           ports.declared,
 	}
-	managed := len(role.Command) == 0
+	managed := !role.TakesOver()
 	if !managed {
 		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
 		c.Command = append([]string(nil), role.Command...)
@@ -268,7 +253,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 	switch {
 	case role.Privileged:
 		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	case engine.EngramEnabled(name, engineArgs(role), role.Env):
+	case engine.EngramEnabled(name, role.EngineArgs(), role.Env):
 		// Pinning host DRAM needs these two capabilities, not a privileged Pod.
 		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{
 			Add: []corev1.Capability{"IPC_LOCK", "SYS_RESOURCE"},
@@ -341,7 +326,7 @@ func roleVolumes(in Role, role workerv1.ModelDeploymentRole) ([]corev1.Volume, [
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmPath})
 	}
-	if len(role.Command) == 0 && !mountsPath(role, compileCachePath) {
+	if !role.TakesOver() && !mountsPath(role, compileCachePath) {
 		volumes = append(volumes, corev1.Volume{Name: compileCache, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: compileCacheNodePath(in, role), Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 		}})

@@ -745,3 +745,26 @@ func (r ModelDeploymentRole) WithDefaults() ModelDeploymentRole {
 	}
 	return r
 }
+
+// TakesOver reports whether the role takes its whole command line over (spec.roles[].command is set):
+// mdplane then synthesizes nothing onto it — no flags, probes, cache client, routing proxy or reserved
+// ports — and its extraArgs are inert.
+func (r ModelDeploymentRole) TakesOver() bool { return len(r.Command) > 0 }
+
+// EngineArgs is the part of the engine's command line the user wrote: the whole argv of a take-over
+// role, else the extraArgs appended to the rendered launch line. Flags the engine reads (--port,
+// parallel degrees, TLS) are read from it.
+func (r ModelDeploymentRole) EngineArgs() []string {
+	if r.TakesOver() {
+		return r.Command
+	}
+	return r.ExtraArgs
+}
+
+// EngineArgsField is the field EngineArgs come from, command or extraArgs, for refusals to name.
+func (r ModelDeploymentRole) EngineArgsField() string {
+	if r.TakesOver() {
+		return "command"
+	}
+	return "extraArgs"
+}

@@ -1,4 +1,4 @@
-package kvcache
+package routingproxy
 
 import (
 	"strconv"
@@ -9,33 +9,27 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // The routing proxy llm-d-router puts in front of every decode replica: it owns the role's serving
 // port and forwards to the engine on an internal one.
 const (
-	RoutingProxyContainer = "routing-proxy"
-	RoutingProxyImage     = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
-	internalEnginePort    = 8200
-	modelServerPortName   = "model-server"
-	decoderProbePath      = "/v1/models"
+	Container           = "routing-proxy"
+	Image               = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+	modelServerPortName = "model-server"
+	decoderProbePath    = "/v1/models"
 )
 
-// needsRoutingProxy reports whether a role's replicas run behind the routing proxy: a managed
-// decoder of a deployment llm-d-router fronts.
-func needsRoutingProxy(d Deployment, role workerv1.ModelDeploymentRole) bool {
-	return d.Router != nil && d.Router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && len(role.Command) == 0
-}
-
-// ApplyRoutingProxy moves the engine of a decoder's template behind the routing proxy: the proxy, a
+// Apply moves the engine of a decoder's template behind the routing proxy: the proxy, a
 // native sidecar, listens on the serving port; the engine on an internal port past every declared
 // one; the probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the
 // proxy reaches its engine.
-func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
-		if t.Spec.Containers[i].Name == mainContainer {
+		if t.Spec.Containers[i].Name == naming.MainContainer {
 			main = &t.Spec.Containers[i]
 		}
 	}
@@ -43,16 +37,11 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 		return
 	}
 	serving := main.Ports[0].ContainerPort
-	internal := int32(internalEnginePort)
-	for taken := true; taken; {
-		taken = false
-		for _, p := range main.Ports {
-			if p.ContainerPort == internal {
-				internal++
-				taken = true
-			}
-		}
+	declared := make([]int32, len(main.Ports))
+	for i, p := range main.Ports {
+		declared[i] = p.ContainerPort
 	}
+	internal := engine.EnginePortBehindProxy(declared)
 	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
 	main.Args = withPort(main.Args, internal)
 	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
@@ -68,20 +57,20 @@ func ApplyRoutingProxy(t *corev1.PodTemplateSpec, d Deployment) {
 
 	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}
 	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
-	switch d.Engine {
+	switch e {
 	case workerv1.EngineSGLang:
 		args = append(args, "--kv-connector=sglang")
-		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(BootstrapPort)})
+		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
 	default:
-		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(BootstrapPort))
+		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(engine.BootstrapPort))
 	}
 	args = append(args, "--secure-proxy=false")
 	if engineTLS {
 		args = append(args, "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder")
 	}
 	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
-		Name:            RoutingProxyContainer,
-		Image:           RoutingProxyImage,
+		Name:            Container,
+		Image:           Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		// A native sidecar: it starts before the engine and runs beside it for the Pod's lifetime.
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),

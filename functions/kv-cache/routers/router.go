@@ -1,4 +1,4 @@
-package kvcache
+package routers
 
 import (
 	"crypto/sha256"
@@ -15,15 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 )
 
 // Router rendering constants of the spec's related facts (§1.4).
 const (
 	LabelRouter              = "modeldeployment.gpustack.ai/router"
 	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"
-	DefaultRouterImage       = "gpustack/llm-router:v0.1.0"
-	RouterPort               = 8081
+	DefaultImage             = "gpustack/llm-router:v0.1.0"
+	Port                     = 8081
 	routerMetricsPort        = 9090
 	routerContainer          = "router"
 	routerServicePortName    = "http"
@@ -31,12 +33,9 @@ const (
 	routerDefaultReplicaSize = 1
 )
 
-// RouterName is the name of every object of a deployment's router: <md>-router.
-func RouterName(deployment string) string { return deployment + "-router" }
-
-// RouterEndpoint is the deployment's address once a router fronts it.
-func RouterEndpoint(namespace, deployment string) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", RouterName(deployment), namespace, RouterPort)
+// Endpoint is the deployment's address once a router fronts it.
+func Endpoint(namespace, deployment string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", naming.RouterName(deployment), namespace, Port)
 }
 
 // Router is a deployment's router: the objects to compose, by composition resource name.
@@ -51,95 +50,38 @@ var routerCommands = map[workerv1.RouterName]string{
 	workerv1.RouterSGLangGateway: "sgl-model-gateway",
 }
 
-// RenderArgvRouter renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
+// Renders reports whether this package renders the named router's objects: the argv routers.
+func Renders(name workerv1.RouterName) bool {
+	_, ok := routerCommands[name]
+	return ok
+}
+
+// Render renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
 // router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
 // RoleBinding that let it watch Pods. servingPort is the port every role serves on.
-func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentRouter, d Deployment, servingPort int32) (*Router, error) {
+func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) (*Router, error) {
 	command, ok := routerCommands[r.Name]
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
-	name := RouterName(deployment)
-	labels := map[string]string{
-		workerv1.LabelName:     workerv1.NameModelDeployment,
-		workerv1.LabelInstance: deployment,
-		LabelRouter:            string(r.Name),
-	}
-	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(RouterPort),
-		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
-	if r.RequestTimeoutSeconds != nil {
-		args = append(args, "--request-timeout-secs="+strconv.Itoa(int(*r.RequestTimeoutSeconds)))
-	}
-	if r.Name == workerv1.RouterVLLM {
-		args = append(args, "--kv-connector=mooncake")
-	}
-	args = append(args, "--service-discovery", "--service-discovery-namespace="+namespace,
-		"--service-discovery-port="+strconv.Itoa(int(servingPort)))
-	if engine.DeclaresPair(d.Roles) {
-		flag := "--pd-disaggregation"
-		if r.Name == workerv1.RouterVLLM {
-			flag = "--vllm-pd-disaggregation"
-		}
-		args = append(args, flag)
-		args = append(args, selectorArgs("--prefill-selector", leaderLabels(deployment, workerv1.RoleKindPrefill))...)
-		args = append(args, selectorArgs("--decode-selector", leaderLabels(deployment, workerv1.RoleKindDecode))...)
-	} else {
-		args = append(args, selectorArgs("--selector", leaderLabels(deployment, ""))...)
-	}
-	args = append(args, r.ExtraArgs...)
-
-	image := DefaultRouterImage
-	if r.Image != "" {
-		image = r.Image
-	}
-	replicas := int32(routerDefaultReplicaSize)
-	if r.Replicas != nil {
-		replicas = *r.Replicas
-	}
-	container := corev1.Container{
-		Name: routerContainer, Image: image, ImagePullPolicy: r.ImagePullPolicy,
-		Command: []string{command}, Args: args,
-		Ports: []corev1.ContainerPort{
-			{Name: routerServicePortName, ContainerPort: RouterPort, Protocol: corev1.ProtocolTCP},
-			{Name: routerMetricsPortName, ContainerPort: routerMetricsPort, Protocol: corev1.ProtocolTCP},
-		},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RouterPort)}},
-			PeriodSeconds: 10, TimeoutSeconds: 5},
-	}
+	container := routerContainerOf(r, command, routerArgs(namespace, deployment, r, roles, servingPort))
 	hash, err := configHash(container)
 	if err != nil {
 		return nil, err
 	}
+	name := naming.RouterName(deployment)
+	labels := naming.DeploymentLabels(deployment)
+	labels[LabelRouter] = string(r.Name)
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
 	}
-	deploy := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta(),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					AnnotationRouterConfig: hash,
-					"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics",
-					"prometheus.io/port": strconv.Itoa(routerMetricsPort), "prometheus.io/scheme": "http",
-				}},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: name,
-					ImagePullSecrets:   r.ImagePullSecrets,
-					Containers:         []corev1.Container{container},
-				},
-			},
-		},
-	}
 	return &Router{Objects: map[string]any{
-		"router-deployment": deploy,
+		"router-deployment": routerDeployment(meta(), r, container, hash),
 		"router-service": &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: meta(),
 			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
-				Name: routerServicePortName, Port: RouterPort, TargetPort: intstr.FromInt32(RouterPort), Protocol: corev1.ProtocolTCP,
+				Name: routerServicePortName, Port: Port, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP,
 			}}},
 		},
 		"router-serviceaccount": &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()},
@@ -157,14 +99,85 @@ func RenderArgvRouter(namespace, deployment string, r *workerv1.ModelDeploymentR
 	}}, nil
 }
 
+// routerArgs are the router's own flags, then the user's extraArgs: where it listens, where it
+// discovers the roles' leaders, and the prefill/decode selectors of a declared pair.
+func routerArgs(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) []string {
+	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(Port),
+		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
+	if r.RequestTimeoutSeconds != nil {
+		args = append(args, "--request-timeout-secs="+strconv.Itoa(int(*r.RequestTimeoutSeconds)))
+	}
+	if r.Name == workerv1.RouterVLLM {
+		args = append(args, "--kv-connector=mooncake")
+	}
+	args = append(args, "--service-discovery", "--service-discovery-namespace="+namespace,
+		"--service-discovery-port="+strconv.Itoa(int(servingPort)))
+	if engine.DeclaresPair(roles) {
+		flag := "--pd-disaggregation"
+		if r.Name == workerv1.RouterVLLM {
+			flag = "--vllm-pd-disaggregation"
+		}
+		args = append(args, flag)
+		args = append(args, selectorArgs("--prefill-selector", leaderLabels(deployment, workerv1.RoleKindPrefill))...)
+		args = append(args, selectorArgs("--decode-selector", leaderLabels(deployment, workerv1.RoleKindDecode))...)
+	} else {
+		args = append(args, selectorArgs("--selector", leaderLabels(deployment, ""))...)
+	}
+	return append(args, r.ExtraArgs...)
+}
+
+// routerContainerOf is the router's container: the image (DefaultImage unless spec.router names
+// one), its serving and metrics ports, and a TCP readiness probe on the serving port.
+func routerContainerOf(r *workerv1.ModelDeploymentRouter, command string, args []string) corev1.Container {
+	image := DefaultImage
+	if r.Image != "" {
+		image = r.Image
+	}
+	return corev1.Container{
+		Name: routerContainer, Image: image, ImagePullPolicy: r.ImagePullPolicy,
+		Command: []string{command}, Args: args,
+		Ports: []corev1.ContainerPort{
+			{Name: routerServicePortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP},
+			{Name: routerMetricsPortName, ContainerPort: routerMetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(Port)}},
+			PeriodSeconds: 10, TimeoutSeconds: 5},
+	}
+}
+
+// routerDeployment runs the router's replicas, keyed to their configuration by hash so a change
+// rolls them, and scraped on the metrics port.
+func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter, container corev1.Container, hash string) *appsv1.Deployment {
+	replicas := int32(routerDefaultReplicaSize)
+	if r.Replicas != nil {
+		replicas = *r.Replicas
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: meta.Labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: map[string]string{
+					AnnotationRouterConfig: hash,
+					"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics",
+					"prometheus.io/port": strconv.Itoa(routerMetricsPort), "prometheus.io/scheme": "http",
+				}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: meta.Name,
+					ImagePullSecrets:   r.ImagePullSecrets,
+					Containers:         []corev1.Container{container},
+				},
+			},
+		},
+	}
+}
+
 // leaderLabels select the leaders of a deployment's roles, of one kind when kind is set. Router Pods
 // carry no member index, so they never select themselves.
 func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
-	l := map[string]string{
-		workerv1.LabelName:        workerv1.NameModelDeployment,
-		workerv1.LabelInstance:    deployment,
-		workerv1.LabelMemberIndex: "0",
-	}
+	l := naming.Leaders(naming.DeploymentLabels(deployment))
 	if kind != "" {
 		l[workerv1.LabelRoleKind] = kind.RouterSpelling()
 	}
@@ -195,18 +208,19 @@ func configHash(c corev1.Container) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// servingPort is the one port every role serves on; a router needs one.
-func servingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
+// ServingPort is the one port every role's amended template serves on (the routing proxy's on a
+// proxied decoder); a router needs one.
+func ServingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
 	var port int32
 	for role, t := range templates {
 		p := int32(0)
 		for _, c := range t.Spec.InitContainers {
-			if c.Name == RoutingProxyContainer && len(c.Ports) > 0 {
+			if c.Name == routingproxy.Container && len(c.Ports) > 0 {
 				p = c.Ports[0].ContainerPort
 			}
 		}
 		for _, c := range t.Spec.Containers {
-			if c.Name == mainContainer && len(c.Ports) > 0 && p == 0 {
+			if c.Name == naming.MainContainer && len(c.Ports) > 0 && p == 0 {
 				p = c.Ports[0].ContainerPort
 			}
 		}

@@ -1,4 +1,4 @@
-package kvcache_test
+package routingproxy_test
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
+	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 )
 
 func decoderTemplate(args []string, ports ...int32) *corev1.PodTemplateSpec {
@@ -26,7 +27,7 @@ func TestRoutingProxy(t *testing.T) {
 
 	t.Run("the proxy owns the serving port and the engine moves to 8200", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port", "8000"}, 8000)
-		kvcache.ApplyRoutingProxy(tmpl, llmd)
+		routingproxy.Apply(tmpl, llmd.Engine)
 		require.Len(t, tmpl.Spec.InitContainers, 1)
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Equal(t, "routing-proxy", proxy.Name)
@@ -40,14 +41,14 @@ func TestRoutingProxy(t *testing.T) {
 	})
 	t.Run("the internal port is bumped past every declared port", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=9000"}, 9000, 8200, 8201)
-		kvcache.ApplyRoutingProxy(tmpl, llmd)
+		routingproxy.Apply(tmpl, llmd.Engine)
 		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args, "the user's own --port is the proxy's")
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--port=9000")
 	})
 	t.Run("a TLS engine is reached over TLS; the proxy itself serves plain HTTP", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--ssl-certfile", "/etc/tls/tls.crt", "--port", "8000"}, 8000)
 		tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
-		kvcache.ApplyRoutingProxy(tmpl, llmd)
+		routingproxy.Apply(tmpl, llmd.Engine)
 		args := tmpl.Spec.InitContainers[0].Args
 		assert.Equal(t, []string{"--secure-proxy=false", "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"}, args[len(args)-3:])
 		assert.Equal(t, corev1.URISchemeHTTP, tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme)
@@ -56,7 +57,7 @@ func TestRoutingProxy(t *testing.T) {
 		sg := llmd
 		sg.Engine = workerv1.EngineSGLang
 		tmpl := decoderTemplate(nil, 8000)
-		kvcache.ApplyRoutingProxy(tmpl, sg)
+		routingproxy.Apply(tmpl, sg.Engine)
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Contains(t, proxy.Args, "--kv-connector=sglang")
 		assert.Contains(t, proxy.Env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: "8998"})

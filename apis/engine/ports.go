@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"strconv"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// The ports mdplane decides. Every rule choosing a port a role's Pods listen on is here: the render
+// (render-roles' engine port, kv-cache's connector and routing proxy), validation and the router
+// consult it, so none of them reads a port back out of what another rendered.
+const (
+	// DefaultPort is a role's Service port when it declares no ports, and its engine's unless the
+	// user passes another --port.
+	DefaultPort = 8000
+	// RoutingProxyEnginePort is the first port the engine of a decoder behind the routing proxy
+	// moves to; the proxy takes the serving port.
+	RoutingProxyEnginePort = 8200
+	// BootstrapPort is the prefill/decode transfer's bootstrap listener on a prefiller.
+	BootstrapPort = 8998
+	// KVEventsPort and KVReplayPort are vLLM's KV event publisher and its replay endpoint.
+	KVEventsPort = 5557
+	KVReplayPort = 5558
+	// KVEventsTopic is the topic KV cache events are published on.
+	KVEventsTopic = "kv@"
+)
+
+// PortArg is the --port the user passes the engine, in the arguments mdplane reads.
+func PortArg(role workerv1.ModelDeploymentRole) (string, bool) {
+	return FlagValue(role.EngineArgs(), "--port")
+}
+
+// ServingPorts are where a role serves: the Service's port and the container port behind it, which
+// a router dials. The first declared port is both; with none declared the Service stays on
+// DefaultPort and the user's own --port moves only the container side.
+func ServingPorts(role workerv1.ModelDeploymentRole) (service, target int32) {
+	if len(role.Ports) > 0 {
+		return role.Ports[0].Port, role.Ports[0].Port
+	}
+	target = DefaultPort
+	if v, ok := PortArg(role); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
+			target = int32(n)
+		}
+	}
+	return DefaultPort, target
+}
+
+// BehindRoutingProxy reports whether a role's replicas run behind llm-d-router's routing proxy: a
+// managed decoder of a deployment llm-d-router fronts. The proxy owns the role's serving port.
+func BehindRoutingProxy(router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) bool {
+	return router != nil && router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
+}
+
+// EnginePortBehindProxy is the port the engine of a proxied decoder moves to: RoutingProxyEnginePort,
+// or the first port after it that no declared container port takes.
+func EnginePortBehindProxy(declared []int32) int32 {
+	port := int32(RoutingProxyEnginePort)
+	for taken := true; taken; {
+		taken = false
+		for _, p := range declared {
+			if p == port {
+				port++
+				taken = true
+			}
+		}
+	}
+	return port
+}
+
+// OpensBootstrap reports whether a role listens on BootstrapPort: a prefiller given a direct
+// prefill/decode transfer.
+func OpensBootstrap(e workerv1.Engine, routed bool, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
+	return role.Kind == workerv1.RoleKindPrefill && RendersDirectLeg(e, routed, roles, role)
+}
+
+// PublishesKVEvents reports whether a role publishes KV cache events on KVEventsPort and
+// KVReplayPort: a managed, block-producing vLLM role (not a decoder) that llm-d-router fronts. SGLang
+// renders no publisher.
+func PublishesKVEvents(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) bool {
+	return e == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
+		!role.TakesOver() && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
+}
+
+// ReservedPorts are the ports admission keeps a managed role from declaring, by the spec's rule:
+// vLLM's KV event ports under llm-d-router on a role that is not a decoder, and the bootstrap port of
+// a prefiller in a declared pair that names a router or a cache. A replaced command reserves nothing.
+func ReservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
+	if role.TakesOver() {
+		return nil // nothing is synthesized onto a replaced command
+	}
+	var ports []int32
+	router := md.Spec.Router
+	if md.Spec.Engine.Name == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
+		role.Kind != workerv1.RoleKindDecode {
+		ports = append(ports, KVEventsPort, KVReplayPort)
+	}
+	if role.Kind == workerv1.RoleKindPrefill && DeclaresPair(md.Spec.Roles) && (router != nil || md.Spec.KVCache != nil) {
+		ports = append(ports, BootstrapPort)
+	}
+	return ports
+}

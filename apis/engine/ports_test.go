@@ -1,0 +1,42 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/mdplane/mdplane/apis/engine"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+func TestServingPorts(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		role            workerv1.ModelDeploymentRole
+		service, target int32
+	}{
+		{"nothing declared or passed", workerv1.ModelDeploymentRole{}, 8000, 8000},
+		{"the first declared port is both", workerv1.ModelDeploymentRole{Ports: []workerv1.ModelDeploymentPort{{Port: 9000}, {Port: 9001}},
+			ExtraArgs: []string{"--port", "7000"}}, 9000, 9000},
+		{"a passed --port moves only the container side", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--port=7000"}}, 8000, 7000},
+		{"a take-over command's --port", workerv1.ModelDeploymentRole{Command: []string{"serve", "--port", "7001"}, ExtraArgs: []string{"--port", "7000"}}, 8000, 7001},
+		{"an unreadable --port is ignored", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--port", "x"}}, 8000, 8000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			service, target := engine.ServingPorts(tc.role)
+			assert.Equal(t, tc.service, service)
+			assert.Equal(t, tc.target, target)
+		})
+	}
+}
+
+func TestRoutingProxyPorts(t *testing.T) {
+	llmd := &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
+	decode := workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode}
+	assert.True(t, engine.BehindRoutingProxy(llmd, decode))
+	assert.False(t, engine.BehindRoutingProxy(&workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM}, decode))
+	assert.False(t, engine.BehindRoutingProxy(llmd, workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, Command: []string{"serve"}}))
+	assert.False(t, engine.BehindRoutingProxy(nil, decode))
+	assert.Equal(t, int32(8200), engine.EnginePortBehindProxy([]int32{8000}))
+	assert.Equal(t, int32(8202), engine.EnginePortBehindProxy([]int32{9000, 8201, 8200}))
+}
