@@ -52,9 +52,9 @@ func BehindRoutingProxy(router *workerv1.ModelDeploymentRouter, role workerv1.Mo
 	return router != nil && router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
 }
 
-// EnginePortBehindProxy is the port the engine of a proxied decoder moves to: RoutingProxyEnginePort,
+// PortBehindProxy is the port the engine of a proxied decoder moves to: RoutingProxyEnginePort,
 // or the first port after it that no declared container port takes.
-func EnginePortBehindProxy(declared []int32) int32 {
+func PortBehindProxy(declared []int32) int32 {
 	port := int32(RoutingProxyEnginePort)
 	for taken := true; taken; {
 		taken = false

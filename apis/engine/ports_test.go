@@ -37,6 +37,6 @@ func TestRoutingProxyPorts(t *testing.T) {
 	assert.False(t, engine.BehindRoutingProxy(&workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM}, decode))
 	assert.False(t, engine.BehindRoutingProxy(llmd, workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, Command: []string{"serve"}}))
 	assert.False(t, engine.BehindRoutingProxy(nil, decode))
-	assert.Equal(t, int32(8200), engine.EnginePortBehindProxy([]int32{8000}))
-	assert.Equal(t, int32(8202), engine.EnginePortBehindProxy([]int32{9000, 8201, 8200}))
+	assert.Equal(t, int32(8200), engine.PortBehindProxy([]int32{8000}))
+	assert.Equal(t, int32(8202), engine.PortBehindProxy([]int32{9000, 8201, 8200}))
 }

@@ -448,44 +448,57 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 			continue
 		}
 		rp := path.Child("resources")
-		sliced := res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil
-		if sliced && !it.OffersSlicing() {
-			errs = append(errs, field.Invalid(rp, "logical slice", fmt.Sprintf("InstanceType %q offers no logical slicing; request whole accelerators or name a type that slices", it.Name)))
-		}
-		if sliced {
+		if res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil {
+			if !it.OffersSlicing() {
+				errs = append(errs, field.Invalid(rp, "logical slice", fmt.Sprintf("InstanceType %q offers no logical slicing; request whole accelerators or name a type that slices", it.Name)))
+			}
 			slicing[role.Kind] = it.Spec.AcceleratorGroup
 		}
-		if p := res.AcceleratorPartitionedProfile; p != "" {
-			profiles := it.PartitionProfiles()
-			var offered []string
-			found := false
-			for _, pc := range profiles {
-				offered = append(offered, pc.Name)
-				found = found || pc.Name == p
-			}
-			switch {
-			case len(profiles) == 0:
-				errs = append(errs, field.Invalid(rp.Child("acceleratorPartitionedProfile"), p, fmt.Sprintf("InstanceType %q cannot partition its accelerators", it.Name)))
-			case !found:
-				errs = append(errs, field.NotSupported(rp.Child("acceleratorPartitionedProfile"), p, offered))
-			}
-		}
-		if res.Accelerator != nil {
-			cards := res.Accelerator.Value()
-			if view := it.Status.Accelerator; view != nil && view.Capacity != nil && cards > view.Capacity.Value() {
-				errs = append(errs, field.Invalid(rp.Child("accelerator"), cards, fmt.Sprintf(
-					"InstanceType %q has %d whole accelerators in all; request at most that many per Pod", it.Name, view.Capacity.Value())))
-			}
-			if cards == 0 && it.Spec.Acceleratable && len(users[role.InstanceType]) > 1 {
-				errs = append(errs, field.Invalid(rp.Child("accelerator"), 0, fmt.Sprintf(
-					"accelerator: 0 on acceleratable InstanceType %q, which roles %s share; request at least one accelerator, or move the CPU-only role to a type without accelerators",
-					it.Name, strings.Join(users[role.InstanceType], ", "))))
-			}
-		}
+		errs = append(errs, validatePartitionProfile(it, res.AcceleratorPartitionedProfile, rp.Child("acceleratorPartitionedProfile"))...)
+		errs = append(errs, validateCards(it, res.Accelerator, users[role.InstanceType], rp.Child("accelerator"))...)
 	}
 	if g, ok := slicing[workerv1.RoleKindPrefill]; ok && g != "" && g == slicing[workerv1.RoleKindDecode] {
 		errs = append(errs, field.Invalid(roles, g, fmt.Sprintf(
 			"the Prefill and the Decode role both request a logical slice (resources.acceleratorSlicedMemoryPercentage or acceleratorSlicedCoresPercentage) of accelerator group %q; give one of them whole accelerators or a partition profile", g)))
+	}
+	return errs
+}
+
+// validatePartitionProfile: a requested partition profile is one the InstanceType offers.
+func validatePartitionProfile(it *workerv1.InstanceType, profile string, path *field.Path) field.ErrorList {
+	if profile == "" {
+		return nil
+	}
+	profiles := it.PartitionProfiles()
+	if len(profiles) == 0 {
+		return field.ErrorList{field.Invalid(path, profile, fmt.Sprintf("InstanceType %q cannot partition its accelerators", it.Name))}
+	}
+	offered := make([]string, 0, len(profiles))
+	for _, pc := range profiles {
+		if pc.Name == profile {
+			return nil
+		}
+		offered = append(offered, pc.Name)
+	}
+	return field.ErrorList{field.NotSupported(path, profile, offered)}
+}
+
+// validateCards: a Pod's whole accelerators fit the InstanceType, and a CPU-only role does not
+// share an acceleratable type with other roles (users are the roles on the type).
+func validateCards(it *workerv1.InstanceType, accelerator *resource.Quantity, users []string, path *field.Path) field.ErrorList {
+	if accelerator == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	cards := accelerator.Value()
+	if view := it.Status.Accelerator; view != nil && view.Capacity != nil && cards > view.Capacity.Value() {
+		errs = append(errs, field.Invalid(path, cards, fmt.Sprintf(
+			"InstanceType %q has %d whole accelerators in all; request at most that many per Pod", it.Name, view.Capacity.Value())))
+	}
+	if cards == 0 && it.Spec.Acceleratable && len(users) > 1 {
+		errs = append(errs, field.Invalid(path, 0, fmt.Sprintf(
+			"accelerator: 0 on acceleratable InstanceType %q, which roles %s share; request at least one accelerator, or move the CPU-only role to a type without accelerators",
+			it.Name, strings.Join(users, ", "))))
 	}
 	return errs
 }

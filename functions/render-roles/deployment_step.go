@@ -99,8 +99,8 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
-	for i, role := range md.Spec.Roles {
-		role = rendered[i].Role // defaulted once, by RenderRole
+	for i := range md.Spec.Roles {
+		role := rendered[i].Role // defaulted once, by RenderRole
 		observed := o.roles[role.Name]
 		p.roles = append(p.roles, role)
 		p.status.Roles = append(p.status.Roles, roleStatus(role, rendered[i], observed))

@@ -86,10 +86,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	ports := rolePorts(role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
-	main, err := mainContainer(in, role, ports)
-	if err != nil {
-		return nil, err
-	}
+	main := mainContainer(in, role, ports)
 	resources, err := podResources(it, role.Resources, in.Spec.KVTransfer != nil && in.Spec.KVTransfer.Protocol == workerv1.TransferEFA)
 	if err != nil {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
@@ -215,7 +212,7 @@ func baseCommand(engine workerv1.Engine, model string) []string {
 	return []string{"vllm", "serve", model}
 }
 
-func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (corev1.Container, error) {
+func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) corev1.Container {
 	name := in.Spec.Engine.Name
 	image := in.Spec.Engine.Image
 	if role.Image != "" {
@@ -259,7 +256,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) (
 			Add: []corev1.Capability{"IPC_LOCK", "SYS_RESOURCE"},
 		}}
 	}
-	return c, nil
+	return c
 }
 
 // roleEnv is the synthesized environment, where a user value of the same name wins, followed by the

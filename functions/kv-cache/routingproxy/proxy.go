@@ -41,7 +41,7 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
 	for i, p := range main.Ports {
 		declared[i] = p.ContainerPort
 	}
-	internal := engine.EnginePortBehindProxy(declared)
+	internal := engine.PortBehindProxy(declared)
 	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
 	main.Args = withPort(main.Args, internal)
 	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
