@@ -52,6 +52,20 @@ func BehindRoutingProxy(router *workerv1.ModelDeploymentRouter, role workerv1.Mo
 	return router != nil && router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
 }
 
+// ProxyPorts are the two ports of a decoder behind the routing proxy: serving, the role's serving
+// port, where the proxy listens; and internal, where the engine listens and the proxy forwards.
+func ProxyPorts(role workerv1.ModelDeploymentRole) (serving, internal int32) {
+	_, serving = ServingPorts(role)
+	declared := []int32{serving}
+	if len(role.Ports) > 0 {
+		declared = declared[:0]
+		for _, p := range role.Ports {
+			declared = append(declared, p.Port)
+		}
+	}
+	return serving, PortBehindProxy(declared)
+}
+
 // PortBehindProxy is the port the engine of a proxied decoder moves to: RoutingProxyEnginePort,
 // or the first port after it that no declared container port takes.
 func PortBehindProxy(declared []int32) int32 {

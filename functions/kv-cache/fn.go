@@ -68,18 +68,17 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
-	templates := map[string]*corev1.PodTemplateSpec{}
 	for _, role := range md.Spec.Roles {
 		key := resource.Name(naming.RoleResource(role.Name))
 		dr, ok := desired[key]
 		if !ok {
 			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
 		}
-		if templates[role.Name], err = amend(dr, RenderRole(d, role), engine.BehindRoutingProxy(d.Router, role), d.Engine); err != nil {
+		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
 	}
-	routerReady, err := composeRouter(req, md, d, templates, desired)
+	routerReady, err := composeRouter(req, md, d, desired)
 	if err != nil {
 		return err
 	}
@@ -135,26 +134,26 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
 }
 
-// amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
-// the engine behind the routing proxy.
-func amend(dr *resource.DesiredComposed, a Amendment, proxied bool, e workerv1.Engine) (*corev1.PodTemplateSpec, error) {
+// amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, adds
+// the routing proxy in front of the engine.
+func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv1.ModelDeploymentRole) error {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
-		return nil, fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
+		return fmt.Errorf("the desired ModelRole has no spec.template: %w", err)
 	}
 	t := &corev1.PodTemplateSpec{}
 	if err := xfn.Decode(raw, t); err != nil {
-		return nil, err
+		return err
 	}
 	Apply(t, a)
-	if proxied {
-		routingproxy.Apply(t, e)
+	if engine.BehindRoutingProxy(d.Router, role) {
+		routingproxy.Apply(t, d.Engine, role)
 	}
 	m, err := xfn.ToMap(t)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return t, dr.Resource.SetValue("spec.template", m)
+	return dr.Resource.SetValue("spec.template", m)
 }
 
 // setConditions reports what was configured, not what the containers did with it.
@@ -207,14 +206,14 @@ const (
 
 // composeRouter adds an argv router's objects to the desired resources and reports how far the
 // router is.
-func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d Deployment, templates map[string]*corev1.PodTemplateSpec, desired map[resource.Name]*resource.DesiredComposed) (routerState, error) {
+func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) (routerState, error) {
 	if md.Spec.Router == nil {
 		return routerAbsent, nil
 	}
 	if !routers.Renders(md.Spec.Router.Name) {
 		return routerNotRendered, nil
 	}
-	port, err := routers.ServingPort(templates)
+	port, err := routers.ServingPort(md.Spec.Roles)
 	if err != nil {
 		return 0, err
 	}

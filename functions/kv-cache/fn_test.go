@@ -94,7 +94,7 @@ func TestRouterEndpoint(t *testing.T) {
 	})
 	t.Run("a router needs every role on one serving port", func(t *testing.T) {
 		req := routerRequest(t, "")
-		two := routedDeployment + "  - {name: other, kind: Server, replicas: 1, size: 1, instanceType: a10g}\n"
+		two := routedDeployment + "  - {name: other, kind: Server, replicas: 1, size: 1, instanceType: a10g, ports: [{port: 9000}]}\n"
 		req.Observed.Composite = res(t, two)
 		req.Desired.Resources["role-other"] = res(t, `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-other},
 		  spec: {template: {spec: {containers: [{name: main, ports: [{name: http, containerPort: 9000}]}]}}}}`)

@@ -17,7 +17,6 @@ import (
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 )
 
 // Router rendering constants of the spec's related facts (§1.4).
@@ -208,26 +207,17 @@ func configHash(c corev1.Container) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// ServingPort is the one port every role's amended template serves on (the routing proxy's on a
-// proxied decoder); a router needs one.
-func ServingPort(templates map[string]*corev1.PodTemplateSpec) (int32, error) {
+// ServingPort is the one port every role serves on, as apis/engine decides it (on a proxied decoder
+// the routing proxy's); a router needs one.
+func ServingPort(roles []workerv1.ModelDeploymentRole) (int32, error) {
 	var port int32
-	for role, t := range templates {
-		p := int32(0)
-		for _, c := range t.Spec.InitContainers {
-			if c.Name == routingproxy.Container && len(c.Ports) > 0 {
-				p = c.Ports[0].ContainerPort
-			}
-		}
-		for _, c := range t.Spec.Containers {
-			if c.Name == naming.MainContainer && len(c.Ports) > 0 && p == 0 {
-				p = c.Ports[0].ContainerPort
-			}
-		}
+	var first string
+	for _, role := range roles {
+		_, p := engine.ServingPorts(role)
 		if port != 0 && p != port {
-			return 0, fmt.Errorf("role %q serves on port %d and another role on %d; a router needs every role on one serving port", role, p, port)
+			return 0, fmt.Errorf("role %q serves on port %d and role %q on %d; a router needs every role on one serving port", role.Name, p, first, port)
 		}
-		port = p
+		port, first = p, role.Name
 	}
 	return port, nil
 }
