@@ -41,114 +41,140 @@ import (
 	"github.com/mdplane/mdplane/webhooks"
 )
 
-func main() {
-	var certDir, host, metrics, health, namespace string
-	var port int
-	var parkAfter time.Duration
-	var leaderElect, enableWebhooks, enableControllers bool
-	var queueTypes string
-	var certs certificates
-	flag.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
-	flag.StringVar(&host, "webhook-host", "", "address the webhook server binds; empty means every interface")
-	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
-	flag.StringVar(&metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
-	flag.StringVar(&health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
-	flag.DurationVar(&parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
-	flag.StringVar(&queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
-	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
-	flag.BoolVar(&enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
-	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
-	certs.bindFlags(flag.CommandLine)
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	certs.namespace = namespace
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("mdplane-controllers")
+// options are the process's flags.
+type options struct {
+	certDir, host, metrics, health, namespace, queueTypes string
+	port                                                  int
+	parkAfter                                             time.Duration
+	leaderElect, enableWebhooks, enableControllers        bool
+	certs                                                 certificates
+	zap                                                   zap.Options
+}
 
+func (o *options) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
+	fs.StringVar(&o.host, "webhook-host", "", "address the webhook server binds; empty means every interface")
+	fs.IntVar(&o.port, "webhook-port", 9443, "port the webhook server listens on")
+	fs.StringVar(&o.metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
+	fs.StringVar(&o.health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	fs.DurationVar(&o.parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
+	fs.StringVar(&o.queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
+	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
+	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
+	o.certs.bindFlags(fs)
+	o.zap.BindFlags(fs)
+}
+
+func main() {
+	var o options
+	o.bindFlags(flag.CommandLine)
+	flag.Parse()
+	o.certs.namespace = o.namespace
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(o); err != nil {
+		ctrl.Log.WithName("mdplane-controllers").Error(err, "exiting")
+		os.Exit(1)
+	}
+}
+
+// run builds the manager, adds the parts the flags enable and runs it until a signal.
+func run(o options) error {
+	selector, err := labels.Parse(o.queueTypes)
+	if err != nil {
+		return fmt.Errorf("parsing --queue-instance-types: %w", err)
+	}
+	mgr, err := newManager(o)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if o.enableWebhooks {
+		ready, err := o.certs.manage(mgr, o.certDir)
+		if err != nil {
+			return fmt.Errorf("setting up the webhook certificates: %w", err)
+		}
+		if err := serveWebhooks(mgr, ready); err != nil {
+			return err
+		}
+	}
+	if o.enableControllers {
+		if err := addControllers(mgr, o.parkAfter, selector); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}
+
+// newManager is the manager of every part: one scheme, one cache, one leader lease.
+func newManager(o options) (manager.Manager, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, workerv1.AddToScheme, v1alpha1.AddToScheme, kueue.AddToScheme} {
 		if err := add(scheme); err != nil {
-			log.Error(err, "building the scheme")
-			os.Exit(1)
+			return nil, fmt.Errorf("building the scheme: %w", err)
 		}
-	}
-	selector, err := labels.Parse(queueTypes)
-	if err != nil {
-		log.Error(err, "parsing --queue-instance-types")
-		os.Exit(1)
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metrics},
-		HealthProbeBindAddress:  health,
-		LeaderElection:          leaderElect,
+		Metrics:                 metricsserver.Options{BindAddress: o.metrics},
+		HealthProbeBindAddress:  o.health,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "mdplane-controllers.worker.gpustack.ai",
-		LeaderElectionNamespace: namespace,
+		LeaderElectionNamespace: o.namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: labels.SelectorFromSet(naming.Managed())},
 			&corev1.Service{}: {Label: labels.SelectorFromSet(naming.Managed())},
 		}},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir}),
 	})
 	if err != nil {
-		log.Error(err, "creating the manager")
-		os.Exit(1)
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		log.Error(err, "adding the health check")
-		os.Exit(1)
-	}
-	if enableWebhooks {
-		ready, err := certs.manage(mgr, certDir)
-		if err != nil {
-			log.Error(err, "setting up the webhook certificates")
-			os.Exit(1)
+	return mgr, nil
+}
+
+// addControllers sets the controllers up once the composite kinds are served. They come with the
+// Configuration package, which may be installed after this process starts: wait for them rather
+// than fail, and report not ready meanwhile. The controllers run on the leader only; the wait itself
+// runs on every replica.
+func addControllers(mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
+	setUp := make(chan struct{})
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
+			return err
 		}
-		serveWebhooks(mgr, ready)
+		if err := setupControllers(ctx, mgr, parkAfter, selector); err != nil {
+			return err
+		}
+		close(setUp)
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the controllers: %w", err)
 	}
-	if enableControllers {
-		setUp := make(chan struct{})
-		// The composite kinds come with the Configuration package, which may be installed after
-		// this process starts: wait for them rather than fail, and report not ready meanwhile. The
-		// controllers it sets up run on the leader only; the wait itself runs on every replica.
-		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
-			if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
-				return err
-			}
-			if err := setupControllers(ctx, mgr, parkAfter, selector); err != nil {
-				return err
-			}
-			close(setUp)
+	if err := mgr.AddReadyzCheck("controllers", func(*http.Request) error {
+		select {
+		case <-setUp:
 			return nil
-		})); err != nil {
-			log.Error(err, "adding the controllers")
-			os.Exit(1)
+		default:
+			return errors.New("waiting for the composite kinds of the mdplane Configuration package")
 		}
-		if err := mgr.AddReadyzCheck("controllers", func(*http.Request) error {
-			select {
-			case <-setUp:
-				return nil
-			default:
-				return errors.New("waiting for the composite kinds of the mdplane Configuration package")
-			}
-		}); err != nil {
-			log.Error(err, "adding the readiness check")
-			os.Exit(1)
-		}
+	}); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "running the manager")
-		os.Exit(1)
-	}
+	return nil
 }
 
 // serveWebhooks registers the admission webhooks once the serving certificate is in place (the
 // webhook server starts with its first registration, and cannot start without its certificate), and
 // reports ready only then.
-func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) {
+func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 	registered := make(chan struct{})
 	go func() {
 		<-certsReady
@@ -166,9 +192,9 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) {
 			return errors.New("the webhook serving certificate is not in place yet")
 		}
 	}); err != nil {
-		ctrl.Log.Error(err, "adding the readiness check")
-		os.Exit(1)
+		return fmt.Errorf("adding the readiness check: %w", err)
 	}
+	return nil
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
