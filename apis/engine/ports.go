@@ -8,7 +8,9 @@ import (
 
 // The ports mdplane decides. Every rule choosing a port a role's Pods listen on is here: the render
 // (render-roles' engine port, kv-cache's connector and routing proxy), validation and the router
-// consult it, so none of them reads a port back out of what another rendered.
+// consult it. The one place a port is read back from a rendered template is the routing proxy
+// moving a decoder's engine off the serving port render-roles gave it: that move stays whole inside
+// kv-cache, because the two functions are separate packages upgraded one at a time.
 const (
 	// DefaultPort is a role's Service port when it declares no ports, and its engine's unless the
 	// user passes another --port.
@@ -50,20 +52,6 @@ func ServingPorts(role workerv1.ModelDeploymentRole) (service, target int32) {
 // managed decoder of a deployment llm-d-router fronts. The proxy owns the role's serving port.
 func BehindRoutingProxy(router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) bool {
 	return router != nil && router.Name == workerv1.RouterLLMD && role.Kind == workerv1.RoleKindDecode && !role.TakesOver()
-}
-
-// ProxyPorts are the two ports of a decoder behind the routing proxy: serving, the role's serving
-// port, where the proxy listens; and internal, where the engine listens and the proxy forwards.
-func ProxyPorts(role workerv1.ModelDeploymentRole) (serving, internal int32) {
-	_, serving = ServingPorts(role)
-	declared := []int32{serving}
-	if len(role.Ports) > 0 {
-		declared = declared[:0]
-		for _, p := range role.Ports {
-			declared = append(declared, p.Port)
-		}
-	}
-	return serving, PortBehindProxy(declared)
 }
 
 // PortBehindProxy is the port the engine of a proxied decoder moves to: RoutingProxyEnginePort,

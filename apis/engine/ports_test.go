@@ -39,10 +39,4 @@ func TestRoutingProxyPorts(t *testing.T) {
 	assert.False(t, engine.BehindRoutingProxy(nil, decode))
 	assert.Equal(t, int32(8200), engine.PortBehindProxy([]int32{8000}))
 	assert.Equal(t, int32(8202), engine.PortBehindProxy([]int32{9000, 8201, 8200}))
-	serving, internal := engine.ProxyPorts(decode)
-	assert.Equal(t, [2]int32{8000, 8200}, [2]int32{serving, internal}, "the proxy takes the serving port")
-	declared := decode
-	declared.Ports = []workerv1.ModelDeploymentPort{{Port: 9000}, {Port: 8200}, {Port: 8201}}
-	serving, internal = engine.ProxyPorts(declared)
-	assert.Equal(t, [2]int32{9000, 8202}, [2]int32{serving, internal}, "the engine's port is bumped past every declared one")
 }

@@ -142,25 +142,33 @@ func newManager(o options) (manager.Manager, error) {
 
 // addControllers sets the controllers up once the composite kinds are served. They come with the
 // Configuration package, which may be installed after this process starts: wait for them rather
-// than fail, and report not ready meanwhile. The controllers run on the leader only; the wait itself
-// runs on every replica.
+// than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
+// ready once the kinds are served; the controllers, their watches and the cache indexes they look
+// objects up by are set up on the leader only, so a standby caches no Pods.
 func addControllers(mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
-	setUp := make(chan struct{})
+	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
 			return err
 		}
-		if err := setupControllers(ctx, mgr, parkAfter, selector); err != nil {
-			return err
-		}
-		close(setUp)
+		close(kindsServed)
 		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the wait for the composite kinds: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-kindsServed:
+			return setupControllers(ctx, mgr, parkAfter, selector)
+		case <-ctx.Done():
+			return nil
+		}
 	})); err != nil {
 		return fmt.Errorf("adding the controllers: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("controllers", func(*http.Request) error {
 		select {
-		case <-setUp:
+		case <-kindsServed:
 			return nil
 		default:
 			return errors.New("waiting for the composite kinds of the mdplane Configuration package")

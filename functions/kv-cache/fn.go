@@ -134,8 +134,8 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
 }
 
-// amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, adds
-// the routing proxy in front of the engine.
+// amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
+// the engine behind the routing proxy.
 func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv1.ModelDeploymentRole) error {
 	raw, err := dr.Resource.GetValue("spec.template")
 	if err != nil {
@@ -147,7 +147,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 	}
 	Apply(t, a)
 	if engine.BehindRoutingProxy(d.Router, role) {
-		routingproxy.Apply(t, d.Engine, role)
+		routingproxy.Apply(t, d.Engine)
 	}
 	m, err := xfn.ToMap(t)
 	if err != nil {

@@ -20,19 +20,15 @@ import (
 
 // Rendering constants of the spec.
 const (
-	shmVolume        = "dshm"
-	shmPath          = "/dev/shm"
-	compileCache     = "gpustack-compile-cache"
-	compileCachePath = "/var/lib/gpustack/cache"
-	healthPath       = "/health"
-	// proxiedProbePath is what a decoder behind the routing proxy is probed with, through the proxy.
-	proxiedProbePath = "/v1/models"
-	// modelServerPortName names a proxied engine's port, as llm-d-router's sidecar calls it.
-	modelServerPortName = "model-server"
-	probePeriod         = 10
-	probeTimeout        = 5
-	readinessFailures   = 3
-	livenessFailures    = 6
+	shmVolume         = "dshm"
+	shmPath           = "/dev/shm"
+	compileCache      = "gpustack-compile-cache"
+	compileCachePath  = "/var/lib/gpustack/cache"
+	healthPath        = "/health"
+	probePeriod       = 10
+	probeTimeout      = 5
+	readinessFailures = 3
+	livenessFailures  = 6
 )
 
 // Role is everything one role's Pod template is rendered from: the deployment, the role with its
@@ -87,7 +83,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	}
 	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: role.TakesOver()}
 
-	ports := rolePorts(role, in.Spec.Router)
+	ports := rolePorts(role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main := mainContainer(in, role, ports)
@@ -139,7 +135,7 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 	if !role.TakesOver() {
 		a["prometheus.io/scrape"] = "true"
 		a["prometheus.io/path"] = "/metrics"
-		a["prometheus.io/port"] = strconv.Itoa(int(ports.engine))
+		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
 		a["prometheus.io/scheme"] = ports.scheme
 	}
 	return a
@@ -149,32 +145,19 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 // container ports to declare.
 type portPlan struct {
 	service, target int32
-	// engine is the port the engine listens on: the target, or behind the routing proxy the
-	// internal port the proxy forwards to.
-	engine   int32
-	declared []corev1.ContainerPort
-	probed   bool
+	declared        []corev1.ContainerPort
+	probed          bool
 	// scheme is what the engine speaks on the serving port: https when it serves TLS.
 	scheme string
-	// proxied is true for a decoder behind llm-d-router's routing proxy, which owns the serving port.
-	proxied bool
 }
 
 // rolePorts applies the port rules: the first declared port is the serving port; with none declared
-// the engine's own --port moves only the container side, and the Service stays on 8000. Behind the
-// routing proxy the engine moves to the internal port apis/engine decides; the routing proxy,
-// which kv-cache adds, takes the serving port.
-func rolePorts(role workerv1.ModelDeploymentRole, router *workerv1.ModelDeploymentRouter) portPlan {
+// the engine's own --port moves only the container side, and the Service stays on 8000.
+func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
 	p := portsOf(role)
 	p.scheme, p.probed = "http", p.probed && probeable(role)
 	if servesTLS(role) {
 		p.scheme = "https"
-	}
-	p.engine = p.target
-	if engine.BehindRoutingProxy(router, role) {
-		p.proxied = true
-		_, p.engine = engine.ProxyPorts(role)
-		p.declared[0].Name, p.declared[0].ContainerPort = modelServerPortName, p.engine
 	}
 	return p
 }
@@ -248,9 +231,6 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 	} else {
 		c.Command = baseCommand(name, in.Spec.Model.Name)
 		args := append([]string(nil), role.ExtraArgs...)
-		if ports.proxied {
-			args = withPort(args, ports.engine) // the proxy owns the port the user asked for
-		}
 		// Filled, not owned: each only when the user's arguments do not already pass it.
 		if !engine.HasFlag(args, "--served-model-name") {
 			args = append(args, "--served-model-name", in.Spec.Model.Name)
@@ -259,13 +239,13 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 			args = append(args, "--host", "0.0.0.0")
 		}
 		if !engine.HasFlag(args, "--port") {
-			args = append(args, "--port", strconv.Itoa(int(ports.engine)))
+			args = append(args, "--port", strconv.Itoa(int(ports.target)))
 		}
 		c.Args = args
 	}
 	c.Env = roleEnv(name, role, managed)
 	if managed && ports.probed {
-		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports, *role.StartupTimeoutSeconds)
+		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, ports.scheme, *role.StartupTimeoutSeconds)
 	}
 	switch {
 	case role.Privileged:
@@ -307,22 +287,17 @@ func userSets(env []workerv1.ModelDeploymentEnvVar, name string) bool {
 	return false
 }
 
-// probes follow the engine's own listener. Behind the routing proxy they stay on the serving port
-// and ask for /v1/models over plain HTTP (the proxy serves HTTP whatever the engine speaks), so a
-// decoder is Ready only when the proxy reaches its engine. The startup budget scales the startup
-// probe's failure threshold so cold-start compilation is not killed by the liveness probe.
-func probes(ports portPlan, startupTimeoutSeconds int32) (startup, readiness, liveness *corev1.Probe) {
-	path, uriScheme := healthPath, corev1.URISchemeHTTP
-	switch {
-	case ports.proxied:
-		path = proxiedProbePath
-	case ports.scheme == "https":
+// probes follow the engine's own listener. The startup budget scales the startup probe's failure
+// threshold so cold-start compilation is not killed by the liveness probe.
+func probes(port int32, scheme string, startupTimeoutSeconds int32) (startup, readiness, liveness *corev1.Probe) {
+	uriScheme := corev1.URISchemeHTTP
+	if scheme == "https" {
 		uriScheme = corev1.URISchemeHTTPS
 	}
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromInt32(ports.target), Scheme: uriScheme,
+				Path: healthPath, Port: intstr.FromInt32(port), Scheme: uriScheme,
 			}},
 			PeriodSeconds:    probePeriod,
 			TimeoutSeconds:   probeTimeout,
@@ -466,22 +441,4 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		return "", err
 	}
 	return sha256Hex(doc), nil
-}
-
-// withPort points every --port the engine reads at port.
-func withPort(args []string, port int32) []string {
-	out := make([]string, 0, len(args))
-	value := strconv.Itoa(int(port))
-	for i := 0; i < len(args); i++ {
-		switch {
-		case args[i] == "--port" && i+1 < len(args):
-			out = append(out, "--port", value)
-			i++
-		case strings.HasPrefix(args[i], "--port="):
-			out = append(out, "--port="+value)
-		default:
-			out = append(out, args[i])
-		}
-	}
-	return out
 }

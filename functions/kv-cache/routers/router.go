@@ -211,13 +211,12 @@ func configHash(c corev1.Container) (string, error) {
 // the routing proxy's); a router needs one.
 func ServingPort(roles []workerv1.ModelDeploymentRole) (int32, error) {
 	var port int32
-	var first string
 	for _, role := range roles {
 		_, p := engine.ServingPorts(role)
 		if port != 0 && p != port {
-			return 0, fmt.Errorf("role %q serves on port %d and role %q on %d; a router needs every role on one serving port", role.Name, p, first, port)
+			return 0, fmt.Errorf("role %q serves on port %d and another role on %d; a router needs every role on one serving port", role.Name, p, port)
 		}
-		port, first = p, role.Name
+		port = p
 	}
 	return port, nil
 }

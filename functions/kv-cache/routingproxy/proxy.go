@@ -2,26 +2,59 @@ package routingproxy
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // The routing proxy llm-d-router puts in front of every decode replica: it owns the role's serving
 // port and forwards to the engine on an internal one.
 const (
-	Container = "routing-proxy"
-	Image     = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+	Container           = "routing-proxy"
+	Image               = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+	modelServerPortName = "model-server"
+	decoderProbePath    = "/v1/models"
 )
 
-// Apply adds the routing proxy to a decoder's template, a native sidecar listening on the role's
-// serving port and forwarding to the engine's internal port. render-roles has already put the
-// engine, its probes and its scrape port there; both read the ports from apis/engine.
-func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDeploymentRole) {
-	serving, internal := engine.ProxyPorts(role)
+// Apply moves the engine of a decoder's template behind the routing proxy: the proxy, a
+// native sidecar, listens on the serving port; the engine on an internal port past every declared
+// one; the probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the
+// proxy reaches its engine.
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
+	var main *corev1.Container
+	for i := range t.Spec.Containers {
+		if t.Spec.Containers[i].Name == naming.MainContainer {
+			main = &t.Spec.Containers[i]
+		}
+	}
+	if main == nil || len(main.Ports) == 0 {
+		return
+	}
+	serving := main.Ports[0].ContainerPort
+	declared := make([]int32, len(main.Ports))
+	for i, p := range main.Ports {
+		declared[i] = p.ContainerPort
+	}
+	internal := engine.PortBehindProxy(declared)
+	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
+	main.Args = withPort(main.Args, internal)
+	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
+	for _, probe := range []*corev1.Probe{main.StartupProbe, main.ReadinessProbe, main.LivenessProbe} {
+		if probe != nil && probe.HTTPGet != nil {
+			probe.HTTPGet.Path, probe.HTTPGet.Port, probe.HTTPGet.Scheme = decoderProbePath, intstr.FromInt32(serving), corev1.URISchemeHTTP
+		}
+	}
+	engineTLS := engine.HasFlag(main.Args, "--ssl-certfile", "--ssl-keyfile")
+	if _, scraped := t.Annotations["prometheus.io/port"]; scraped {
+		t.Annotations["prometheus.io/port"] = strconv.Itoa(int(internal))
+	}
+
 	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}
 	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
 	switch e {
@@ -31,9 +64,8 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDepl
 	default:
 		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(engine.BootstrapPort))
 	}
-	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
 	args = append(args, "--secure-proxy=false")
-	if engine.HasFlag(role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile") {
+	if engineTLS {
 		args = append(args, "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder")
 	}
 	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
@@ -50,4 +82,22 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDepl
 			RunAsNonRoot:             ptr.To(true),
 		},
 	})
+}
+
+// withPort points every --port the engine reads at port: the proxy owns the declared one.
+func withPort(args []string, port int32) []string {
+	out := make([]string, 0, len(args))
+	value := strconv.Itoa(int(port))
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--port" && i+1 < len(args):
+			out = append(out, "--port", value)
+			i++
+		case strings.HasPrefix(args[i], "--port="):
+			out = append(out, "--port="+value)
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
