@@ -87,6 +87,10 @@ func PublishesKVEvents(e workerv1.Engine, router *workerv1.ModelDeploymentRouter
 // ReservedPorts are the ports admission keeps a managed role from declaring, by the spec's rule:
 // vLLM's KV event ports under llm-d-router on a role that is not a decoder, and the bootstrap port of
 // a prefiller in a declared pair that names a router or a cache. A replaced command reserves nothing.
+// The spec words this rule on its own, so it is not PublishesKVEvents or OpensBootstrap: an encoder
+// under llm-d-router has the event ports reserved though it publishes nothing, and the bootstrap
+// port is reserved by the pair's router or cache, not by whether the direct leg renders. Admission
+// refuses by the spec's rule; the render opens by its own.
 func ReservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) []int32 {
 	if role.TakesOver() {
 		return nil // nothing is synthesized onto a replaced command

@@ -38,7 +38,8 @@ func ReplicaLabels(deployment, role string, ordinal int32) map[string]string {
 	return l
 }
 
-// Leaders narrows a selector to the leaders, member 0 of each replica, and returns it.
+// Leaders narrows a selector to the leaders, member 0 of each replica: it adds to the map it is
+// given and returns it.
 func Leaders(selector map[string]string) map[string]string {
 	selector[workerv1.LabelMemberIndex] = LeaderIndex
 	return selector
@@ -48,13 +49,6 @@ func Leaders(selector map[string]string) map[string]string {
 func LeaderSelector(deployment, role string) string {
 	return fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=%s", workerv1.LabelName, workerv1.NameModelDeployment,
 		workerv1.LabelInstance, deployment, workerv1.LabelComponent, role, workerv1.LabelMemberIndex, LeaderIndex)
-}
-
-// GroupLabels select the Pods of one Kueue pod group.
-func GroupLabels(group string) map[string]string {
-	l := Managed()
-	l[workerv1.LabelPodGroupName] = group
-	return l
 }
 
 // InstanceNameOf is the headless Service name of the replica a Pod's labels place it in; false when

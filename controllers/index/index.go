@@ -33,11 +33,10 @@ type Field struct {
 	Extract client.IndexerFunc
 }
 
-// Fields are every index the controllers use. A label's index holds its value even when empty, so a
-// lookup matches exactly what the label selector it replaces matched.
+// Fields are every index the controllers use.
 var Fields = []Field{
-	{&corev1.Pod{}, PodGroup, func(o client.Object) []string { return []string{o.GetLabels()[workerv1.LabelPodGroupName]} }},
-	{&corev1.Pod{}, PodDeployment, func(o client.Object) []string { return []string{o.GetLabels()[workerv1.LabelInstance]} }},
+	{&corev1.Pod{}, PodGroup, label(workerv1.LabelPodGroupName)},
+	{&corev1.Pod{}, PodDeployment, label(workerv1.LabelInstance)},
 	{&corev1.Pod{}, PodController, podController},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
 }
@@ -50,6 +49,17 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// label indexes an object by a label's value, when it carries the label (an empty value too), so
+// that a lookup matches what the label selector key=value it replaces matched.
+func label(key string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		if v, ok := o.GetLabels()[key]; ok {
+			return []string{v}
+		}
+		return nil
+	}
 }
 
 func podController(o client.Object) []string {

@@ -39,7 +39,9 @@ func TestIndexes(t *testing.T) {
 	}{
 		{"a Pod is found by its pod group", PodGroup, pod, []string{"gpustack-fnv64-1"}},
 		{"a Pod is found by its deployment", PodDeployment, pod, []string{"md"}},
-		{"a Pod without the label is found by the empty value, as its label selector found it", PodDeployment, &corev1.Pod{}, []string{""}},
+		{"a Pod without the label is not indexed, as a label selector does not select it", PodDeployment, &corev1.Pod{}, nil},
+		{"a Pod whose label is empty is found by the empty value, as its label selector found it", PodDeployment,
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workerv1.LabelInstance: ""}}}, []string{""}},
 		{"a Pod is found by its controller only", PodController, pod, []string{"replica"}},
 		{"a Pod without a controller is not indexed by one", PodController, &corev1.Pod{}, nil},
 		{"a deployment is found by each type its roles name, once", DeploymentInstanceType, md, []string{"h20", "cpu"}},

@@ -463,4 +463,8 @@ func TestRolloutSequence(t *testing.T) {
 	}
 	t.Logf("%d seeds, %d events (%d to settle) in %s; %d rollout departures checked, %d edits mid-rollout",
 		simSeeds, simSeeds*simEvents+stats.settle, stats.settle, time.Since(start).Round(time.Millisecond), stats.departures, stats.midRollout)
+	if stats.departures == 0 || stats.midRollout == 0 {
+		// A simulation that never retires a replica or never edits mid-rollout checks nothing.
+		t.Errorf("the simulation reached %d rollout departures and %d edits mid-rollout; it must reach both", stats.departures, stats.midRollout)
+	}
 }
