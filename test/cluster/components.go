@@ -72,6 +72,11 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		},
 	}
 	var err error
+	if s.opts.Audit {
+		if err := s.configureAudit(); err != nil {
+			return err
+		}
+	}
 	if s.Config, err = s.env.Start(); err != nil {
 		return err
 	}
@@ -101,6 +106,36 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// auditPolicy records every write request once, when its response is complete, with its user,
+// user agent, verb and object reference, and no other request.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+`
+
+// AuditLog is the path of the API server's audit log, written when Options.Audit is set.
+func (s *Stack) AuditLog() string {
+	return filepath.Join(s.Dir, "logs", "audit.log")
+}
+
+// configureAudit passes the audit policy and log to the API server envtest starts.
+func (s *Stack) configureAudit() error {
+	policy := filepath.Join(s.Dir, "config", "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
+	args := s.env.ControlPlane.GetAPIServer().Configure()
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", s.AuditLog())
+	args.Set("audit-log-format", "json")
+	args.Set("audit-log-maxsize", "0")
 	return nil
 }
 
@@ -134,7 +169,7 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 // Fake nodes: KWOK manages the nodes carrying this annotation and plays kubelet for their Pods.
 const (
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
-	// GPUsPerNode is how many nvidia.com/gpu each fake node advertises.
+	// GPUsPerNode is how many nvidia.com/gpu each fake node advertises unless Options say otherwise.
 	GPUsPerNode = 8
 	// RackLabel is the topology label each fake node carries; there is one rack per two nodes.
 	RackLabel = "topology.gpustack.ai/rack"
@@ -180,7 +215,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		return err
 	}
 	for i := range s.opts.Nodes {
-		if err := s.Client.Create(ctx, fakeNode(i)); err != nil {
+		if err := s.Client.Create(ctx, fakeNode(i, s.opts.GPUsPerNode, s.opts.PodsPerNode)); err != nil {
 			return err
 		}
 	}
@@ -204,15 +239,15 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 	})
 }
 
-// fakeNode is a GPU node KWOK keeps Ready.
-func fakeNode(i int) *corev1.Node {
+// fakeNode is a GPU node KWOK keeps Ready, with room for gpus accelerators and pods Pods.
+func fakeNode(i, gpus, pods int) *corev1.Node {
 	name := fmt.Sprintf("gpu-node-%d", i)
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:              resource.MustParse("192"),
 		corev1.ResourceMemory:           resource.MustParse("2Ti"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("4Ti"),
-		corev1.ResourcePods:             resource.MustParse("110"),
-		"nvidia.com/gpu":                *resource.NewQuantity(GPUsPerNode, resource.DecimalSI),
+		corev1.ResourcePods:             *resource.NewQuantity(int64(pods), resource.DecimalSI),
+		"nvidia.com/gpu":                *resource.NewQuantity(int64(gpus), resource.DecimalSI),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -258,6 +293,15 @@ internalCertManagement:
 integrations:
   frameworks: ["pod"]
 `, health, webhook.LocalServingPort, webhook.LocalServingHost, webhook.LocalServingCertDir)
+	if s.opts.KueueQPS != 0 || s.opts.KueueBurst != 0 {
+		config += "clientConnection:\n"
+		if s.opts.KueueQPS != 0 {
+			config += "  qps: " + strconv.FormatFloat(s.opts.KueueQPS, 'f', -1, 64) + "\n"
+		}
+		if s.opts.KueueBurst != 0 {
+			config += "  burst: " + strconv.Itoa(s.opts.KueueBurst) + "\n"
+		}
+	}
 	configFile := filepath.Join(s.Dir, "config", "kueue.yaml")
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		return err

@@ -43,6 +43,16 @@ type Options struct {
 	Dir string
 	// Nodes is how many fake GPU nodes KWOK runs.
 	Nodes int
+	// GPUsPerNode and PodsPerNode are each fake node's nvidia.com/gpu and Pod capacity; zero means
+	// GPUsPerNode (8) and 110.
+	GPUsPerNode, PodsPerNode int
+	// KueueQPS and KueueBurst set the client rate limit of the Kueue manager (its Configuration's
+	// clientConnection); zero leaves Kueue's defaults (20 and 30).
+	KueueQPS   float64
+	KueueBurst int
+	// Audit turns the API server's audit log on (AuditLog): one Metadata-level line per write
+	// request (create, update, patch, delete, deletecollection) and nothing else.
+	Audit bool
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
 	// ControllerArgs are extra flags for the controllers' mdplane-controllers process, such as a
@@ -98,6 +108,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 2
+	}
+	if opts.GPUsPerNode == 0 {
+		opts.GPUsPerNode = GPUsPerNode
+	}
+	if opts.PodsPerNode == 0 {
+		opts.PodsPerNode = 110
 	}
 	if opts.CrossplanePollInterval == 0 {
 		opts.CrossplanePollInterval = 5 * time.Second
@@ -360,6 +376,22 @@ func (s *Stack) Kubectl(args ...string) (string, error) {
 // KubectlBinary is the path of the stack's kubectl, of the stack's Kubernetes version.
 func (s *Stack) KubectlBinary() string {
 	return s.binary("kubectl", KubernetesVersion)
+}
+
+// Args are the flags the stack started a component with (its log's name: "crossplane", "kueue",
+// "mdplane-controllers", ...), or nil when it did not start it.
+func (s *Stack) Args(component string) []string {
+	for _, p := range s.processes {
+		if p.name == component {
+			return p.cmd.Args[1:]
+		}
+	}
+	return nil
+}
+
+// Binary is the path of a program the stack runs, such as Binary("crossplane", CrossplaneVersion).
+func (s *Stack) Binary(name, version string) string {
+	return s.binary(name, version)
 }
 
 // LogFile is the path of a component's log.
