@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render test test-unit test-e2e lint generate build xpkg vet fmt-check cluster-up cluster-down
+.PHONY: all help render test test-unit test-e2e bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down
 
 all: build
 
@@ -71,6 +71,13 @@ fmt-check:
 ## test-e2e: only the e2e suite, against a fresh stack.
 test-e2e:
 	cd test && $(GO) test -timeout 50m -count=1 -v ./e2e/...
+
+## bench-scale: a 500 × 2 (1,000-Pod) deployment on a fresh stack with an audit log, timed from the
+## objects' own timestamps, against the same Pods created straight through client-go; writes per Pod
+## by client (docs/performance.md). Not part of `make test`. BENCH_ARGS="--replicas 50 --size 2" for
+## a quick run.
+bench-scale:
+	cd test && $(GO) run ./cmd/mdplane-bench-scale $(BENCH_ARGS)
 
 ## cluster-up: start the test control plane in the background and print its kubeconfig.
 cluster-up:

@@ -1,0 +1,443 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
+)
+
+// QueueLabel is the label of the InstanceTypes whose Kueue queues the stack's mdplane-controllers
+// manage (--queue-instance-types), as in the e2e suite.
+const QueueLabel = "mdplane.test/managed-queues"
+
+// Names of what the run creates.
+const (
+	namespace      = "bench"
+	floorNamespace = "bench-floor"
+	instanceType   = "bench-gpu-linux-amd64"
+	deployment     = "scale"
+	floorWorkers   = 16
+)
+
+// Config is one run.
+type Config struct {
+	Replicas, Size int
+	// Timeout bounds each wait: the deployment's Pods Ready, its deletion, the floor's Pods Ready.
+	Timeout time.Duration
+	Out     io.Writer
+}
+
+// Runner runs the phases against a started stack.
+type Runner struct {
+	cfg   Config
+	stack *cluster.Stack
+	cs    kubernetes.Interface
+	c     client.Client
+	// template is a rendered member Pod of the deployment, kept for the floor.
+	template *corev1.Pod
+}
+
+// NewRunner prepares a run; the stack must have been started with Options.Audit and the controllers
+// with --queue-instance-types=QueueLabel=true.
+func NewRunner(cfg Config, stack *cluster.Stack) (*Runner, error) {
+	rc := rest.CopyConfig(stack.Config)
+	rc.QPS, rc.Burst = -1, -1 // the floor measures the API server, not a client-side limiter
+	rc.UserAgent = "mdplane-bench"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := cluster.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, stack: stack, cs: cs, c: c}, nil
+}
+
+func (r *Runner) pods() int { return r.cfg.Replicas * r.cfg.Size }
+
+func (r *Runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Out, "%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
+}
+
+// Milestone is the time from a phase's start to the moment the last of its objects reached a step,
+// and how many did; a step not reached by all has Done < Want.
+type Milestone struct {
+	Name       string
+	Done, Want int
+	After      time.Duration
+}
+
+func milestone(name string, done, want int, start, last time.Time) Milestone {
+	m := Milestone{Name: name, Done: done, Want: want, After: -1}
+	if done >= want && !last.IsZero() {
+		m.After = last.Sub(start)
+	}
+	return m
+}
+
+// CreateResult is what the create phase measured.
+type CreateResult struct {
+	Milestones []Milestone
+	Created    int
+	Elapsed    time.Duration
+	Writes     Writes
+}
+
+// Create applies the InstanceType with quota for every Pod and the deployment, and waits until its
+// Pods are Ready and it is, or the timeout passes.
+func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
+	if err := r.queue(ctx); err != nil {
+		return nil, err
+	}
+	t, err := track(ctx, r.cs, namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	md := r.deployment()
+	start := time.Now()
+	if err := r.c.Create(ctx, md); err != nil {
+		return nil, fmt.Errorf("creating the ModelDeployment: %w", err)
+	}
+	r.logf("ModelDeployment %s/%s created: %d replicas of %d Pods", namespace, deployment, r.cfg.Replicas, r.cfg.Size)
+	var res CreateResult
+	deadline := start.Add(r.cfg.Timeout)
+	var mdReady time.Time
+	var wl workloadCounts
+	for {
+		time.Sleep(10 * time.Second)
+		c := t.counts()
+		if wl, err = r.workloads(ctx); err != nil {
+			return nil, err
+		}
+		mdReady = r.readySince(ctx, md)
+		r.logf("%4.0fs: Pods %d created, %d ungated, %d scheduled, %d Ready; Workloads %d, %d QuotaReserved, %d Admitted; deployment Ready: %v",
+			time.Since(start).Seconds(), c.created, c.ungated, c.scheduled, c.ready, wl.total, wl.reserved, wl.admitted, !mdReady.IsZero())
+		if c.ready >= r.pods() && !mdReady.IsZero() || time.Now().After(deadline) {
+			break
+		}
+	}
+	end := time.Now()
+	c := t.counts()
+	res.Created, res.Elapsed = c.created, end.Sub(start)
+	n, readyDone := r.pods(), 0
+	if !mdReady.IsZero() {
+		readyDone = 1
+	}
+	res.Milestones = []Milestone{
+		milestone("all Pods created", c.created, n, start, c.lastCreated),
+		milestone("all Workloads QuotaReserved", wl.reserved, r.cfg.Replicas, start, wl.lastReserved),
+		milestone("all Workloads Admitted", wl.admitted, r.cfg.Replicas, start, wl.lastAdmitted),
+		milestone("all Pods ungated", c.ungated, n, start, c.lastUngated),
+		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
+		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
+		milestone("deployment Ready", readyDone, 1, start, mdReady),
+	}
+	if r.template, err = r.member(ctx); err != nil {
+		return nil, err
+	}
+	if res.Writes, err = countWrites(r.stack.AuditLog(), start, end); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	return &res, nil
+}
+
+// queue creates the namespace and an InstanceType whose managed ClusterQueue has quota for every Pod
+// (one GPU and small unit resources each), and waits for its queues.
+func (r *Runner) queue(ctx context.Context) error {
+	for _, ns := range []string{namespace, floorNamespace} {
+		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	it := &workerv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: instanceType, Labels: map[string]string{QueueLabel: "true"}},
+		Spec: workerv1.InstanceTypeSpec{
+			Acceleratable: true, AcceleratorGroup: "nvidia-bench", OS: "linux", Arch: "amd64",
+			UnitResources: workerv1.InstanceTypeUnitResources{CPU: "100m", RAM: "128Mi"}, LocalStorage: "1Gi",
+		},
+	}
+	if err := r.c.Create(ctx, it); err != nil {
+		return fmt.Errorf("creating the InstanceType: %w", err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(it), it); err != nil {
+			return err
+		}
+		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA Bench", Memory: ptr.To(resource.MustParse("80Gi"))}
+		it.Status.Accelerator = &workerv1.CapacityView{Capacity: resource.NewQuantity(int64(r.pods()), resource.DecimalSI)}
+		return r.c.Status().Update(ctx, it)
+	}); err != nil {
+		return fmt.Errorf("publishing the InstanceType's capacity: %w", err)
+	}
+	return poll(ctx, time.Minute, "the managed ClusterQueue and the entrance", func() error {
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(it), it); err != nil {
+			return err
+		}
+		if it.Status.Entrance == "" {
+			return errors.New("no entrance published yet")
+		}
+		return r.c.Get(ctx, client.ObjectKey{Name: instanceType}, &kueuev1beta2.ClusterQueue{})
+	})
+}
+
+func (r *Runner) deployment() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": workerv1.SchemeGroupVersion.String(), "kind": workerv1.ModelDeploymentKind,
+		"metadata": map[string]any{"name": deployment, "namespace": namespace},
+		"spec": map[string]any{
+			"model":  map[string]any{"name": "Qwen/Qwen3-8B"},
+			"engine": map[string]any{"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+			"roles": []any{map[string]any{
+				"name": "server", "replicas": int64(r.cfg.Replicas), "size": int64(r.cfg.Size),
+				"instanceType": instanceType, "resources": map[string]any{"accelerator": int64(1)},
+			}},
+		},
+	}}
+}
+
+// readySince is when the deployment's Ready condition turned True, or zero.
+func (r *Runner) readySince(ctx context.Context, md *unstructured.Unstructured) time.Time {
+	got := md.DeepCopy()
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(md), got); err != nil {
+		return time.Time{}
+	}
+	conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			at, _ := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+type workloadCounts struct {
+	total, reserved, admitted  int
+	lastReserved, lastAdmitted time.Time
+}
+
+func (r *Runner) workloads(ctx context.Context) (workloadCounts, error) {
+	var w workloadCounts
+	list := &kueuev1beta2.WorkloadList{}
+	if err := r.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return w, err
+	}
+	for _, wl := range list.Items {
+		w.total++
+		for _, c := range wl.Status.Conditions {
+			if c.Status != metav1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case kueuev1beta2.WorkloadQuotaReserved:
+				w.reserved++
+				if c.LastTransitionTime.After(w.lastReserved) {
+					w.lastReserved = c.LastTransitionTime.Time
+				}
+			case kueuev1beta2.WorkloadAdmitted:
+				w.admitted++
+				if c.LastTransitionTime.After(w.lastAdmitted) {
+					w.lastAdmitted = c.LastTransitionTime.Time
+				}
+			}
+		}
+	}
+	return w, nil
+}
+
+// member is one of the deployment's Pods as a client would create it: its spec as rendered, without
+// what Kueue, the scheduler and Crossplane added, and without Kueue's labels, so Kueue ignores it
+// (the stack's Kueue manages no Pod without a queue name).
+func (r *Runner) member(ctx context.Context) (*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.c.List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, errors.New("the deployment has no Pod to copy for the floor")
+	}
+	src := list.Items[0]
+	p := &corev1.Pod{Spec: *src.Spec.DeepCopy()}
+	p.Spec.NodeName, p.Spec.SchedulingGates = "", nil
+	p.Labels, p.Annotations = map[string]string{}, map[string]string{}
+	for k, v := range src.Labels {
+		if !strings.HasPrefix(k, "kueue.x-k8s.io/") {
+			p.Labels[k] = v
+		}
+	}
+	p.Labels[workerv1.LabelInstance] = "floor"
+	for k, v := range src.Annotations {
+		if !strings.HasPrefix(k, "kueue.x-k8s.io/") && !strings.HasPrefix(k, "crossplane.io/") {
+			p.Annotations[k] = v
+		}
+	}
+	return p, nil
+}
+
+// Delete deletes the deployment and waits until none of its Pods and Workloads is left.
+func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if err := r.c.Delete(ctx, r.deployment()); err != nil {
+		return 0, err
+	}
+	err := poll(ctx, r.cfg.Timeout, "the deployment's Pods and Workloads gone", func() error {
+		pods := &corev1.PodList{}
+		if err := r.c.List(ctx, pods, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		wls := &kueuev1beta2.WorkloadList{}
+		if err := r.c.List(ctx, wls, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		if n := len(pods.Items) + len(wls.Items); n > 0 {
+			return fmt.Errorf("%d Pods, %d Workloads left", len(pods.Items), len(wls.Items))
+		}
+		return nil
+	})
+	return time.Since(start), err
+}
+
+// FloorResult is what the floor phase measured.
+type FloorResult struct {
+	Milestones []Milestone
+	Requests   time.Duration // until the last create request returned
+}
+
+// Floor creates the same number of Pods as the deployment's, from one of its members, straight
+// through client-go with floorWorkers workers, and waits until they are Ready.
+func (r *Runner) Floor(ctx context.Context) (*FloorResult, error) {
+	if r.template == nil {
+		return nil, errors.New("no member Pod was kept from the create phase")
+	}
+	t, err := track(ctx, r.cs, floorNamespace)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	n := r.pods()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, floorWorkers)
+	start := time.Now()
+	for range floorWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				p := r.template.DeepCopy()
+				p.Name, p.Namespace = fmt.Sprintf("floor-%04d", i), floorNamespace
+				if _, err := r.cs.CoreV1().Pods(floorNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	requests := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("creating the floor's Pods: %w", err)
+	}
+	r.logf("floor: %d Pods created through client-go in %s", n, requests.Round(time.Millisecond))
+	deadline := start.Add(r.cfg.Timeout)
+	for {
+		c := t.counts()
+		if c.ready >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	c := t.counts()
+	r.logf("floor: %d of %d Pods Ready", c.ready, n)
+	return &FloorResult{Requests: requests, Milestones: []Milestone{
+		// The last create request's return: creationTimestamps' 1 s resolution is the whole floor.
+		milestone("all Pods created", c.created, n, start, start.Add(requests)),
+		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
+		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
+	}}, nil
+}
+
+// poll runs check every second until it passes or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, what string, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not after %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// settingFlag matches the flags that set a client's rate or a controller's concurrency.
+var settingFlag = regexp.MustCompile(`qps|burst|rate|concurren|poll-interval|circuit-breaker|sync-interval`)
+
+// Settings prints the rate and concurrency settings of Crossplane, mdplane-controllers and Kueue as
+// the stack configured them: the flags it passed, each program's defaults for the others, and
+// Kueue's clientConnection.
+func Settings(out io.Writer, stack *cluster.Stack) {
+	passed := func(component string) []string {
+		var got []string
+		for _, a := range stack.Args(component) {
+			if settingFlag.MatchString(strings.SplitN(a, "=", 2)[0]) {
+				got = append(got, a)
+			}
+		}
+		return got
+	}
+	fmt.Fprintf(out, "  crossplane %s: flags %s\n", cluster.CrossplaneVersion, strings.Join(passed("crossplane"), " "))
+	fmt.Fprintln(out, "    defaults: --max-reconcile-rate=100 (workers per controller), --circuit-breaker-refill-rate=1/s, --circuit-breaker-burst=100;")
+	fmt.Fprintln(out, "    client QPS/burst: none (controller-runtime's ctrl.GetConfig disables client-side rate limiting)")
+	fmt.Fprintf(out, "  mdplane-controllers: flags %q\n", passed("mdplane-controllers"))
+	fmt.Fprintln(out, "    no rate flags: client QPS/burst none (ctrl.GetConfigOrDie), MaxConcurrentReconciles 1 per controller (controller-runtime default)")
+	qps, burst := "20 (default)", "30 (default)"
+	for _, a := range stack.Args("kueue") {
+		if file, ok := strings.CutPrefix(a, "--config="); ok {
+			raw, _ := os.ReadFile(file)
+			if m := regexp.MustCompile(`(?m)^  qps: (\S+)`).FindSubmatch(raw); m != nil {
+				qps = string(m[1])
+			}
+			if m := regexp.MustCompile(`(?m)^  burst: (\S+)`).FindSubmatch(raw); m != nil {
+				burst = string(m[1])
+			}
+		}
+	}
+	fmt.Fprintf(out, "  kueue %s: clientConnection qps %s, burst %s\n", cluster.KueueVersion, qps, burst)
+}

@@ -1,0 +1,79 @@
+// Command mdplane-bench-scale times a large ModelDeployment on the test stack (package cluster) and
+// the same Pods created straight through client-go, and counts the writes each client issued per Pod
+// from the API server's audit log. `make bench-scale` runs it; docs/performance.md has the method and
+// the figures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mdplane/mdplane/test/bench"
+	"github.com/mdplane/mdplane/test/cluster"
+)
+
+func main() {
+	cfg := bench.Config{Out: os.Stdout}
+	flag.IntVar(&cfg.Replicas, "replicas", 500, "replicas of the deployment's one role")
+	flag.IntVar(&cfg.Size, "size", 2, "Pods per replica")
+	flag.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of each wait: the deployment Ready, its deletion, the floor Ready")
+	gpus := flag.Int("gpus-per-node", 128, "nvidia.com/gpu of each fake node")
+	podsPerNode := flag.Int("pods-per-node", 130, "Pod capacity of each fake node")
+	kueueQPS := flag.Float64("kueue-qps", 0, "Kueue's client QPS; 0 keeps Kueue's default (20)")
+	kueueBurst := flag.Int("kueue-burst", 0, "Kueue's client burst; 0 keeps Kueue's default (30)")
+	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
+	flag.Parse()
+	if err := run(cfg, cluster.Options{
+		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "mdplane-bench-scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg bench.Config, opts cluster.Options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pods := cfg.Replicas * cfg.Size
+	// Room for every Pod (one GPU each) with a tenth to spare, and at least the stack's two nodes.
+	opts.Nodes = max(2, (pods+pods/10+opts.GPUsPerNode-1)/opts.GPUsPerNode, (pods+pods/10+opts.PodsPerNode-1)/opts.PodsPerNode)
+	opts.ControllerArgs = []string{"--queue-instance-types=" + bench.QueueLabel + "=true"}
+	opts.Log = func(format string, args ...any) {
+		fmt.Printf("%s stack: "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
+	}
+	s, err := cluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	fmt.Printf("stack: %d fake nodes × %d GPUs × %d Pods; logs and audit log in %s\n", opts.Nodes, opts.GPUsPerNode, opts.PodsPerNode, s.Dir)
+	r, err := bench.NewRunner(cfg, s)
+	if err != nil {
+		return err
+	}
+	create, err := r.Create(ctx)
+	if err != nil {
+		return fmt.Errorf("create phase: %w", err)
+	}
+	fmt.Println("\nWrites during the create phase, per client (the stack's programs share the admin user; they are told apart by user agent):")
+	create.Writes.Print(os.Stdout, create.Created)
+	fmt.Println("\nRate and concurrency settings:")
+	bench.Settings(os.Stdout, s)
+	deleted, err := r.Delete(ctx)
+	if err != nil {
+		bench.Report(os.Stdout, cfg, create, nil)
+		return fmt.Errorf("delete: %w", err)
+	}
+	fmt.Printf("%s deployment deleted, its Pods and Workloads gone after %s\n", time.Now().Format(time.TimeOnly), deleted.Round(time.Second))
+	floor, err := r.Floor(ctx)
+	bench.Report(os.Stdout, cfg, create, floor)
+	if err != nil {
+		return fmt.Errorf("floor phase: %w", err)
+	}
+	return nil
+}
