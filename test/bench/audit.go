@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -55,12 +56,26 @@ func clientOf(e auditEvent) string {
 	return versionSuffix.ReplaceAllString(agent, "")
 }
 
-// countWrites reads the audit log and counts the write requests received in [from, to).
+// countWrites reads the audit log, and the files the API server rotated it to (audit-<time>.log
+// beside it), and counts the write requests received in [from, to).
 func countWrites(path string, from, to time.Time) (Writes, error) {
 	w := Writes{byClient: map[string]int{}, byResource: map[[2]string]int{}, failed: map[string]int{}}
-	f, err := os.Open(path)
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
 	if err != nil {
 		return w, err
+	}
+	for _, file := range append(rotated, path) {
+		if err := w.add(file, from, to); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+func (w *Writes) add(path string, from, to time.Time) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
@@ -85,10 +100,10 @@ func countWrites(path string, from, to time.Time) (Writes, error) {
 			}
 		}
 		if err == io.EOF {
-			return w, nil
+			return nil
 		}
 		if err != nil {
-			return w, err
+			return err
 		}
 	}
 }

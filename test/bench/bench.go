@@ -309,6 +309,7 @@ func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
 	if err := r.c.Delete(ctx, r.deployment()); err != nil {
 		return 0, err
 	}
+	logged := start
 	err := poll(ctx, r.cfg.Timeout, "the deployment's Pods and Workloads gone", func() error {
 		pods := &corev1.PodList{}
 		if err := r.c.List(ctx, pods, client.InNamespace(namespace)); err != nil {
@@ -319,6 +320,10 @@ func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
 			return err
 		}
 		if n := len(pods.Items) + len(wls.Items); n > 0 {
+			if time.Since(logged) >= 10*time.Second {
+				logged = time.Now()
+				r.logf("%4.0fs: deleting: %d Pods, %d Workloads left", time.Since(start).Seconds(), len(pods.Items), len(wls.Items))
+			}
 			return fmt.Errorf("%d Pods, %d Workloads left", len(pods.Items), len(wls.Items))
 		}
 		return nil

@@ -28,7 +28,11 @@ func Report(out io.Writer, cfg Config, create *CreateResult, floor *FloorResult)
 		fs, ratio := "-", "-"
 		if ok {
 			fs = show(f)
-			if m.After >= 0 && f.After > 0 {
+			switch {
+			case m.After < 0 || f.After < 0:
+			case f.After < 2*time.Second:
+				ratio = "- (floor within the 1 s resolution)"
+			default:
 				ratio = fmt.Sprintf("%.1f×", m.After.Seconds()/f.After.Seconds())
 			}
 		}
@@ -37,7 +41,9 @@ func Report(out io.Writer, cfg Config, create *CreateResult, floor *FloorResult)
 	if floor != nil {
 		fmt.Fprintf(out, "  (floor's Pods created: when the last of the %d create requests of %d workers returned)\n", cfg.Replicas*cfg.Size, floorWorkers)
 	}
-	if create.Elapsed > 0 {
+	if created := create.Milestones[0]; created.After > 0 {
+		fmt.Fprintf(out, "  mdplane: %d Pods created in %.1f s: %.1f Pods/s\n", created.Done, created.After.Seconds(), float64(created.Done)/created.After.Seconds())
+	} else if create.Elapsed > 0 {
 		fmt.Fprintf(out, "  mdplane: %d Pods created in the %s the phase lasted: %.1f Pods/s\n",
 			create.Created, create.Elapsed.Round(time.Second), float64(create.Created)/create.Elapsed.Seconds())
 	}

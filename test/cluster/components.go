@@ -120,7 +120,8 @@ rules:
   - level: None
 `
 
-// AuditLog is the path of the API server's audit log, written when Options.Audit is set.
+// AuditLog is the path of the API server's audit log, written when Options.Audit is set. Past
+// 100 MB the API server moves it aside, to audit-<time>.log in the same directory.
 func (s *Stack) AuditLog() string {
 	return filepath.Join(s.Dir, "logs", "audit.log")
 }
@@ -135,7 +136,6 @@ func (s *Stack) configureAudit() error {
 	args.Set("audit-policy-file", policy)
 	args.Set("audit-log-path", s.AuditLog())
 	args.Set("audit-log-format", "json")
-	args.Set("audit-log-maxsize", "0")
 	return nil
 }
 
