@@ -4,10 +4,17 @@
 package functions
 
 import (
-	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"fmt"
 
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/pipeline"
+	"github.com/mdplane/mdplane/internal/xfn"
 )
 
 // BuiltIn returns a fresh instance of every function, keyed by Function name.
@@ -22,4 +29,61 @@ func BuiltIn() map[string]fnv1.FunctionRunnerServiceServer {
 var Commands = map[string]string{
 	renderroles.FunctionName: "github.com/mdplane/mdplane/cmd/function-render-roles",
 	kvcache.FunctionName:     "github.com/mdplane/mdplane/cmd/function-kv-cache",
+}
+
+// Materializers returns, keyed by apiVersion/kind, what mdplane's controllers create for a composite
+// beyond its composition: a ModelReplica's Pods and instance Service, which the members controller
+// creates with the same renderroles.Materialize.
+func Materializers() map[string]pipeline.Materializer {
+	return map[string]pipeline.Materializer{
+		v1alpha1.SchemeGroupVersion.String() + "/" + v1alpha1.ModelReplicaKind: materializeReplica,
+	}
+}
+
+// materializeReplica renders a replica's members from the revision it names, found among what the
+// role composed.
+func materializeReplica(xr *unstructured.Unstructured, cluster []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	replica := &v1alpha1.ModelReplica{}
+	if err := xfn.Decode(xr.Object, replica); err != nil {
+		return nil, err
+	}
+	var revision *v1alpha1.RoleRevision
+	for _, obj := range cluster {
+		if obj.GetKind() != "ControllerRevision" || obj.GetNamespace() != replica.Namespace || obj.GetName() != replica.Spec.RevisionName {
+			continue
+		}
+		cr := &appsv1.ControllerRevision{}
+		if err := xfn.Decode(obj.Object, cr); err != nil {
+			return nil, err
+		}
+		var err error
+		if revision, err = renderroles.ReadRevision(cr); err != nil {
+			return nil, err
+		}
+	}
+	if revision == nil {
+		return nil, fmt.Errorf("its revision %s/%s is not among the rendered objects", replica.Namespace, replica.Spec.RevisionName)
+	}
+	pods, svc := renderroles.Materialize(replica, revision)
+	var objs []any
+	if svc != nil {
+		objs = append(objs, svc)
+	}
+	for _, pod := range pods {
+		objs = append(objs, pod)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, obj := range objs {
+		m, err := xfn.ToMap(obj)
+		if err != nil {
+			return nil, err
+		}
+		if replica.UID == "" { // offline the replica has no UID for the owner reference to name
+			for _, ref := range m["metadata"].(map[string]any)["ownerReferences"].([]any) {
+				delete(ref.(map[string]any), "uid")
+			}
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
 }

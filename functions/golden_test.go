@@ -31,7 +31,7 @@ func renderFiles(t *testing.T, files ...string) ([]byte, []string) {
 	t.Helper()
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn())
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
 	require.NoError(t, err)
 	var docs []schemacheck.Document
 	for _, f := range files {

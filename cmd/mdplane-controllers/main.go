@@ -15,6 +15,7 @@ import (
 	"os"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
@@ -36,6 +37,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
@@ -44,7 +46,8 @@ import (
 // options are the process's flags.
 type options struct {
 	certDir, host, metrics, health, namespace, queueTypes string
-	port                                                  int
+	port, memberWorkers, apiBurst                         int
+	apiQPS                                                float64
 	parkAfter                                             time.Duration
 	leaderElect, enableWebhooks, enableControllers        bool
 	certs                                                 certificates
@@ -62,6 +65,9 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
+	fs.IntVar(&o.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
+	fs.Float64Var(&o.apiQPS, "kube-api-qps", 200, "sustained requests per second to the API server (a 500-replica role creates 1,500 objects)")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 400, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -102,7 +108,7 @@ func run(o options) error {
 		}
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, selector); err != nil {
+		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector); err != nil {
 			return err
 		}
 	}
@@ -120,7 +126,9 @@ func newManager(o options) (manager.Manager, error) {
 			return nil, fmt.Errorf("building the scheme: %w", err)
 		}
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(o.apiQPS), o.apiBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metrics},
 		HealthProbeBindAddress:  o.health,
@@ -129,8 +137,9 @@ func newManager(o options) (manager.Manager, error) {
 		LeaderElectionNamespace: o.namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:     {Label: labels.SelectorFromSet(naming.Managed())},
-			&corev1.Service{}: {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Pod{}:                {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Service{}:            {Label: labels.SelectorFromSet(naming.Managed())},
+			&appsv1.ControllerRevision{}: {Label: labels.SelectorFromSet(naming.Managed())},
 		}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir}),
 	})
@@ -145,7 +154,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
+func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -159,7 +168,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, selector label
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, selector)
+			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector)
 		case <-ctx.Done():
 			return nil
 		}
@@ -206,7 +215,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, selector labels.Selector) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -215,6 +224,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
 	}{
+		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: memberWorkers}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},

@@ -23,7 +23,7 @@ func (c *renderCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn())
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,8 @@ func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 	return req
 }
 
+// replicaRequest is a replica of size members whose Pods the step composes (one created before the
+// members controller took them over): the largest response the replica step gives.
 func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
 	r := largeRole(1, size)
 	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
@@ -111,7 +113,9 @@ func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
 		"metadata": map[string]any{"name": name, "namespace": "team-a"},
 		"data":     &v1alpha1.RoleRevision{Revision: rendered.Revision, Size: size, Template: rendered.Template}}
 	return &fnv1.RunFunctionRequest{
-		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, rep)}},
+		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, rep)}, Resources: map[string]*fnv1.Resource{
+			"member-0": {Resource: mustStruct(tb, map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "qwen-decode-r0-m0"}})},
+		}},
 		RequiredResources: map[string]*fnv1.Resources{"revision": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, revision)}}}, "workload": {}},
 	}
 }

@@ -3,6 +3,7 @@ package renderroles_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -278,18 +279,47 @@ func TestReplicaStep(t *testing.T) {
 		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
 		assert.Equal(t, "team-a", sel.GetNamespace())
 	})
+	reported := func(members, ready int) string {
+		return replaceOnce(replica, "spec:", fmt.Sprintf("status: {members: %d, readyMembers: %d}\nspec:", members, ready))
+	}
+	for _, tc := range []struct {
+		rule      string
+		composite string
+		revision  []string
+		ready     fnv1.Ready
+	}{
+		{"composes nothing and is ready once every member of its revision's size is Ready", reported(2, 2), []string{revision}, fnv1.Ready_READY_TRUE},
+		{"is not ready while a member of its revision's size is not Ready", reported(2, 1), []string{revision}, fnv1.Ready_READY_FALSE},
+		{"is not ready while a member of its revision's size is missing", reported(1, 1), []string{revision}, fnv1.Ready_READY_FALSE},
+		{"is not ready before the members controller reported it", replica, []string{revision}, fnv1.Ready_READY_FALSE},
+		{"is not ready, and does not fail, while its revision is missing", reported(2, 2), []string{}, fnv1.Ready_READY_FALSE},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			rsp := run(t, request{composite: tc.composite, required: map[string][]string{"revision": tc.revision}})
+			_, reason := fatalMessage(rsp)
+			assert.Empty(t, reason)
+			assert.Empty(t, rsp.GetDesired().GetResources(), "the members controller creates the Pods and the Service")
+			assert.Nil(t, rsp.GetRequirements().GetResources()["workload"], "the members controller reports admission")
+			assert.Nil(t, field(t, rsp.GetDesired().GetComposite(), "status", "members"), "the members controller owns the status")
+			assert.Equal(t, tc.ready, rsp.GetDesired().GetComposite().GetReady())
+		})
+	}
+}
+
+// TestReplicaStepComposingItsMembers: a replica created before the members controller took the Pods
+// over keeps them composed, or Crossplane would delete them.
+func TestReplicaStepComposingItsMembers(t *testing.T) {
+	composed := map[string]string{"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
+	  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`}
 	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}})
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}, observed: composed})
 		msg, reason := fatalMessage(rsp)
 		assert.Equal(t, "RenderFailed", reason)
 		assert.Contains(t, msg, "its revision team-a/chat-server-newrevisio is not on the API server")
 		assert.Empty(t, rsp.GetDesired().GetResources())
 	})
 	t.Run("renders its members from the revision and its headless Service", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: map[string]string{
-			"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
-			  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`,
-		}})
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: composed})
 		desired := rsp.GetDesired().GetResources()
 		require.Contains(t, desired, "member-0")
 		require.Contains(t, desired, "member-1")
@@ -303,7 +333,7 @@ func TestReplicaStep(t *testing.T) {
 		assert.Equal(t, "PodGroupIncomplete", field(t, rsp.GetDesired().GetComposite(), "status", "quota"), "one of two members, no Workload yet")
 	})
 	t.Run("asks for its group's Workload by name and reports its admission", func(t *testing.T) {
-		sel := run(t, request{composite: replica}).GetRequirements().GetResources()["workload"]
+		sel := run(t, request{composite: replica, observed: composed}).GetRequirements().GetResources()["workload"]
 		assert.Equal(t, workerv1.GroupName("team-a", "chat", "server", 1), sel.GetMatchName())
 		assert.Equal(t, "Workload", sel.GetKind())
 		workload := `{apiVersion: kueue.x-k8s.io/v1beta2, kind: Workload, metadata: {name: w, namespace: team-a},

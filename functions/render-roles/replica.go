@@ -1,9 +1,16 @@
 package renderroles
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -94,5 +101,58 @@ func RenderInstanceService(r Replica) *corev1.Service {
 			PublishNotReadyAddresses: true,
 			Selector:                 naming.ReplicaLabels(r.Deployment, r.Role, r.Ordinal),
 		},
+	}
+}
+
+// Materialize is everything a ModelReplica stands for on the API server: its member Pods and, at
+// size 2 and above, its instance Service, each controlled by the replica. The members controller
+// creates exactly these objects and `mdplane render` prints them, so the two cannot drift.
+func Materialize(replica *v1alpha1.ModelReplica, revision *v1alpha1.RoleRevision) ([]*corev1.Pod, *corev1.Service) {
+	spec := replica.Spec
+	in := Replica{Namespace: replica.Namespace, Deployment: spec.DeploymentName, Role: spec.RoleName, Ordinal: spec.Ordinal, Revision: revision}
+	owner := metav1.OwnerReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+		Name: replica.Name, UID: replica.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+	pods := RenderMembers(in)
+	for _, pod := range pods {
+		pod.OwnerReferences = []metav1.OwnerReference{owner}
+	}
+	svc := RenderInstanceService(in)
+	if svc != nil {
+		svc.OwnerReferences = []metav1.OwnerReference{owner}
+	}
+	return pods, svc
+}
+
+// ReadRevision decodes the RoleRevision a ControllerRevision holds.
+func ReadRevision(cr *appsv1.ControllerRevision) (*v1alpha1.RoleRevision, error) {
+	if cr.Data.Raw == nil {
+		return nil, fmt.Errorf("revision %s/%s holds no RoleRevision", cr.Namespace, cr.Name)
+	}
+	revision := &v1alpha1.RoleRevision{}
+	if err := json.Unmarshal(cr.Data.Raw, revision); err != nil {
+		return nil, fmt.Errorf("revision %s/%s holds no readable RoleRevision: %w", cr.Namespace, cr.Name, err)
+	}
+	return revision, nil
+}
+
+// MemberStatus reports an instance from its member Pods on the API server and its group's Workload
+// (nil while Kueue has built none): how many members exist and are Ready, and its admission.
+func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size int) v1alpha1.ModelReplicaStatus {
+	var ready, terminating int32
+	for _, pod := range members {
+		if podReady(pod) {
+			ready++
+		}
+		if pod.DeletionTimestamp != nil {
+			terminating++
+		}
+	}
+	quota := InstanceQuota(wl, len(members), int(terminating), size)
+	admitted := wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	return v1alpha1.ModelReplicaStatus{
+		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Workload: group,
+		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
 	}
 }

@@ -1,7 +1,6 @@
 package renderroles
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,9 +11,7 @@ import (
 	"github.com/crossplane/function-sdk-go/response"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -28,18 +25,28 @@ const (
 	instanceServiceResource = "service"
 )
 
-// replicaStep stamps a replica's Pods and headless Service from the revision it names.
+// replicaStep reports a replica's readiness. Its Pods and headless Service are created by the
+// members controller (controllers/members) from the same Materialize this package renders with, so
+// that no event on a Pod re-runs this composition. A replica created before the controller took the
+// Pods over still has them composed here, and keeps them composed until it is replaced: dropping
+// them from the desired state would make Crossplane delete them.
 var replicaStep = phases(observeReplica, planReplica, writeReplica)
 
 // replicaObservation is what the replica step reads off its request.
 type replicaObservation struct {
 	name, namespace string
 	spec            v1alpha1.ModelReplicaSpec
-	// group names the replica's Kueue pod group and so its Workload.
-	group string
+	// status is the replica's status as the members controller reported it.
+	status v1alpha1.ModelReplicaStatus
 	// revision is the RoleRevision the replica names; nil when it is not on the API server.
 	revision *v1alpha1.RoleRevision
-	// workload is the group's Workload; nil while Kueue has built none.
+	// composesMembers is true for a replica whose Pods this step composes (created before the
+	// members controller took them over).
+	composesMembers bool
+	// group names the replica's Kueue pod group and so its Workload.
+	group string
+	// workload is the group's Workload, read only when this step composes the members; nil while
+	// Kueue has built none.
 	workload *kueue.Workload
 	// members are the observed member Pods, by composition resource name.
 	members map[resource.Name]*corev1.Pod
@@ -47,33 +54,38 @@ type replicaObservation struct {
 	service bool
 }
 
-// observeReplica reads the replica, its revision, its Workload and its observed Pods; nil while
-// Crossplane has not fetched the revision and the Workload yet.
+// observeReplica reads the replica and its revision and, when it composes the members, its Workload
+// and observed Pods; nil while Crossplane has not fetched what it required yet.
 func observeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) (*replicaObservation, error) {
 	replica := &v1alpha1.ModelReplica{}
 	if err := xfn.Decode(xr.Resource.Object, replica); err != nil {
 		return nil, fmt.Errorf("cannot read ModelReplica %s: %w", xr.Resource.GetName(), err)
 	}
 	ns, spec := xr.Resource.GetNamespace(), replica.Spec
-	o := &replicaObservation{name: xr.Resource.GetName(), namespace: ns, spec: spec, members: map[resource.Name]*corev1.Pod{}}
+	o := &replicaObservation{name: xr.Resource.GetName(), namespace: ns, spec: spec, status: replica.Status,
+		group: workerv1.GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal), members: map[resource.Name]*corev1.Pod{}}
+	if err := o.readMembers(req); err != nil {
+		return nil, err
+	}
 	r := xfn.NewRequirements(req, rsp)
 	revObj, err := r.ByName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
 	if err != nil {
 		return nil, err
 	}
-	o.group = workerv1.GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal)
-	wlObj, err := r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, o.group)
-	if err != nil || r.Pending {
-		return nil, err
+	var wlObj *unstructured.Unstructured
+	if o.composesMembers {
+		if wlObj, err = r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, o.group); err != nil {
+			return nil, err
+		}
+	}
+	if r.Pending {
+		return nil, nil
 	}
 	if o.revision, err = readRoleRevision(revObj, ns, spec.RevisionName); err != nil {
 		return nil, err
 	}
 	if err := decodeInto(wlObj, nil, &o.workload); err != nil {
 		return nil, fmt.Errorf("cannot read Workload %s/%s: %w", ns, o.group, err)
-	}
-	if err := o.readMembers(req); err != nil {
-		return nil, err
 	}
 	return o, nil
 }
@@ -85,15 +97,10 @@ func readRoleRevision(obj *unstructured.Unstructured, ns, name string) (*v1alpha
 		return nil, nil
 	}
 	cr := &appsv1.ControllerRevision{}
-	revision := &v1alpha1.RoleRevision{}
-	err := xfn.Decode(obj.Object, cr)
-	if err == nil && cr.Data.Raw != nil {
-		err = json.Unmarshal(cr.Data.Raw, revision)
+	if err := xfn.Decode(obj.Object, cr); err != nil {
+		return nil, fmt.Errorf("revision %s/%s holds no readable RoleRevision: %w", ns, name, err)
 	}
-	if err != nil || cr.Data.Raw == nil {
-		return nil, fmt.Errorf("revision %s/%s holds no readable RoleRevision: %v", ns, name, err)
-	}
-	return revision, nil
+	return ReadRevision(cr)
 }
 
 // readMembers decodes the observed member Pods and notes whether the instance Service exists.
@@ -113,11 +120,14 @@ func (o *replicaObservation) readMembers(req *fnv1.RunFunctionRequest) error {
 		o.members[key] = pod
 	}
 	o.service = observed[instanceServiceResource].Resource != nil
+	o.composesMembers = len(o.members) > 0 || o.service
 	return nil
 }
 
 // replicaPlan is what the replica step writes.
 type replicaPlan struct {
+	// composesMembers is true when the step composes the replica's Pods and Service itself.
+	composesMembers bool
 	// members are the Pods to compose, by member index, and whether each is Ready.
 	members []*corev1.Pod
 	ready   []bool
@@ -125,26 +135,37 @@ type replicaPlan struct {
 	service      *corev1.Service
 	serviceReady bool
 	status       v1alpha1.ModelReplicaStatus
+	// replicaReady is the replica's readiness when the members controller creates its Pods: every
+	// member of its revision's size exists and is Ready, as the controller reported.
+	replicaReady bool
 }
 
-// planReplica renders the replica's Pods and Service from its revision and reports its members and
+// planReplica decides the replica's readiness from what the members controller reported or, for a
+// replica whose Pods it composes, renders them from its revision and reports its members and
 // admission.
 func planReplica(o *replicaObservation) (*replicaPlan, error) {
+	if !o.composesMembers {
+		size := -1 // unknown until the revision is on the API server: not ready
+		if o.revision != nil && o.revision.Revision == o.spec.Revision {
+			size = int(max(o.revision.Size, 1))
+		}
+		members, ready := o.status.Members, o.status.ReadyMembers
+		return &replicaPlan{replicaReady: members != nil && ready != nil && int(*members) == size && int(*ready) == size}, nil
+	}
 	if err := o.checkRevision(); err != nil {
 		return nil, err
 	}
 	spec := o.spec
 	in := Replica{Namespace: o.namespace, Deployment: spec.DeploymentName, Role: spec.RoleName, Ordinal: spec.Ordinal, Revision: o.revision}
-	p := &replicaPlan{members: RenderMembers(in), service: RenderInstanceService(in), serviceReady: o.service}
-	var readyMembers int32
+	p := &replicaPlan{composesMembers: true, members: RenderMembers(in), service: RenderInstanceService(in), serviceReady: o.service}
+	observed := make([]*corev1.Pod, 0, len(o.members))
 	for m := range p.members {
-		isReady := podReady(o.members[memberResource(m)])
-		p.ready = append(p.ready, isReady)
-		if isReady {
-			readyMembers++
-		}
+		p.ready = append(p.ready, podReady(o.members[memberResource(m)]))
 	}
-	p.status = o.status(readyMembers, len(p.members))
+	for _, pod := range o.members {
+		observed = append(observed, pod)
+	}
+	p.status = MemberStatus(observed, o.workload, o.group, len(p.members))
 	return p, nil
 }
 
@@ -162,24 +183,13 @@ func (o *replicaObservation) checkRevision() error {
 	return nil
 }
 
-// status reports the replica's members and its group's admission.
-func (o *replicaObservation) status(readyMembers int32, size int) v1alpha1.ModelReplicaStatus {
-	terminating := 0
-	for _, pod := range o.members {
-		if pod.DeletionTimestamp != nil {
-			terminating++
-		}
-	}
-	quota := InstanceQuota(o.workload, len(o.members), terminating, size)
-	admitted := o.workload != nil && apimeta.IsStatusConditionTrue(o.workload.Status.Conditions, kueue.WorkloadAdmitted)
-	return v1alpha1.ModelReplicaStatus{
-		Members: ptr.To(int32(len(o.members))), ReadyMembers: ptr.To(readyMembers), Workload: o.group,
-		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
-	}
-}
-
-// writeReplica composes the replica's Pods and Service and writes its status.
+// writeReplica composes the replica's Pods and Service and writes its status when it composes its
+// members; otherwise it only states whether the replica is ready, leaving the status to the members
+// controller.
 func writeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, _ *replicaObservation, p *replicaPlan) error {
+	if !p.composesMembers {
+		return xfn.SetDesiredReady(req, rsp, p.replicaReady)
+	}
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)

@@ -42,13 +42,20 @@ type Engine struct {
 	compositions map[string][]xpv1.PipelineStep
 	// functions maps a Function's name to its in-process implementation.
 	functions map[string]fnv1.FunctionRunnerServiceServer
+	// materializers maps a composite's apiVersion and kind to what a controller creates for it.
+	materializers map[string]Materializer
 	// Skipped records steps whose Function is not built in, so callers can say so.
 	Skipped []string
 }
 
-// NewEngine reads every Composition under compositions/ of fsys.
-func NewEngine(fsys fs.FS, functions map[string]fnv1.FunctionRunnerServiceServer) (*Engine, error) {
-	e := &Engine{compositions: map[string][]xpv1.PipelineStep{}, functions: functions}
+// Materializer returns the objects a controller creates for a rendered composite beyond what its
+// Composition composes, reading what it needs from cluster.
+type Materializer func(composite *unstructured.Unstructured, cluster []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+
+// NewEngine reads every Composition under compositions/ of fsys. materializers, keyed by
+// apiVersion/kind, add to a composite's render what a controller creates for it.
+func NewEngine(fsys fs.FS, functions map[string]fnv1.FunctionRunnerServiceServer, materializers map[string]Materializer) (*Engine, error) {
+	e := &Engine{compositions: map[string][]xpv1.PipelineStep{}, functions: functions, materializers: materializers}
 	names, err := fs.Glob(fsys, "compositions/*.yaml")
 	if err != nil {
 		return nil, err
@@ -76,6 +83,8 @@ type Output struct {
 	// Composed are the composed resources, keyed by composition resource name, in name order with
 	// numbers compared as numbers.
 	Composed []Composed
+	// Materialized are the objects a controller creates for the composite, in the order it does.
+	Materialized []*unstructured.Unstructured
 }
 
 // Composed is one composed resource.
@@ -91,6 +100,11 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 	out, err := e.renderOne(ctx, xr, cluster)
 	if err != nil {
 		return nil, err
+	}
+	if m, ok := e.materializers[xr.GetAPIVersion()+"/"+xr.GetKind()]; ok {
+		if out.Materialized, err = m(xr, cluster); err != nil {
+			return nil, fmt.Errorf("%s %s/%s: %w", xr.GetKind(), xr.GetNamespace(), xr.GetName(), err)
+		}
 	}
 	all := []Output{*out}
 	cluster = slices.Clone(cluster) // what this composite composes is visible below it, not to the caller
@@ -372,6 +386,7 @@ func (e *Engine) RenderDocuments(ctx context.Context, checker *schemacheck.Check
 			for _, c := range o.Composed {
 				objs = append(objs, c.Object)
 			}
+			objs = append(objs, o.Materialized...)
 			for _, obj := range objs {
 				y, err := yaml.Marshal(obj.Object)
 				if err != nil {

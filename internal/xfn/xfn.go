@@ -70,6 +70,20 @@ func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 	return response.SetDesiredCompositeResource(rsp, dxr)
 }
 
+// SetDesiredReady states the composite's readiness outright, as Crossplane otherwise derives it from
+// composed resources, and keeps what earlier steps desired of it.
+func SetDesiredReady(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, ready bool) error {
+	dxr, err := request.GetDesiredCompositeResource(req)
+	if err != nil {
+		return fmt.Errorf("cannot read the desired composite: %w", err)
+	}
+	dxr.Ready = resource.ReadyFalse
+	if ready {
+		dxr.Ready = resource.ReadyTrue
+	}
+	return response.SetDesiredCompositeResource(rsp, dxr)
+}
+
 // ToMap turns a typed object into the map a desired composed resource holds. It drops what only the
 // API server fills in — status, and the null creationTimestamp typed metadata marshals at every
 // depth (a Pod template carries one too) — so Crossplane never claims ownership of them.

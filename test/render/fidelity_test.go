@@ -136,7 +136,7 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn())
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
 	if err != nil {
 		t.Fatal(err)
 	}

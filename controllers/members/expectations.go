@@ -1,0 +1,54 @@
+package members
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// expectationTTL bounds how long a create the cache has not shown yet holds back another create of
+// the same member: past it, a create that was lost (its watch event never came) is retried.
+const expectationTTL = time.Minute
+
+// expectations remembers the members created and not yet seen in the cache, per replica, so that a
+// reconcile running on a cache that lags its own writes does not create a member twice (a size-1
+// member has a generated name, so the API server would not refuse the second one).
+type expectations struct {
+	mu      sync.Mutex
+	pending map[types.UID]map[int32]time.Time
+	now     func() time.Time
+}
+
+func newExpectations() *expectations {
+	return &expectations{pending: map[types.UID]map[int32]time.Time{}, now: time.Now}
+}
+
+// created records that member m of replica was just created.
+func (e *expectations) created(replica types.UID, m int32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pending[replica] == nil {
+		e.pending[replica] = map[int32]time.Time{}
+	}
+	e.pending[replica][m] = e.now()
+}
+
+// awaiting reports whether a create of member m is still on its way to the cache; seen says the
+// cache shows the member, which settles the expectation.
+func (e *expectations) awaiting(replica types.UID, m int32, seen bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.pending[replica][m]
+	if !ok {
+		return false
+	}
+	if seen || e.now().Sub(at) > expectationTTL {
+		delete(e.pending[replica], m)
+		if len(e.pending[replica]) == 0 {
+			delete(e.pending, replica)
+		}
+		return false
+	}
+	return true
+}

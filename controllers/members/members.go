@@ -1,0 +1,237 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+)
+
+// DefaultWorkers is how many replicas are materialised at once: a 500-replica role's Pods are
+// created in parallel, as a client creating them directly would.
+const DefaultWorkers = 16
+
+// slotBusyRetry is how soon a replica whose member name or Service is still held by the departing
+// replica of its slot looks again.
+const slotBusyRetry = 2 * time.Second
+
+// compositionResourceName marks an object Crossplane composed.
+const compositionResourceName = "crossplane.io/composition-resource-name"
+
+// Reconciler materialises ModelReplicas: it creates the member Pods and the instance Service a
+// replica's revision renders (renderroles.Materialize), each once and never updated, and reports the
+// replica's members and its group's admission on its status.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	// Workers is the number of replicas materialised at once; DefaultWorkers when 0.
+	Workers int
+
+	expected *expectations
+}
+
+// SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
+// Workloads and the revisions they are stamped from.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.expected = newExpectations()
+	workers := r.Workers
+	if workers == 0 {
+		workers = DefaultWorkers
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("replica_members").
+		For(&v1alpha1.ModelReplica{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadReplica)).
+		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// workloadReplica maps a group's Workload to the replica controlling its Pods.
+func (r *Reconciler) workloadReplica(ctx context.Context, o client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}); err != nil {
+		return nil
+	}
+	for i := range pods.Items {
+		if owner := metav1.GetControllerOf(&pods.Items[i]); owner != nil && owner.Kind == v1alpha1.ModelReplicaKind {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}}}
+		}
+	}
+	return nil
+}
+
+// revisionReplicas maps a revision to the replicas of its role stamped from it: a replica created
+// before its revision reached the cache is materialised once it does.
+func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
+		return nil
+	}
+	replicas := &v1alpha1.ModelReplicaList{}
+	if err := r.Client.List(ctx, replicas, client.InNamespace(o.GetNamespace()),
+		client.MatchingLabels(naming.RoleLabels(l[workerv1.LabelInstance], l[workerv1.LabelComponent]))); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, mr := range replicas.Items {
+		if mr.Spec.RevisionName == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile creates what is missing of a replica and reports it.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	replica := &v1alpha1.ModelReplica{}
+	if err := r.Client.Get(ctx, req.NamespacedName, replica); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if replica.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // its Pods leave with it, through their owner reference
+	}
+	owned := &corev1.PodList{}
+	if err := r.Client.List(ctx, owned, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)}); err != nil {
+		return reconcile.Result{}, err
+	}
+	pods := make([]*corev1.Pod, 0, len(owned.Items))
+	for i := range owned.Items {
+		if _, composed := owned.Items[i].Annotations[compositionResourceName]; composed {
+			return reconcile.Result{}, nil // created before this controller: the replica's composition keeps them
+		}
+		pods = append(pods, &owned.Items[i])
+	}
+	revision, err := r.revision(ctx, replica)
+	if err != nil || revision == nil {
+		return reconcile.Result{}, err
+	}
+	wantPods, wantService := renderroles.Materialize(replica, revision)
+	var result reconcile.Result
+	if wantService != nil {
+		busy, err := r.createService(ctx, replica, wantService)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if busy {
+			result.RequeueAfter = slotBusyRetry
+		}
+	}
+	busy, err := r.createMissing(ctx, replica, wantPods, pods)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if busy {
+		result.RequeueAfter = slotBusyRetry
+	}
+	return result, r.report(ctx, replica, pods, len(wantPods))
+}
+
+// revision reads the RoleRevision a replica is stamped from; nil, with nothing to retry, while it is
+// not in the cache (its arrival requeues the replica) or when it cannot be used, which an event says.
+func (r *Reconciler) revision(ctx context.Context, replica *v1alpha1.ModelReplica) (*v1alpha1.RoleRevision, error) {
+	cr := &appsv1.ControllerRevision{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.RevisionName}, cr); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	revision, err := renderroles.ReadRevision(cr)
+	if err == nil && revision.Revision != replica.Spec.Revision {
+		err = fmt.Errorf("revision %s/%s holds revision %q, not the %q the replica was created with", cr.Namespace, cr.Name, revision.Revision, replica.Spec.Revision)
+	}
+	if err != nil {
+		r.Recorder.Eventf(replica, cr, corev1.EventTypeWarning, "RevisionUnreadable", "Materialize",
+			"%v: the replica's Pods cannot be created; delete the ModelReplica to have its slot refilled from the role's current revision", err)
+		return nil, nil
+	}
+	return revision, nil
+}
+
+// createService creates the instance Service unless it exists; busy is true while the Service of
+// the slot's departing replica still holds the name.
+func (r *Reconciler) createService(ctx context.Context, replica *v1alpha1.ModelReplica, want *corev1.Service) (busy bool, err error) {
+	have := &corev1.Service{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case err == nil:
+		return !metav1.IsControlledBy(have, replica), nil
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	if err := r.Client.Create(ctx, want); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("creating Service %s/%s of ModelReplica %s: %w", want.Namespace, want.Name, replica.Name, err)
+	}
+	return false, nil
+}
+
+// createMissing creates each member no Pod of the replica stands for; busy is true while a member's
+// name is still held by a Pod of the slot's departing replica. A member that exists is never
+// updated: a Pod's configuration changes only by replacing its replica.
+func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelReplica, want, have []*corev1.Pod) (busy bool, err error) {
+	present := map[string]bool{}
+	for _, pod := range have {
+		present[pod.Labels[workerv1.LabelMemberIndex]] = true
+	}
+	for m, pod := range want {
+		index := strconv.Itoa(m)
+		if r.expected.awaiting(replica.UID, int32(m), present[index]) || present[index] {
+			continue
+		}
+		if err := r.Client.Create(ctx, pod); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				busy = true
+				continue
+			}
+			return busy, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err)
+		}
+		r.expected.created(replica.UID, int32(m))
+	}
+	return busy, nil
+}
+
+// report writes the replica's members and admission when they changed.
+func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) error {
+	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
+	wl := &kueue.Workload{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: group}, wl); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		wl = nil
+	}
+	status := renderroles.MemberStatus(pods, wl, group, size)
+	status.ConditionedStatus = replica.Status.ConditionedStatus
+	if equality.Semantic.DeepEqual(status, replica.Status) {
+		return nil
+	}
+	patch := client.MergeFrom(replica.DeepCopy())
+	replica.Status = status
+	if err := r.Client.Status().Patch(ctx, replica, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
+	}
+	return nil
+}

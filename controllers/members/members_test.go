@@ -1,0 +1,231 @@
+package members
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+)
+
+// The tests materialise slot 1 of role "server" of deployment "md" in team-a.
+const ns = "team-a"
+
+var ctx = context.Background()
+
+func replica(size int32) *v1alpha1.ModelReplica {
+	return &v1alpha1.ModelReplica{
+		ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-abcde", Namespace: ns, UID: "replica-uid",
+			Labels: naming.ReplicaLabels("md", "server", 1)},
+		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: 1, Revision: "rev1",
+			RevisionName: naming.RevisionName("md", "server", "rev1")},
+	}
+}
+
+func revision(t *testing.T, rev string, size int32) *appsv1.ControllerRevision {
+	data, err := json.Marshal(&v1alpha1.RoleRevision{Revision: rev, Size: size, Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: naming.RoleLabels("md", "server"), Annotations: map[string]string{workerv1.AnnotationPodSpecHash: "abc"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm"}}},
+	}})
+	require.NoError(t, err)
+	return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: naming.RevisionName("md", "server", "rev1"), Namespace: ns,
+		Labels: naming.RoleLabels("md", "server")}, Data: runtime.RawExtension{Raw: data}, Revision: 1}
+}
+
+// writes counts what a reconcile writes, by verb.
+type writes map[string]int
+
+func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, client.Client, *events.FakeRecorder) {
+	t.Helper()
+	c := fakecluster.Builder(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			w["create"]++
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			w["update"]++
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			w["patch"]++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			w["status"]++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	rec := events.NewFakeRecorder(10)
+	return &Reconciler{Client: c, Recorder: rec, expected: newExpectations()}, c, rec
+}
+
+func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {
+	t.Helper()
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server-r1-abcde"}})
+	require.NoError(t, err)
+	return res
+}
+
+func podsOf(t *testing.T, c client.Client) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, c.List(ctx, pods, client.InNamespace(ns)))
+	return pods.Items
+}
+
+func TestMaterialize(t *testing.T) {
+	t.Run("creates every member of the revision and the instance Service, each controlled by the replica", func(t *testing.T) {
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		reconcileReplica(t, r)
+		pods := podsOf(t, c)
+		require.Len(t, pods, 2)
+		for _, pod := range pods {
+			assert.True(t, metav1.IsControlledBy(&pod, replica(2)), pod.Name)
+		}
+		assert.ElementsMatch(t, []string{"md-server-r1-m0", "md-server-r1-m1"}, []string{pods[0].Name, pods[1].Name})
+		svc := &corev1.Service{}
+		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.InstanceName("md", "server", 1)}, svc))
+		assert.True(t, metav1.IsControlledBy(svc, replica(2)))
+		assert.Equal(t, 3, w["create"], "one create per object")
+	})
+	t.Run("creates nothing while the revision is not in the cache", func(t *testing.T) {
+		r, c, _ := newReconciler(t, writes{}, replica(2))
+		assert.Equal(t, reconcile.Result{}, reconcileReplica(t, r), "the revision's arrival requeues the replica")
+		assert.Empty(t, podsOf(t, c))
+	})
+	t.Run("a revision holding another configuration is refused, with an event naming the way out", func(t *testing.T) {
+		r, c, rec := newReconciler(t, writes{}, replica(2), revision(t, "other", 2))
+		reconcileReplica(t, r)
+		assert.Empty(t, podsOf(t, c))
+		got := fakecluster.Events(rec)
+		require.Len(t, got, 1)
+		assert.Contains(t, got[0], `holds revision "other", not the "rev1"`)
+		assert.Contains(t, got[0], "delete the ModelReplica")
+	})
+	t.Run("never updates a member that exists, and creates only the missing one", func(t *testing.T) {
+		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "as-it-was"}}}}
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), existing)
+		reconcileReplica(t, r)
+		got := &corev1.Pod{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(existing), got))
+		assert.Equal(t, "as-it-was", got.Spec.Containers[0].Image)
+		assert.Len(t, podsOf(t, c), 2)
+		assert.Zero(t, w["update"]+w["patch"])
+	})
+	t.Run("a member name still held by the slot's departing replica is retried, not taken", func(t *testing.T) {
+		departing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+				Name: "md-server-r1-old", UID: "old-uid", Controller: ptr.To(true)}}}}
+		r, _, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), departing)
+		assert.Equal(t, slotBusyRetry, reconcileReplica(t, r).RequeueAfter)
+	})
+	t.Run("a replica whose Pods its composition created is left to it", func(t *testing.T) {
+		composed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+			Labels:      map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+			Annotations: map[string]string{compositionResourceName: "member-0"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}}}
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), composed)
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 1)
+		assert.Empty(t, w)
+	})
+	t.Run("a member whose create the cache has not shown yet is not created again", func(t *testing.T) {
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(1), revision(t, "rev1", 1))
+		reconcileReplica(t, r)
+		require.Len(t, podsOf(t, c), 1)
+		assert.NotEmpty(t, podsOf(t, c)[0].GenerateName, "a size-1 member's name is generated")
+		// A lagging cache: the Pod is not listed, so only the expectation stops a second create.
+		r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if pods, ok := list.(*corev1.PodList); ok {
+					pods.Items = nil
+					return nil
+				}
+				return c.List(ctx, list, opts...)
+			},
+		})
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 1)
+	})
+	t.Run("a member lost after it was seen is created again", func(t *testing.T) {
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2))
+		reconcileReplica(t, r)
+		reconcileReplica(t, r) // the cache shows both: the expectations are settled
+		require.NoError(t, c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m1", Namespace: ns}}))
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 2)
+	})
+	t.Run("a create lost on its way to the cache is retried once its expectation expires", func(t *testing.T) {
+		e := newExpectations()
+		now := time.Now()
+		e.now = func() time.Time { return now }
+		e.created("uid", 0)
+		assert.True(t, e.awaiting("uid", 0, false))
+		now = now.Add(expectationTTL + time.Second)
+		assert.False(t, e.awaiting("uid", 0, false))
+	})
+}
+
+func TestReport(t *testing.T) {
+	ready := func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	t.Run("reports members, Ready members and the group's admission", func(t *testing.T) {
+		wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns},
+			Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
+				{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: metav1.Now()},
+				{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.Now()},
+			}}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), wl)
+		reconcileReplica(t, r)
+		for _, pod := range podsOf(t, c) {
+			ready(&pod)
+			require.NoError(t, c.Status().Update(ctx, &pod))
+		}
+		reconcileReplica(t, r)
+		got := &v1alpha1.ModelReplica{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
+		assert.Equal(t, int32(2), *got.Status.Members)
+		assert.Equal(t, int32(2), *got.Status.ReadyMembers)
+		assert.Equal(t, "Reserved", got.Status.Quota)
+		assert.True(t, *got.Status.Admitted)
+		assert.Equal(t, wl.Name, got.Status.Workload)
+	})
+	t.Run("a second reconcile of an unchanged replica writes nothing", func(t *testing.T) {
+		w := writes{}
+		r, _, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		reconcileReplica(t, r)
+		reconcileReplica(t, r) // sees its members: reports them
+		before := len(w) + w["create"] + w["status"] + w["patch"] + w["update"]
+		reconcileReplica(t, r)
+		assert.Equal(t, before, len(w)+w["create"]+w["status"]+w["patch"]+w["update"])
+	})
+}
