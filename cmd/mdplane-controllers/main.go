@@ -66,8 +66,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
 	fs.IntVar(&o.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
-	fs.Float64Var(&o.apiQPS, "kube-api-qps", 200, "sustained requests per second to the API server (a 500-replica role creates 1,500 objects)")
-	fs.IntVar(&o.apiBurst, "kube-api-burst", 400, "requests allowed at once above --kube-api-qps")
+	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -127,7 +127,9 @@ func newManager(o options) (manager.Manager, error) {
 		}
 	}
 	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS, cfg.Burst = float32(o.apiQPS), o.apiBurst
+	if o.apiQPS > 0 {
+		cfg.QPS, cfg.Burst = float32(o.apiQPS), max(o.apiBurst, int(o.apiQPS))
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metrics},

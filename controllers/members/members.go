@@ -35,6 +35,12 @@ const DefaultWorkers = 16
 // replica of its slot looks again.
 const slotBusyRetry = 2 * time.Second
 
+// reportInterval is the least time between two status writes of a replica. A replica's Pods change
+// several times a second while it comes up (created, gated, admitted, scheduled, Ready) and each
+// write re-runs its composition and its role's, which re-applies every replica of the role: the
+// interval folds a burst of changes into one write.
+const reportInterval = 2 * time.Second
+
 // compositionResourceName marks an object Crossplane composed.
 const compositionResourceName = "crossplane.io/composition-resource-name"
 
@@ -48,12 +54,13 @@ type Reconciler struct {
 	Workers int
 
 	expected *expectations
+	reported *writeTimes
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
 // Workloads and the revisions they are stamped from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected = newExpectations()
+	r.expected, r.reported = newExpectations(), newWriteTimes()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -65,6 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadReplica)).
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
+		Watches(&v1alpha1.ModelRole{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -83,8 +91,8 @@ func (r *Reconciler) workloadReplica(ctx context.Context, o client.Object) []rec
 	return nil
 }
 
-// revisionReplicas maps a revision to the replicas of its role stamped from it: a replica created
-// before its revision reached the cache is materialised once it does.
+// revisionReplicas maps a revision, or a role, to the replicas of the role not yet materialised: a
+// replica created before its revision reached the cache is materialised once it does.
 func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
@@ -97,7 +105,7 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 	}
 	var reqs []reconcile.Request
 	for _, mr := range replicas.Items {
-		if mr.Spec.RevisionName == o.GetName() {
+		if mr.Status.Members == nil {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Name}})
 		}
 	}
@@ -146,19 +154,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if busy {
 		result.RequeueAfter = slotBusyRetry
 	}
-	return result, r.report(ctx, replica, pods, len(wantPods))
+	wait, err := r.report(ctx, replica, pods, len(wantPods))
+	if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
+		result.RequeueAfter = wait
+	}
+	return result, err
 }
 
-// revision reads the RoleRevision a replica is stamped from; nil, with nothing to retry, while it is
-// not in the cache (its arrival requeues the replica) or when it cannot be used, which an event says.
+// revision reads the RoleRevision a replica is stamped from: its ControllerRevision or, while that
+// is not in the cache yet, its role's current configuration when the replica is stamped from it
+// (the role composes its replicas and its revision in one pass, in no set order, and the
+// ControllerRevision holds that configuration byte for byte). It is nil, with nothing to retry,
+// while neither is in the cache (their arrival requeues the replica), or when the revision cannot be
+// used, which an event says.
 func (r *Reconciler) revision(ctx context.Context, replica *v1alpha1.ModelReplica) (*v1alpha1.RoleRevision, error) {
+	spec := replica.Spec
 	cr := &appsv1.ControllerRevision{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.RevisionName}, cr); err != nil {
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: spec.RevisionName}, cr)
+	if apierrors.IsNotFound(err) {
+		role := &v1alpha1.ModelRole{}
+		err = r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(spec.DeploymentName, spec.RoleName)}, role)
+		if err == nil && role.Spec.Revision == spec.Revision {
+			return renderroles.CurrentRevision(role.Spec), nil
+		}
 		return nil, client.IgnoreNotFound(err)
 	}
+	if err != nil {
+		return nil, err
+	}
 	revision, err := renderroles.ReadRevision(cr)
-	if err == nil && revision.Revision != replica.Spec.Revision {
-		err = fmt.Errorf("revision %s/%s holds revision %q, not the %q the replica was created with", cr.Namespace, cr.Name, revision.Revision, replica.Spec.Revision)
+	if err == nil && revision.Revision != spec.Revision {
+		err = fmt.Errorf("revision %s/%s holds revision %q, not the %q the replica was created with", cr.Namespace, cr.Name, revision.Revision, spec.Revision)
 	}
 	if err != nil {
 		r.Recorder.Eventf(replica, cr, corev1.EventTypeWarning, "RevisionUnreadable", "Materialize",
@@ -213,25 +239,30 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 	return busy, nil
 }
 
-// report writes the replica's members and admission when they changed.
-func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) error {
+// report writes the replica's members and admission when they changed, at most once per
+// reportInterval; wait is how long a change waits for its write.
+func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (wait time.Duration, err error) {
 	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	wl := &kueue.Workload{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: group}, wl); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return err
+			return 0, err
 		}
 		wl = nil
 	}
 	status := renderroles.MemberStatus(pods, wl, group, size)
 	status.ConditionedStatus = replica.Status.ConditionedStatus
 	if equality.Semantic.DeepEqual(status, replica.Status) {
-		return nil
+		return 0, nil
+	}
+	if wait := r.reported.wait(replica.UID, reportInterval); wait > 0 {
+		return wait, nil
 	}
 	patch := client.MergeFrom(replica.DeepCopy())
 	replica.Status = status
 	if err := r.Client.Status().Patch(ctx, replica, patch); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
+		return 0, client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
 	}
-	return nil
+	r.reported.wrote(replica.UID)
+	return 0, nil
 }

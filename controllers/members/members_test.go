@@ -24,6 +24,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // The tests materialise slot 1 of role "server" of deployment "md" in team-a.
@@ -74,7 +75,10 @@ func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, 
 		},
 	}).Build()
 	rec := events.NewFakeRecorder(10)
-	return &Reconciler{Client: c, Recorder: rec, expected: newExpectations()}, c, rec
+	// A clock an hour ahead at each reading: no report waits, unless a test sets its own.
+	reported, now := newWriteTimes(), time.Now()
+	reported.now = func() time.Time { now = now.Add(time.Hour); return now }
+	return &Reconciler{Client: c, Recorder: rec, expected: newExpectations(), reported: reported}, c, rec
 }
 
 func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {
@@ -110,6 +114,22 @@ func TestMaterialize(t *testing.T) {
 	t.Run("creates nothing while the revision is not in the cache", func(t *testing.T) {
 		r, c, _ := newReconciler(t, writes{}, replica(2))
 		assert.Equal(t, reconcile.Result{}, reconcileReplica(t, r), "the revision's arrival requeues the replica")
+		assert.Empty(t, podsOf(t, c))
+	})
+	t.Run("a replica of its role's current configuration is materialised before the revision is in the cache", func(t *testing.T) {
+		rev, err := renderroles.ReadRevision(revision(t, "rev1", 2))
+		require.NoError(t, err)
+		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
+			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev1", Size: 2, Template: rev.Template}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), role)
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 2)
+	})
+	t.Run("a replica of an older configuration waits for its revision", func(t *testing.T) {
+		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
+			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev2", Size: 2}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), role)
+		reconcileReplica(t, r)
 		assert.Empty(t, podsOf(t, c))
 	})
 	t.Run("a revision holding another configuration is refused, with an event naming the way out", func(t *testing.T) {
@@ -218,6 +238,21 @@ func TestReport(t *testing.T) {
 		assert.Equal(t, "Reserved", got.Status.Quota)
 		assert.True(t, *got.Status.Admitted)
 		assert.Equal(t, wl.Name, got.Status.Workload)
+	})
+	t.Run("a change within the report interval of the last write waits for its end, then is written", func(t *testing.T) {
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		now := time.Now()
+		r.reported.now = func() time.Time { return now }
+		reconcileReplica(t, r) // creates the members, reports none yet
+		require.Equal(t, 1, w["status"])
+		assert.Equal(t, reportInterval, reconcileReplica(t, r).RequeueAfter, "two members now: the report waits")
+		assert.Equal(t, 1, w["status"])
+		now = now.Add(reportInterval)
+		assert.Zero(t, reconcileReplica(t, r).RequeueAfter)
+		got := &v1alpha1.ModelReplica{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
+		assert.Equal(t, int32(2), *got.Status.Members)
 	})
 	t.Run("a second reconcile of an unchanged replica writes nothing", func(t *testing.T) {
 		w := writes{}

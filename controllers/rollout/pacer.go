@@ -113,7 +113,9 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 // decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
 // now, highest first: Crossplane would delete them too, but only on the role composite's next
 // requeue. Slots whose departed replica's Pods are all gone are announced (vacated), which wakes
-// Crossplane to refill them now; each vacancy changes the value, and its refill clears it. The
+// Crossplane to refill them now: the value is written when a vacancy is new to it, and cleared once
+// none is left. A refill alone is not written: it is itself an event of the role's composition, and
+// writing each of a 500-replica role's first fills would re-run that composition 500 times. The
 // replacement in flight is remembered (replacing) before its replica is deleted.
 func decide(o observed) pass {
 	role := o.role
@@ -134,7 +136,7 @@ func decide(o observed) pass {
 		replacing = strconv.Itoa(int(d.step.InFlight))
 	}
 	d.annotations = changed(role.Annotations, map[string]string{
-		workerv1.AnnotationVacated:   vacated(role.Spec.Replicas, o.slots, o.podOrdinals),
+		workerv1.AnnotationVacated:   announced(role.Annotations[workerv1.AnnotationVacated], vacated(role.Spec.Replicas, o.slots, o.podOrdinals)),
 		workerv1.AnnotationReplacing: replacing,
 	})
 	if d.step.InFlight == inFlight {
@@ -152,6 +154,24 @@ func vacated(replicas int32, slots []Slot, podOrdinals map[int32]bool) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// announced is the vacated value to write: now when it holds a vacancy the written value lacks, or
+// none is left; otherwise the written value stays (a superset, whose refilled ordinals are harmless).
+func announced(written, now string) string {
+	if now == "" {
+		return ""
+	}
+	have := map[string]bool{}
+	for _, o := range strings.Split(written, ",") {
+		have[o] = true
+	}
+	for _, o := range strings.Split(now, ",") {
+		if !have[o] {
+			return now
+		}
+	}
+	return written
 }
 
 // changed is the annotation patch from have to want, where an empty wanted value removes the key.

@@ -274,32 +274,25 @@ data:
 `
 
 func TestReplicaStep(t *testing.T) {
-	t.Run("asks for its revision by name", func(t *testing.T) {
-		sel := run(t, request{composite: replica}).GetRequirements().GetResources()["revision"]
-		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
-		assert.Equal(t, "team-a", sel.GetNamespace())
-	})
-	reported := func(members, ready int) string {
-		return replaceOnce(replica, "spec:", fmt.Sprintf("status: {members: %d, readyMembers: %d}\nspec:", members, ready))
+	reported := func(size, members, ready int) string {
+		return replaceOnce(replica, "spec:", fmt.Sprintf("status: {size: %d, members: %d, readyMembers: %d}\nspec:", size, members, ready))
 	}
 	for _, tc := range []struct {
 		rule      string
 		composite string
-		revision  []string
 		ready     fnv1.Ready
 	}{
-		{"composes nothing and is ready once every member of its revision's size is Ready", reported(2, 2), []string{revision}, fnv1.Ready_READY_TRUE},
-		{"is not ready while a member of its revision's size is not Ready", reported(2, 1), []string{revision}, fnv1.Ready_READY_FALSE},
-		{"is not ready while a member of its revision's size is missing", reported(1, 1), []string{revision}, fnv1.Ready_READY_FALSE},
-		{"is not ready before the members controller reported it", replica, []string{revision}, fnv1.Ready_READY_FALSE},
-		{"is not ready, and does not fail, while its revision is missing", reported(2, 2), []string{}, fnv1.Ready_READY_FALSE},
+		{"composes nothing and is ready once as many members as its revision gives it are Ready", reported(2, 2, 2), fnv1.Ready_READY_TRUE},
+		{"is not ready while a member is not Ready", reported(2, 2, 1), fnv1.Ready_READY_FALSE},
+		{"is not ready while a member is missing", reported(2, 1, 1), fnv1.Ready_READY_FALSE},
+		{"is not ready before the members controller reported it", replica, fnv1.Ready_READY_FALSE},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			rsp := run(t, request{composite: tc.composite, required: map[string][]string{"revision": tc.revision}})
+			rsp := run(t, request{composite: tc.composite})
 			_, reason := fatalMessage(rsp)
 			assert.Empty(t, reason)
 			assert.Empty(t, rsp.GetDesired().GetResources(), "the members controller creates the Pods and the Service")
-			assert.Nil(t, rsp.GetRequirements().GetResources()["workload"], "the members controller reports admission")
+			assert.Empty(t, rsp.GetRequirements().GetResources(), "the members controller reads the revision and reports admission")
 			assert.Nil(t, field(t, rsp.GetDesired().GetComposite(), "status", "members"), "the members controller owns the status")
 			assert.Equal(t, tc.ready, rsp.GetDesired().GetComposite().GetReady())
 		})
@@ -311,6 +304,11 @@ func TestReplicaStep(t *testing.T) {
 func TestReplicaStepComposingItsMembers(t *testing.T) {
 	composed := map[string]string{"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
 	  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`}
+	t.Run("asks for its revision by name", func(t *testing.T) {
+		sel := run(t, request{composite: replica, observed: composed}).GetRequirements().GetResources()["revision"]
+		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
+		assert.Equal(t, "team-a", sel.GetNamespace())
+	})
 	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
 		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}, observed: composed})
 		msg, reason := fatalMessage(rsp)

@@ -152,7 +152,7 @@ func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size 
 	quota := InstanceQuota(wl, len(members), int(terminating), size)
 	admitted := wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
 	return v1alpha1.ModelReplicaStatus{
-		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Workload: group,
+		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
 		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
 	}
 }

@@ -38,7 +38,8 @@ type replicaObservation struct {
 	spec            v1alpha1.ModelReplicaSpec
 	// status is the replica's status as the members controller reported it.
 	status v1alpha1.ModelReplicaStatus
-	// revision is the RoleRevision the replica names; nil when it is not on the API server.
+	// revision is the RoleRevision the replica names, read when this step composes the members; nil
+	// when it is not on the API server.
 	revision *v1alpha1.RoleRevision
 	// composesMembers is true for a replica whose Pods this step composes (created before the
 	// members controller took them over).
@@ -54,8 +55,8 @@ type replicaObservation struct {
 	service bool
 }
 
-// observeReplica reads the replica and its revision and, when it composes the members, its Workload
-// and observed Pods; nil while Crossplane has not fetched what it required yet.
+// observeReplica reads the replica and, when it composes the members, its revision, its Workload and
+// its observed Pods; nil while Crossplane has not fetched what it required yet.
 func observeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) (*replicaObservation, error) {
 	replica := &v1alpha1.ModelReplica{}
 	if err := xfn.Decode(xr.Resource.Object, replica); err != nil {
@@ -64,22 +65,17 @@ func observeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse,
 	ns, spec := xr.Resource.GetNamespace(), replica.Spec
 	o := &replicaObservation{name: xr.Resource.GetName(), namespace: ns, spec: spec, status: replica.Status,
 		group: workerv1.GroupName(ns, spec.DeploymentName, spec.RoleName, spec.Ordinal), members: map[resource.Name]*corev1.Pod{}}
-	if err := o.readMembers(req); err != nil {
-		return nil, err
+	if err := o.readMembers(req); err != nil || !o.composesMembers {
+		return o, err
 	}
 	r := xfn.NewRequirements(req, rsp)
 	revObj, err := r.ByName("revision", "apps/v1", "ControllerRevision", ns, spec.RevisionName)
 	if err != nil {
 		return nil, err
 	}
-	var wlObj *unstructured.Unstructured
-	if o.composesMembers {
-		if wlObj, err = r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, o.group); err != nil {
-			return nil, err
-		}
-	}
-	if r.Pending {
-		return nil, nil
+	wlObj, err := r.ByName("workload", kueue.GroupVersion.String(), "Workload", ns, o.group)
+	if err != nil || r.Pending {
+		return nil, err
 	}
 	if o.revision, err = readRoleRevision(revObj, ns, spec.RevisionName); err != nil {
 		return nil, err
@@ -135,8 +131,8 @@ type replicaPlan struct {
 	service      *corev1.Service
 	serviceReady bool
 	status       v1alpha1.ModelReplicaStatus
-	// replicaReady is the replica's readiness when the members controller creates its Pods: every
-	// member of its revision's size exists and is Ready, as the controller reported.
+	// replicaReady is the replica's readiness when the members controller creates its Pods: as many
+	// members as its revision gives it exist and are Ready, as the controller reported.
 	replicaReady bool
 }
 
@@ -145,12 +141,9 @@ type replicaPlan struct {
 // admission.
 func planReplica(o *replicaObservation) (*replicaPlan, error) {
 	if !o.composesMembers {
-		size := -1 // unknown until the revision is on the API server: not ready
-		if o.revision != nil && o.revision.Revision == o.spec.Revision {
-			size = int(max(o.revision.Size, 1))
-		}
-		members, ready := o.status.Members, o.status.ReadyMembers
-		return &replicaPlan{replicaReady: members != nil && ready != nil && int(*members) == size && int(*ready) == size}, nil
+		s := o.status
+		ready := s.Size != nil && s.Members != nil && s.ReadyMembers != nil && *s.Size > 0 && *s.Members == *s.Size && *s.ReadyMembers == *s.Size
+		return &replicaPlan{replicaReady: ready}, nil
 	}
 	if err := o.checkRevision(); err != nil {
 		return nil, err

@@ -176,13 +176,19 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 
 // currentRevision is the snapshot of the role's current configuration.
 func currentRevision(spec v1alpha1.ModelRoleSpec) (runtime.RawExtension, error) {
-	data, err := json.Marshal(&v1alpha1.RoleRevision{
+	data, err := json.Marshal(CurrentRevision(spec))
+	return runtime.RawExtension{Raw: data}, err
+}
+
+// CurrentRevision is the RoleRevision of a role's current configuration: what its ControllerRevision
+// holds once the role's composition has applied it.
+func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
+	return &v1alpha1.RoleRevision{
 		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.RoleRevisionKind),
 		Revision: spec.Revision,
 		Size:     spec.Size,
 		Template: spec.Template,
-	})
-	return runtime.RawExtension{Raw: data}, err
+	}
 }
 
 // slot decides slot n: its observed replica stays on its revision; while the departed replica's

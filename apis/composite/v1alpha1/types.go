@@ -183,8 +183,9 @@ func (s ModelReplicaSpec) UpToDate(role ModelRoleSpec) bool {
 	return s.ConfigDigest == role.ConfigDigest && s.RenderVersion >= role.MinRenderVersion
 }
 
-// ModelReplicaStatus reports an instance. The counts and flags are pointers: nil until the
-// render-roles function has reported them, so that a zero count or a false flag is reported too.
+// ModelReplicaStatus reports an instance. The counts and flags are pointers: nil until the members
+// controller (or, for a replica whose Pods its composition creates, the render-roles function) has
+// reported them, so that a zero count or a false flag is reported too.
 type ModelReplicaStatus struct {
 	// Conditions are written by Crossplane and the render-roles function.
 	xpv2.ConditionedStatus `json:",inline"`
@@ -194,6 +195,10 @@ type ModelReplicaStatus struct {
 	// ReadyMembers is the number of those Pods that are Ready.
 	// +optional
 	ReadyMembers *int32 `json:"readyMembers,omitempty"`
+	// Size is the number of members the replica's revision gives it; the replica is ready when that
+	// many are Ready.
+	// +optional
+	Size *int32 `json:"size,omitempty"`
 	// Workload is the name of the instance's Kueue Workload.
 	// +optional
 	Workload string `json:"workload,omitempty"`

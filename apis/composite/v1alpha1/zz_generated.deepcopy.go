@@ -96,6 +96,11 @@ func (in *ModelReplicaStatus) DeepCopyInto(out *ModelReplicaStatus) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Size != nil {
+		in, out := &in.Size, &out.Size
+		*out = new(int32)
+		**out = **in
+	}
 	if in.QuotaReserved != nil {
 		in, out := &in.QuotaReserved, &out.QuotaReserved
 		*out = new(bool)
