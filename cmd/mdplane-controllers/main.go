@@ -45,7 +45,7 @@ import (
 
 // options are the process's flags.
 type options struct {
-	certDir, host, metrics, health, namespace, queueTypes string
+	certDir, host, metrics, health, pprof, namespace, queueTypes string
 	port, memberWorkers, apiBurst                         int
 	apiQPS                                                float64
 	parkAfter                                             time.Duration
@@ -60,6 +60,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "webhook-port", 9443, "port the webhook server listens on")
 	fs.StringVar(&o.metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
 	fs.StringVar(&o.health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	fs.StringVar(&o.pprof, "pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
 	fs.DurationVar(&o.parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
 	fs.StringVar(&o.queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
@@ -134,6 +135,7 @@ func newManager(o options) (manager.Manager, error) {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metrics},
 		HealthProbeBindAddress:  o.health,
+		PprofBindAddress:        o.pprof,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "mdplane-controllers.worker.gpustack.ai",
 		LeaderElectionNamespace: o.namespace,

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -77,7 +78,7 @@ type groupKey struct {
 func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodDeployment: deployment},
-		client.MatchingLabels(naming.Managed())); err != nil {
+		client.MatchingLabels(naming.Managed()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := map[string]groupKey{}
@@ -140,15 +141,20 @@ func (r *Reconciler) readSet(ctx context.Context, md *workerv1.ModelDeployment) 
 	for _, role := range md.Spec.Roles {
 		set.Declared[role.Name] = role.WithDefaults().Replicas
 	}
+	// Every Workload event of a set of hundreds judges the whole set: the cache's objects are read in
+	// place, not copied, and never written to (a write names its Workload and sends a patch).
+	list := &kueue.WorkloadList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(md.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return Set{}, nil, err
+	}
+	byName := make(map[string]*kueue.Workload, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
 	members := map[string]*kueue.Workload{}
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
-		member := &kueue.Workload{}
-		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: md.Namespace, Name: name}, member); {
-		case apierrors.IsNotFound(err):
-			member = nil
-		case err != nil:
-			return Set{}, nil, err
-		default:
+		member := byName[name]
+		if member != nil {
 			members[name] = member
 		}
 		set.Groups = append(set.Groups, Group{Role: groups[name].role, Ordinal: groups[name].ordinal, Workload: member})
@@ -242,7 +248,8 @@ func (r *Reconciler) setActive(ctx context.Context, wl *kueue.Workload, active b
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, wl, client.RawPatch(types.MergePatchType, raw)); err != nil && !apierrors.IsNotFound(err) {
+	target := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: wl.Name, Namespace: wl.Namespace}} // wl may be the cache's own
+	if err := r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, raw)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("setting Workload %s/%s active=%t: %w", wl.Namespace, wl.Name, active, err)
 	}
 	return nil

@@ -99,7 +99,7 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 		return nil
 	}
 	replicas := &v1alpha1.ModelReplicaList{}
-	if err := r.Client.List(ctx, replicas, client.InNamespace(o.GetNamespace()),
+	if err := r.Client.List(ctx, replicas, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels(naming.RoleLabels(l[workerv1.LabelInstance], l[workerv1.LabelComponent]))); err != nil {
 		return nil
 	}

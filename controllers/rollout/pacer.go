@@ -237,25 +237,30 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 // slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
 // still have Pods on the API server.
 func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
+	// A pass runs on every event of the role's hundreds of Pods, replicas and Workloads and only
+	// reads what it lists: the cache's own objects are read in place, not copied (never written to).
 	selector := client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
 	replicas := &v1alpha1.ModelReplicaList{}
-	if err := p.Client.List(ctx, replicas, client.InNamespace(role.Namespace), selector); err != nil {
+	if err := p.Client.List(ctx, replicas, client.InNamespace(role.Namespace), selector, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
 	pods := &corev1.PodList{}
 	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodDeployment: role.Spec.DeploymentName},
-		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}); err != nil {
+		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
+	}
+	workloads := &kueue.WorkloadList{}
+	if err := p.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	admitted := make(map[string]bool, len(workloads.Items))
+	for i := range workloads.Items {
+		admitted[workloads.Items[i].Name] = apimeta.IsStatusConditionTrue(workloads.Items[i].Status.Conditions, kueue.WorkloadAdmitted)
 	}
 	admittedGroups := map[int32]bool{}
 	for _, r := range replicas.Items {
-		wl := &kueue.Workload{}
-		err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)}, wl)
-		switch {
-		case err == nil:
-			admittedGroups[r.Spec.Ordinal] = apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
-		case !apierrors.IsNotFound(err):
-			return nil, nil, err
+		if a, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)]; ok {
+			admittedGroups[r.Spec.Ordinal] = a
 		}
 	}
 	slots, present := readSlots(role, replicas.Items, pods.Items, admittedGroups)

@@ -228,6 +228,16 @@ func TestRoleStep(t *testing.T) {
 		assert.Equal(t, "old", field(t, desired["revision-oldrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
 		assert.Equal(t, "newrevisio", field(t, desired["replica-1"], "spec", "revision"))
 	})
+	t.Run("its replicas are composed as ready and its own readiness is stated: every slot holds a ready replica", func(t *testing.T) {
+		ready := func(ready bool) map[string]string {
+			return map[string]string{"replica-0": observedReplica(0, "newrevisio", true), "replica-1": observedReplica(1, "newrevisio", true),
+				"replica-2": observedReplica(2, "newrevisio", ready)}
+		}
+		rsp := run(t, request{composite: role, observed: ready(false)})
+		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetResources()["replica-2"].GetReady(), "no event per unready replica and pass")
+		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady())
+		assert.Equal(t, fnv1.Ready_READY_TRUE, run(t, request{composite: role, observed: ready(true)}).GetDesired().GetComposite().GetReady())
+	})
 	t.Run("a slot whose Pods are still on the API server is not refilled", func(t *testing.T) {
 		pods := map[string][]string{"pods-r0": {}, "pods-r1": {`{apiVersion: v1, kind: Pod, metadata: {name: chat-server-abcde}}`}, "pods-r2": {}}
 		desired := run(t, request{composite: role, required: pods}).GetDesired().GetResources()

@@ -181,7 +181,8 @@ func (o *replicaObservation) checkRevision() error {
 // controller.
 func writeReplica(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, _ *replicaObservation, p *replicaPlan) error {
 	if !p.composesMembers {
-		return xfn.SetDesiredReady(req, rsp, p.replicaReady)
+		xfn.SetDesiredReady(rsp, p.replicaReady)
+		return nil
 	}
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {

@@ -216,8 +216,11 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
 	ns, spec := o.namespace, o.spec
+	// Every replica is composed as ready and the role's readiness is stated once, below: Crossplane
+	// records an event for each unready composed resource on every reconcile, which for a role of
+	// hundreds of replicas coming up is hundreds of events per pass.
 	for n, r := range p.replicas {
-		if desired[replicaResource(n)], err = xfn.Composed(modelReplica(ns, r.spec), r.ready); err != nil {
+		if desired[replicaResource(n)], err = xfn.Composed(modelReplica(ns, r.spec), true); err != nil {
 			return err
 		}
 	}
@@ -235,7 +238,11 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	return xfn.SetDesiredStatus(req, rsp, xr, &p.status)
+	if err := xfn.SetDesiredStatus(req, rsp, xr, &p.status); err != nil {
+		return err
+	}
+	xfn.SetDesiredReady(rsp, *p.status.Ready == spec.Replicas)
+	return nil
 }
 
 func replicaResource(ordinal int32) resource.Name {

@@ -4,6 +4,10 @@
 package fnserver
 
 import (
+	"net/http"
+	"net/http/pprof"
+	"time"
+
 	"github.com/alecthomas/kong"
 	"github.com/crossplane/function-sdk-go"
 	"github.com/crossplane/function-sdk-go/logging"
@@ -19,6 +23,7 @@ type CLI struct {
 	Insecure           bool   `help:"Run without mTLS credentials. Only for local development."`
 	MetricsAddress     string `default:":8080" help:"Address of the Prometheus metrics endpoint; empty disables it."`
 	MaxRecvMessageSize int    `default:"32" help:"Largest gRPC message the function accepts, in MiB. A composite's request carries everything it composes."`
+	PprofAddress       string `help:"Address of the Go profiling endpoints (/debug/pprof); empty disables them."`
 }
 
 // Main parses the command line and serves the function newFunction builds until the process ends.
@@ -32,6 +37,15 @@ func (c *CLI) serve(newFunction func(log logging.Logger) fnv1.FunctionRunnerServ
 	log, err := function.NewLogger(c.Debug)
 	if err != nil {
 		return err
+	}
+	if c.PprofAddress != "" {
+		go func() {
+			mux := http.NewServeMux()
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			srv := &http.Server{Addr: c.PprofAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			log.Info("profiling endpoints stopped", "error", srv.ListenAndServe())
+		}()
 	}
 	return function.Serve(newFunction(log),
 		function.Listen(c.Network, c.Address),

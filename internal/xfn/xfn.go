@@ -70,18 +70,19 @@ func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 	return response.SetDesiredCompositeResource(rsp, dxr)
 }
 
-// SetDesiredReady states the composite's readiness outright, as Crossplane otherwise derives it from
-// composed resources, and keeps what earlier steps desired of it.
-func SetDesiredReady(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, ready bool) error {
-	dxr, err := request.GetDesiredCompositeResource(req)
-	if err != nil {
-		return fmt.Errorf("cannot read the desired composite: %w", err)
+// SetDesiredReady states the composite's readiness outright, where Crossplane would otherwise derive
+// it from the readiness of every composed resource; the rest of the desired composite is kept.
+func SetDesiredReady(rsp *fnv1.RunFunctionResponse, ready bool) {
+	if rsp.GetDesired() == nil {
+		rsp.Desired = &fnv1.State{}
 	}
-	dxr.Ready = resource.ReadyFalse
+	if rsp.Desired.GetComposite() == nil {
+		rsp.Desired.Composite = &fnv1.Resource{}
+	}
+	rsp.Desired.Composite.Ready = fnv1.Ready_READY_FALSE
 	if ready {
-		dxr.Ready = resource.ReadyTrue
+		rsp.Desired.Composite.Ready = fnv1.Ready_READY_TRUE
 	}
-	return response.SetDesiredCompositeResource(rsp, dxr)
 }
 
 // ToMap turns a typed object into the map a desired composed resource holds. It drops what only the

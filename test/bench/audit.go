@@ -126,10 +126,7 @@ func (w Writes) Print(out io.Writer, pods int) {
 		fmt.Fprintf(out, "  %-34s %8d %9s %8d\n", c, w.byClient[c], per(w.byClient[c]), w.failed[c])
 	}
 	fmt.Fprintf(out, "  %-34s %8d %9s\n", "all", w.total, per(w.total))
-	ours, events := w.byClient["crossplane"]+w.byClient["mdplane-controllers"], 0
-	for _, c := range []string{"crossplane", "mdplane-controllers"} {
-		events += w.byResource[[2]string{c, "events"}]
-	}
+	ours, events := w.ours()
 	fmt.Fprintf(out, "  %-34s %8d %9s\n", "crossplane + mdplane-controllers", ours, per(ours))
 	fmt.Fprintf(out, "  %-34s %8d %9s\n", "  the same without events", ours-events, per(ours-events))
 	keys := make([][2]string, 0, len(w.byResource))

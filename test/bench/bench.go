@@ -44,6 +44,8 @@ const (
 // Config is one run.
 type Config struct {
 	Replicas, Size int
+	// Rolling is the replicas of the deployment the rolling-edit phase edits; 0 skips the phase.
+	Rolling int
 	// Timeout bounds each wait: the deployment's Pods Ready, its deletion, the floor's Pods Ready.
 	Timeout time.Duration
 	Out     io.Writer
@@ -192,7 +194,9 @@ func (r *Runner) queue(ctx context.Context) error {
 			return err
 		}
 		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA Bench", Memory: ptr.To(resource.MustParse("80Gi"))}
-		it.Status.Accelerator = &workerv1.CapacityView{Capacity: resource.NewQuantity(int64(r.pods()), resource.DecimalSI)}
+		// Room for the rolling deployment and its one replacement in flight beside the main one.
+		capacity := r.pods() + (r.cfg.Rolling+1)*r.cfg.Size
+		it.Status.Accelerator = &workerv1.CapacityView{Capacity: resource.NewQuantity(int64(capacity), resource.DecimalSI)}
 		return r.c.Status().Update(ctx, it)
 	}); err != nil {
 		return fmt.Errorf("publishing the InstanceType's capacity: %w", err)
@@ -209,18 +213,7 @@ func (r *Runner) queue(ctx context.Context) error {
 }
 
 func (r *Runner) deployment() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": workerv1.SchemeGroupVersion.String(), "kind": workerv1.ModelDeploymentKind,
-		"metadata": map[string]any{"name": deployment, "namespace": namespace},
-		"spec": map[string]any{
-			"model":  map[string]any{"name": "Qwen/Qwen3-8B"},
-			"engine": map[string]any{"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
-			"roles": []any{map[string]any{
-				"name": "server", "replicas": int64(r.cfg.Replicas), "size": int64(r.cfg.Size),
-				"instanceType": instanceType, "resources": map[string]any{"accelerator": int64(1)},
-			}},
-		},
-	}}
+	return r.deploymentOf(deployment, r.cfg.Replicas)
 }
 
 // readySince is when the deployment's Ready condition turned True, or zero.

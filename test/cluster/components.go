@@ -380,7 +380,11 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 			return err
 		}
 		address := "127.0.0.1:" + strconv.Itoa(port)
-		p, err := s.run(name, bin, []string{"--address=" + address, "--metrics-address=", "--debug"},
+		profile, err := s.profileFlag(name, "--pprof-address")
+		if err != nil {
+			return err
+		}
+		p, err := s.run(name, bin, append([]string{"--address=" + address, "--metrics-address=", "--debug"}, profile...),
 			"TLS_SERVER_CERTS_DIR="+filepath.Join(certs, "functions"))
 		if err != nil {
 			return err

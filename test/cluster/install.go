@@ -311,10 +311,14 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	s.controllers = controllers{bin: bin, health: health, args: append([]string{
+	profile, err := s.profileFlag("mdplane-controllers", "--pprof-bind-address")
+	if err != nil {
+		return err
+	}
+	s.controllers = controllers{bin: bin, health: health, args: append(append([]string{
 		"--kubeconfig=" + kubeconfig, "--enable-webhooks=false", "--leader-elect", "--namespace=" + Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-	}, s.opts.ControllerArgs...)}
+	}, profile...), s.opts.ControllerArgs...)}
 	return s.launchControllers()
 }
 

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,9 @@ type Options struct {
 	// Audit turns the API server's audit log on (AuditLog): one Metadata-level line per write
 	// request (create, update, patch, delete, deletecollection) and nothing else.
 	Audit bool
+	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane's processes, the controllers
+	// and each function, on loopback ports (ProfileAddress).
+	Profile bool
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
 	// ControllerArgs are extra flags for the controllers' mdplane-controllers process, such as a
@@ -75,9 +79,11 @@ type Stack struct {
 	// Registry is the host:port of the loopback OCI registry mdplane's packages were installed from.
 	Registry string
 
-	opts        Options
-	env         *envtest.Environment
-	processes   []*process
+	opts      Options
+	env       *envtest.Environment
+	processes []*process
+	// profiles are the components' profiling endpoints, by component (Options.Profile).
+	profiles    map[string]string
 	functions   []function
 	ca          *authority
 	stops       []func()
@@ -387,6 +393,39 @@ func (s *Stack) Args(component string) []string {
 		}
 	}
 	return nil
+}
+
+// ProfileAddress is the host:port of a component's profiling endpoints ("mdplane-controllers",
+// "mdplane-function-render-roles", ...), or "" when Options.Profile is off.
+func (s *Stack) ProfileAddress(component string) string {
+	return s.profiles[component]
+}
+
+// Program is the path of the executable a component runs, or "" when the stack did not start it.
+func (s *Stack) Program(component string) string {
+	for _, p := range s.processes {
+		if p.name == component {
+			return p.cmd.Path
+		}
+	}
+	return ""
+}
+
+// profileFlag is the flag that serves a component's profiling endpoints on a free loopback port
+// when Options.Profile is on, or nil.
+func (s *Stack) profileFlag(component, flag string) ([]string, error) {
+	if !s.opts.Profile {
+		return nil, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if s.profiles == nil {
+		s.profiles = map[string]string{}
+	}
+	s.profiles[component] = "127.0.0.1:" + strconv.Itoa(port)
+	return []string{flag + "=" + s.profiles[component]}, nil
 }
 
 // Binary is the path of a program the stack runs, such as Binary("crossplane", CrossplaneVersion).

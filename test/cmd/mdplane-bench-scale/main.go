@@ -21,26 +21,29 @@ func main() {
 	cfg := bench.Config{Out: os.Stdout}
 	flag.IntVar(&cfg.Replicas, "replicas", 500, "replicas of the deployment's one role")
 	flag.IntVar(&cfg.Size, "size", 2, "Pods per replica")
+	flag.IntVar(&cfg.Rolling, "rolling", 20, "replicas of the second deployment whose extraArgs edit rolls; 0 skips the phase")
 	flag.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of each wait: the deployment Ready, its deletion, the floor Ready")
 	gpus := flag.Int("gpus-per-node", 128, "nvidia.com/gpu of each fake node")
 	podsPerNode := flag.Int("pods-per-node", 130, "Pod capacity of each fake node")
 	kueueQPS := flag.Float64("kueue-qps", 0, "Kueue's client QPS; 0 keeps Kueue's default (20)")
 	kueueBurst := flag.Int("kueue-burst", 0, "Kueue's client burst; 0 keeps Kueue's default (30)")
+	profile := flag.Duration("profile", 2*time.Minute, "length of the CPU profiles of mdplane's processes taken from the deployment's creation; 0 takes none")
 	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
 	flag.Parse()
 	if err := run(cfg, cluster.Options{
-		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true,
-	}); err != nil {
+		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0,
+	}, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-bench-scale:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg bench.Config, opts cluster.Options) error {
+func run(cfg bench.Config, opts cluster.Options, profile time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pods := cfg.Replicas * cfg.Size
 	// Room for every Pod (one GPU each) with a tenth to spare, and at least the stack's two nodes.
+	pods += (cfg.Rolling + 1) * cfg.Size // the rolling deployment and its replacement in flight
 	opts.Nodes = max(2, (pods+pods/10+opts.GPUsPerNode-1)/opts.GPUsPerNode, (pods+pods/10+opts.PodsPerNode-1)/opts.PodsPerNode)
 	opts.ControllerArgs = []string{"--queue-instance-types=" + bench.QueueLabel + "=true"}
 	opts.Log = func(format string, args ...any) {
@@ -56,14 +59,46 @@ func run(cfg bench.Config, opts cluster.Options) error {
 	if err != nil {
 		return err
 	}
+	var profiles *bench.Profiles
+	if profile > 0 {
+		profiles = bench.StartProfiles(ctx, s, s.Dir, profile)
+	}
 	create, err := r.Create(ctx)
 	if err != nil {
 		return fmt.Errorf("create phase: %w", err)
+	}
+	if profiles != nil {
+		profiles.Finish(ctx)
+		fmt.Printf("\nProfiles of mdplane's processes: CPU over the first %s of the create phase, heap at its end:\n", profile)
+		profiles.Print(os.Stdout, 12)
 	}
 	fmt.Println("\nWrites during the create phase, per client (the stack's programs share the admin user; they are told apart by user agent):")
 	create.Writes.Print(os.Stdout, create.Created)
 	fmt.Println("\nRate and concurrency settings:")
 	bench.Settings(os.Stdout, s)
+	var phases []*bench.PhaseResult
+	for _, step := range []func() (*bench.PhaseResult, error){
+		func() (*bench.PhaseResult, error) { return r.Scale(ctx, cfg.Replicas, cfg.Replicas/2) },
+		func() (*bench.PhaseResult, error) { return r.Scale(ctx, cfg.Replicas/2, cfg.Replicas) },
+		func() (*bench.PhaseResult, error) {
+			if cfg.Rolling == 0 {
+				return nil, nil
+			}
+			return r.RollingEdit(ctx, cfg.Rolling)
+		},
+	} {
+		p, err := step()
+		if err != nil {
+			return fmt.Errorf("changes phase: %w", err)
+		}
+		if p != nil {
+			phases = append(phases, p)
+		}
+	}
+	fmt.Println("\nChanges to the running deployments:")
+	for _, p := range phases {
+		p.Print(os.Stdout)
+	}
 	deleted, err := r.Delete(ctx)
 	if err != nil {
 		bench.Report(os.Stdout, cfg, create, nil)
