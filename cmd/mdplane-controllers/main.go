@@ -46,12 +46,12 @@ import (
 // options are the process's flags.
 type options struct {
 	certDir, host, metrics, health, pprof, namespace, queueTypes string
-	port, memberWorkers, apiBurst                         int
-	apiQPS                                                float64
-	parkAfter                                             time.Duration
-	leaderElect, enableWebhooks, enableControllers        bool
-	certs                                                 certificates
-	zap                                                   zap.Options
+	port, memberWorkers, apiBurst                                int
+	apiQPS                                                       float64
+	parkAfter                                                    time.Duration
+	leaderElect, enableWebhooks, enableControllers               bool
+	certs                                                        certificates
+	zap                                                          zap.Options
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {

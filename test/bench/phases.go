@@ -150,7 +150,6 @@ func abs(n int) int {
 	return n
 }
 
-
 // deploymentOf is a deployment of one vLLM role of replicas × the run's size on the bench's
 // InstanceType.
 func (r *Runner) deploymentOf(name string, replicas int) *unstructured.Unstructured {
