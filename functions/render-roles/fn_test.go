@@ -305,6 +305,7 @@ func TestReplicaStep(t *testing.T) {
 			assert.Empty(t, rsp.GetRequirements().GetResources(), "the members controller reads the revision and reports admission")
 			assert.Nil(t, field(t, rsp.GetDesired().GetComposite(), "status", "members"), "the members controller owns the status")
 			assert.Equal(t, tc.ready, rsp.GetDesired().GetComposite().GetReady())
+			assert.Nil(t, rsp.GetMeta().GetTtl(), "it reads nothing Crossplane does not watch: no re-run every minute")
 		})
 	}
 }
@@ -318,6 +319,10 @@ func TestReplicaStepComposingItsMembers(t *testing.T) {
 		sel := run(t, request{composite: replica, observed: composed}).GetRequirements().GetResources()["revision"]
 		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
 		assert.Equal(t, "team-a", sel.GetNamespace())
+	})
+	t.Run("keeps the function's TTL: the revision and Workload it reads are not watched", func(t *testing.T) {
+		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: composed})
+		assert.NotNil(t, rsp.GetMeta().GetTtl())
 	})
 	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
 		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}, observed: composed})
