@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -115,4 +117,29 @@ func TestReadSlots(t *testing.T) {
 			assert.Equal(t, map[int32]bool{2: true}, present)
 		})
 	}
+}
+
+// TestPacedEvents: a pass runs on the changes it reads, not on every status change of a role's Pods.
+func TestPacedEvents(t *testing.T) {
+	gates := func(p *corev1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 }
+	pred := paced(func(old, new client.Object) bool { return gates(old.(*corev1.Pod)) != gates(new.(*corev1.Pod)) })
+	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}}}
+	ready := gated.DeepCopy()
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	leaving := gated.DeepCopy()
+	leaving.DeletionTimestamp = &metav1.Time{}
+	for _, tc := range []struct {
+		rule     string
+		old, new *corev1.Pod
+		wakes    bool
+	}{
+		{"a status change alone does not wake the pacer", gated, ready, false},
+		{"a removed gate wakes it", gated, &corev1.Pod{}, true},
+		{"a Pod starting to leave wakes it", gated, leaving, true},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.wakes, pred.Update(ctrlevent.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}))
+		})
+	}
+	assert.True(t, pred.Create(ctrlevent.CreateEvent{Object: gated}), "a new Pod wakes it")
 }

@@ -18,8 +18,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -51,19 +54,38 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
 	}
+	// A pass reads every slot of the role, so only the changes a pass reads wake it: a replica or
+	// Pod coming or going, a Pod's scheduling gates, a Workload's admission. The status churn of a
+	// role's hundreds of Pods and replicas coming up would otherwise run a pass per event.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("role_rollout").
 		For(&v1alpha1.ModelRole{}).
-		Watches(&v1alpha1.ModelReplica{}, handler.EnqueueRequestsFromMapFunc(toRole)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole)).
+		Watches(&v1alpha1.ModelReplica{}, handler.EnqueueRequestsFromMapFunc(toRole), builder.WithPredicates(paced(func(old, new client.Object) bool {
+			return old.GetGeneration() != new.GetGeneration()
+		}))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole), builder.WithPredicates(paced(func(old, new client.Object) bool {
+			return len(old.(*corev1.Pod).Spec.SchedulingGates) != len(new.(*corev1.Pod).Spec.SchedulingGates)
+		}))).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
 			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
 				return nil
 			}
 			return toRole(ctx, &pods.Items[0])
-		})).
+		}), builder.WithPredicates(paced(func(old, new client.Object) bool {
+			admitted := func(o client.Object) bool {
+				return apimeta.IsStatusConditionTrue(o.(*kueue.Workload).Status.Conditions, kueue.WorkloadAdmitted)
+			}
+			return admitted(old) != admitted(new)
+		}))).
 		Complete(p)
+}
+
+// paced passes creations, deletions, a deletion's start and the updates changed reports.
+func paced(changed func(old, new client.Object) bool) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) || changed(e.ObjectOld, e.ObjectNew)
+	}}
 }
 
 // Reconcile takes one step of a role's rollout: it reads the role's slots (observe), decides the
