@@ -81,10 +81,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		xfn.Fatal(rsp, err)
 		return rsp, nil
 	}
-	if len(rsp.GetRequirements().GetResources()) == 0 {
-		// A render that read nothing beyond the composite and what it composes, both of which
-		// Crossplane watches, is redone on their changes alone: without a TTL Crossplane does not
-		// also re-run it every minute (for a role of 500 replicas, 500 applies a minute).
+	if gvk.Kind == v1alpha1.ModelReplicaKind && len(rsp.GetRequirements().GetResources()) == 0 {
+		// A replica whose Pods the members controller creates reads nothing but its own status, and
+		// every change of it is an event Crossplane re-runs it on: without a TTL it is not also re-run
+		// every minute (a 500-replica role's replicas, 8 re-runs a second). The other steps keep the
+		// TTL: they read resources Crossplane does not watch, and a composite whose watch circuit
+		// breaker opened (a role's hundreds of replicas changing at once trip it) drops the events it
+		// would wait for, itself included, until its TTL runs out.
 		rsp.Meta.Ttl = nil
 	}
 	return rsp, nil

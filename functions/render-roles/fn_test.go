@@ -236,6 +236,7 @@ func TestRoleStep(t *testing.T) {
 		rsp := run(t, request{composite: role, observed: ready(false)})
 		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetResources()["replica-2"].GetReady(), "no event per unready replica and pass")
 		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady())
+		assert.NotNil(t, rsp.GetMeta().GetTtl(), "a role keeps its TTL: its watch circuit breaker may drop the events it waits for")
 		assert.Equal(t, fnv1.Ready_READY_TRUE, run(t, request{composite: role, observed: ready(true)}).GetDesired().GetComposite().GetReady())
 	})
 	t.Run("a slot whose Pods are still on the API server is not refilled", func(t *testing.T) {
