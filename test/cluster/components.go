@@ -461,7 +461,7 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 		"--poll-interval=" + s.opts.CrossplanePollInterval.String(), "--debug",
 		// As docs/install.md recommends: with the default burst of 100, a rollout's watch events
 		// empty a ModelRole's bucket and each step then waits for Crossplane's 30 s probe.
-		"--circuit-breaker-burst=1000",
+		"--circuit-breaker-burst=" + strconv.Itoa(s.opts.CircuitBreakerBurst),
 	}, "KUBECONFIG="+s.Kubeconfig, "POD_NAMESPACE=crossplane-system")
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ type Options struct {
 	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane's processes, the controllers
 	// and each function, on loopback ports (ProfileAddress).
 	Profile bool
+	// CircuitBreakerBurst is Crossplane's --circuit-breaker-burst: the watch events a composite may
+	// receive at once before its breaker opens; 1000 when 0 (docs/install.md).
+	CircuitBreakerBurst int
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
 	// ControllerArgs are extra flags for the controllers' mdplane-controllers process, such as a
@@ -120,6 +123,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if opts.PodsPerNode == 0 {
 		opts.PodsPerNode = 110
+	}
+	if opts.CircuitBreakerBurst == 0 {
+		opts.CircuitBreakerBurst = 1000
 	}
 	if opts.CrossplanePollInterval == 0 {
 		opts.CrossplanePollInterval = 5 * time.Second

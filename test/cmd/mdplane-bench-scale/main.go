@@ -27,11 +27,12 @@ func main() {
 	podsPerNode := flag.Int("pods-per-node", 130, "Pod capacity of each fake node")
 	kueueQPS := flag.Float64("kueue-qps", 0, "Kueue's client QPS; 0 keeps Kueue's default (20)")
 	kueueBurst := flag.Int("kueue-burst", 0, "Kueue's client burst; 0 keeps Kueue's default (30)")
+	breaker := flag.Int("circuit-breaker-burst", 0, "Crossplane's --circuit-breaker-burst; 0 keeps the stack's 1000")
 	profile := flag.Duration("profile", 2*time.Minute, "length of the CPU profiles of mdplane's processes taken from the deployment's creation; 0 takes none")
 	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
 	flag.Parse()
 	if err := run(cfg, cluster.Options{
-		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0,
+		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0, CircuitBreakerBurst: *breaker,
 	}, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-bench-scale:", err)
 		os.Exit(1)
