@@ -27,21 +27,25 @@ func main() {
 	podsPerNode := flag.Int("pods-per-node", 130, "Pod capacity of each fake node")
 	kueueQPS := flag.Float64("kueue-qps", 0, "Kueue's client QPS; 0 keeps Kueue's default (20)")
 	kueueBurst := flag.Int("kueue-burst", 0, "Kueue's client burst; 0 keeps Kueue's default (30)")
+	changes := flag.Bool("changes", true, "after the create phase, scale to half and back and roll a second deployment's extraArgs")
 	breaker := flag.Int("circuit-breaker-burst", 0, "Crossplane's --circuit-breaker-burst; 0 keeps the stack's 1000")
 	profile := flag.Duration("profile", 2*time.Minute, "length of the CPU profiles of mdplane's processes taken from the deployment's creation; 0 takes none")
 	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
 	flag.Parse()
 	if err := run(cfg, cluster.Options{
 		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0, CircuitBreakerBurst: *breaker,
-	}, *profile); err != nil {
+	}, *profile, *changes); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-bench-scale:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg bench.Config, opts cluster.Options, profile time.Duration) error {
+func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !changes {
+		cfg.Rolling = 0
+	}
 	pods := cfg.Replicas * cfg.Size
 	// Room for every Pod (one GPU each) with a tenth to spare, and at least the stack's two nodes.
 	pods += (cfg.Rolling + 1) * cfg.Size // the rolling deployment and its replacement in flight
@@ -88,6 +92,9 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration) error {
 			return r.RollingEdit(ctx, cfg.Rolling)
 		},
 	} {
+		if !changes {
+			break
+		}
 		p, err := step()
 		if err != nil {
 			return fmt.Errorf("changes phase: %w", err)
