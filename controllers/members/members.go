@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -35,11 +36,15 @@ const DefaultWorkers = 16
 // replica of its slot looks again.
 const slotBusyRetry = 2 * time.Second
 
-// reportInterval is the least time between two status writes of a replica. A replica's Pods change
-// several times a second while it comes up (created, gated, admitted, scheduled, Ready) and each
-// write re-runs its composition and its role's, which re-applies every replica of the role: the
-// interval folds a burst of changes into one write.
-const reportInterval = 2 * time.Second
+// reportInterval is the least time between two status writes of a replica that change what its role
+// reads (its admission state, size and readiness); detailInterval that between writes changing only
+// the counts and the admitted flag a person reads. A replica's Pods change several times a second
+// while it comes up (created, gated, admitted, scheduled, Ready) and each write re-runs its
+// composition and its role's: the intervals fold a burst of changes into one write.
+const (
+	reportInterval = 2 * time.Second
+	detailInterval = 10 * time.Second
+)
 
 // compositionResourceName marks an object Crossplane composed.
 const compositionResourceName = "crossplane.io/composition-resource-name"
@@ -138,6 +143,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	wantPods, wantService := renderroles.Materialize(replica, revision)
 	var result reconcile.Result
+	if held, err := r.slotHeld(ctx, replica); err != nil || held {
+		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
+		// Kueue pod group name, and a new member must not join the old group.
+		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
+	}
 	if wantService != nil {
 		busy, err := r.createService(ctx, replica, wantService)
 		if err != nil {
@@ -147,18 +157,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			result.RequeueAfter = slotBusyRetry
 		}
 	}
-	busy, err := r.createMissing(ctx, replica, wantPods, pods)
+	created, busy, err := r.createMissing(ctx, replica, wantPods, pods)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if busy {
 		result.RequeueAfter = slotBusyRetry
 	}
+	if created > 0 {
+		return result, nil // the new members' events bring the replica back, to be reported then
+	}
 	wait, err := r.report(ctx, replica, pods, len(wantPods))
 	if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
 		result.RequeueAfter = wait
 	}
 	return result, err
+}
+
+// slotHeld reports whether Pods of another replica are still in the replica's slot.
+func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
+	spec := replica.Spec
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels(naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal))); err != nil {
+		return false, err
+	}
+	for i := range pods.Items {
+		if owner := metav1.GetControllerOf(&pods.Items[i]); owner == nil || owner.UID != replica.UID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // revision reads the RoleRevision a replica is stamped from: its ControllerRevision or, while that
@@ -214,10 +243,10 @@ func (r *Reconciler) createService(ctx context.Context, replica *v1alpha1.ModelR
 	return false, nil
 }
 
-// createMissing creates each member no Pod of the replica stands for; busy is true while a member's
-// name is still held by a Pod of the slot's departing replica. A member that exists is never
-// updated: a Pod's configuration changes only by replacing its replica.
-func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelReplica, want, have []*corev1.Pod) (busy bool, err error) {
+// createMissing creates each member no Pod of the replica stands for and says how many it created;
+// busy is true while a member's name is still held by a Pod of the slot's departing replica. A member
+// that exists is never updated: a Pod's configuration changes only by replacing its replica.
+func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelReplica, want, have []*corev1.Pod) (created int, busy bool, err error) {
 	present := map[string]bool{}
 	for _, pod := range have {
 		present[pod.Labels[workerv1.LabelMemberIndex]] = true
@@ -232,15 +261,17 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 				busy = true
 				continue
 			}
-			return busy, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err)
+			return created, busy, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err)
 		}
 		r.expected.created(replica.UID, int32(m))
+		created++
 	}
-	return busy, nil
+	return created, busy, nil
 }
 
 // report writes the replica's members and admission when they changed, at most once per
-// reportInterval; wait is how long a change waits for its write.
+// reportInterval, or detailInterval when only the details changed; wait is how long a change waits
+// for its write.
 func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (wait time.Duration, err error) {
 	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	wl := &kueue.Workload{}
@@ -255,7 +286,11 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	if equality.Semantic.DeepEqual(status, replica.Status) {
 		return 0, nil
 	}
-	if wait := r.reported.wait(replica.UID, reportInterval); wait > 0 {
+	interval := detailInterval
+	if readByRole(status) != readByRole(replica.Status) {
+		interval = reportInterval
+	}
+	if wait := r.reported.wait(replica.UID, interval); wait > 0 {
 		return wait, nil
 	}
 	patch := client.MergeFrom(replica.DeepCopy())
@@ -265,4 +300,15 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	r.reported.wrote(replica.UID)
 	return 0, nil
+}
+
+// roleView is what a replica's role and deployment read of its status.
+type roleView struct {
+	quota, workload string
+	size            int32
+	reserved, ready bool
+}
+
+func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
+	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready()}
 }

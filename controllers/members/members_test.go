@@ -164,6 +164,18 @@ func TestMaterialize(t *testing.T) {
 		r, _, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), departing)
 		assert.Equal(t, slotBusyRetry, reconcileReplica(t, r).RequeueAfter)
 	})
+	t.Run("a slot another replica's Pods still hold gets no Pods until they are gone", func(t *testing.T) {
+		leaving := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-abcde", Namespace: ns, Labels: naming.ReplicaLabels("md", "server", 1),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+				Name: "md-server-r1-old", UID: "old-uid", Controller: ptr.To(true)}}}}
+		r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), leaving)
+		assert.Equal(t, slotBusyRetry, reconcileReplica(t, r).RequeueAfter)
+		assert.Len(t, podsOf(t, c), 1, "the slot's Pods share one pod group: a new member must not join the old one")
+		require.NoError(t, c.Delete(ctx, leaving))
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 1)
+		assert.True(t, metav1.IsControlledBy(&podsOf(t, c)[0], replica(1)))
+	})
 	t.Run("a replica whose Pods its composition created is left to it", func(t *testing.T) {
 		composed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
 			Labels:      map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
@@ -214,6 +226,13 @@ func TestMaterialize(t *testing.T) {
 	})
 }
 
+func reserved() *kueue.Workload {
+	return &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns},
+		Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
+			{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: metav1.Now()},
+		}}}
+}
+
 func TestReport(t *testing.T) {
 	ready := func(p *corev1.Pod) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
@@ -239,20 +258,35 @@ func TestReport(t *testing.T) {
 		assert.True(t, *got.Status.Admitted)
 		assert.Equal(t, wl.Name, got.Status.Workload)
 	})
-	t.Run("a change within the report interval of the last write waits for its end, then is written", func(t *testing.T) {
+	t.Run("a reconcile that creates members leaves the report to the next", func(t *testing.T) {
+		w := writes{}
+		r, _, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		reconcileReplica(t, r)
+		assert.Zero(t, w["status"])
+		reconcileReplica(t, r)
+		assert.Equal(t, 1, w["status"])
+	})
+	t.Run("a change the role reads waits out the report interval; a count alone, the longer detail interval", func(t *testing.T) {
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
 		now := time.Now()
 		r.reported.now = func() time.Time { return now }
-		reconcileReplica(t, r) // creates the members, reports none yet
+		reconcileReplica(t, r) // creates the members
+		reconcileReplica(t, r) // reports them: InFlight, no Workload yet
 		require.Equal(t, 1, w["status"])
-		assert.Equal(t, reportInterval, reconcileReplica(t, r).RequeueAfter, "two members now: the report waits")
-		assert.Equal(t, 1, w["status"])
+		require.NoError(t, c.Create(ctx, reserved()))
+		assert.Equal(t, reportInterval, reconcileReplica(t, r).RequeueAfter, "reserved now: the report waits")
 		now = now.Add(reportInterval)
 		assert.Zero(t, reconcileReplica(t, r).RequeueAfter)
+		require.Equal(t, 2, w["status"])
+		pod := podsOf(t, c)[0]
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		require.NoError(t, c.Status().Update(ctx, &pod))
+		assert.Equal(t, detailInterval, reconcileReplica(t, r).RequeueAfter, "one of two Ready: only a count changed")
+		assert.Equal(t, 2, w["status"])
 		got := &v1alpha1.ModelReplica{}
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
-		assert.Equal(t, int32(2), *got.Status.Members)
+		assert.Equal(t, "Reserved", got.Status.Quota)
 	})
 	t.Run("a second reconcile of an unchanged replica writes nothing", func(t *testing.T) {
 		w := writes{}

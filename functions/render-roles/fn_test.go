@@ -239,9 +239,14 @@ func TestRoleStep(t *testing.T) {
 		assert.NotNil(t, rsp.GetMeta().GetTtl(), "a role keeps its TTL: its watch circuit breaker may drop the events it waits for")
 		assert.Equal(t, fnv1.Ready_READY_TRUE, run(t, request{composite: role, observed: ready(true)}).GetDesired().GetComposite().GetReady())
 	})
+	t.Run("a role that has composed nothing yet asks nothing: its slots never held a replica", func(t *testing.T) {
+		rsp := run(t, request{composite: role})
+		assert.Empty(t, rsp.GetRequirements().GetResources())
+		assert.Len(t, rsp.GetDesired().GetResources(), 4, "three replicas and the revision")
+	})
 	t.Run("a slot whose Pods are still on the API server is not refilled", func(t *testing.T) {
-		pods := map[string][]string{"pods-r0": {}, "pods-r1": {`{apiVersion: v1, kind: Pod, metadata: {name: chat-server-abcde}}`}, "pods-r2": {}}
-		desired := run(t, request{composite: role, required: pods}).GetDesired().GetResources()
+		pods := map[string][]string{"pods-r1": {`{apiVersion: v1, kind: Pod, metadata: {name: chat-server-abcde}}`}, "pods-r2": {}}
+		desired := run(t, request{composite: role, required: pods, observed: map[string]string{"replica-0": observedReplica(0, "newrevisio", true)}}).GetDesired().GetResources()
 		assert.Contains(t, desired, "replica-0")
 		assert.NotContains(t, desired, "replica-1")
 		assert.Contains(t, desired, "replica-2")

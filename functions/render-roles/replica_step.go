@@ -141,9 +141,7 @@ type replicaPlan struct {
 // admission.
 func planReplica(o *replicaObservation) (*replicaPlan, error) {
 	if !o.composesMembers {
-		s := o.status
-		ready := s.Size != nil && s.Members != nil && s.ReadyMembers != nil && *s.Size > 0 && *s.Members == *s.Size && *s.ReadyMembers == *s.Size
-		return &replicaPlan{replicaReady: ready}, nil
+		return &replicaPlan{replicaReady: o.status.Ready()}, nil
 	}
 	if err := o.checkRevision(); err != nil {
 		return nil, err

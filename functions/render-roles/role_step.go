@@ -69,7 +69,16 @@ func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 // requireSlotPods asks, for each empty slot, whether Pods of its ordinal remain. Only an empty slot
 // needs to know; asking for the Pods of the whole role would carry every member of every replica
 // into the request.
+//
+// A role that has composed nothing yet asks nothing: its slots never held a replica of its own, and
+// asking would have Crossplane send the role every event of every Pod its first replicas bring up
+// (enough to open the role's watch circuit breaker). Pods an earlier deployment of the same name
+// left behind are waited out by the members controller, which creates no Pod in a slot another
+// replica's Pods still hold.
 func (o *roleObservation) requireSlotPods(r *xfn.Requirements, observed map[resource.Name]resource.ObservedComposed) error {
+	if len(observed) == 0 {
+		return nil
+	}
 	ns, spec := o.namespace, o.spec
 	for n := range spec.Replicas {
 		if observed[replicaResource(n)].Resource != nil {

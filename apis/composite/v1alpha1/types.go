@@ -215,6 +215,12 @@ type ModelReplicaStatus struct {
 	Quota string `json:"quota,omitempty"`
 }
 
+// Ready reports whether a replica is ready: as many members as its revision gives it exist and are
+// Ready.
+func (s ModelReplicaStatus) Ready() bool {
+	return s.Size != nil && s.Members != nil && s.ReadyMembers != nil && *s.Size > 0 && *s.Members == *s.Size && *s.ReadyMembers == *s.Size
+}
+
 // RoleRevision is the immutable snapshot of one configuration of a role, stored as the data of an
 // apps/v1 ControllerRevision. Every Pod of a replica is rendered from it and nothing else.
 //
