@@ -424,7 +424,8 @@ func Settings(out io.Writer, stack *cluster.Stack) {
 	fmt.Fprintln(out, "    defaults: --max-reconcile-rate=100 (workers per controller), --circuit-breaker-refill-rate=1/s, --circuit-breaker-burst=100;")
 	fmt.Fprintln(out, "    client QPS/burst: none (controller-runtime's ctrl.GetConfig disables client-side rate limiting)")
 	fmt.Fprintf(out, "  mdplane-controllers: flags %q\n", passed("mdplane-controllers"))
-	fmt.Fprintln(out, "    no rate flags: client QPS/burst none (ctrl.GetConfigOrDie), MaxConcurrentReconciles 1 per controller (controller-runtime default)")
+	fmt.Fprintln(out, "    defaults: --member-workers=16 (the members controller's concurrent replicas), one worker for each other controller;")
+	fmt.Fprintln(out, "    client QPS/burst none unless --kube-api-qps (controller-runtime's ctrl.GetConfigOrDie disables client-side limiting)")
 	qps, burst := "20 (default)", "30 (default)"
 	for _, a := range stack.Args("kueue") {
 		if file, ok := strings.CutPrefix(a, "--config="); ok {
