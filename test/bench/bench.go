@@ -296,11 +296,16 @@ func (r *Runner) member(ctx context.Context) (*corev1.Pod, error) {
 	return p, nil
 }
 
-// Delete deletes the deployment and waits until none of its Pods and Workloads is left.
+// Delete deletes the deployments and waits until none of their Pods and Workloads is left.
 func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	if err := r.c.Delete(ctx, r.deployment()); err != nil {
 		return 0, err
+	}
+	if r.cfg.Rolling > 0 { // the rolling-edit phase's deployment goes too
+		if err := client.IgnoreNotFound(r.c.Delete(ctx, r.deploymentOf(rolling, r.cfg.Rolling))); err != nil {
+			return 0, err
+		}
 	}
 	logged := start
 	err := poll(ctx, r.cfg.Timeout, "the deployment's Pods and Workloads gone", func() error {
