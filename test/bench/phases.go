@@ -61,16 +61,38 @@ func (r *Runner) RollingEdit(ctx context.Context, replicas int) (*PhaseResult, e
 	if err := r.settle(ctx, rolling, replicas, time.Now()); err != nil {
 		return nil, err
 	}
+	before, err := r.roleRevision(ctx, rolling)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	patch := `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`
 	if err := r.c.Patch(ctx, md, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
 		return nil, fmt.Errorf("editing %s: %w", rolling, err)
 	}
 	r.logf("rolling %s/%s: extraArgs edited on its %d replicas", namespace, rolling, replicas)
+	// The role takes the new revision once the deployment's composition re-renders it; until then
+	// every replica is on the role's (old) revision and would pass for settled.
+	if err := poll(ctx, r.cfg.Timeout, "the role's new revision", func() error {
+		now, err := r.roleRevision(ctx, rolling)
+		if err == nil && now == before {
+			err = fmt.Errorf("the role is still on revision %s", before)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	if err := r.settle(ctx, rolling, replicas, start); err != nil {
 		return nil, err
 	}
 	return r.phase(fmt.Sprintf("rolling extraArgs edit of a %d-replica role", replicas), replicas, start)
+}
+
+// roleRevision is the current revision of a deployment's role.
+func (r *Runner) roleRevision(ctx context.Context, name string) (string, error) {
+	role := &v1alpha1.ModelRole{}
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.RoleServiceName(name, "server")}, role)
+	return role.Spec.Revision, err
 }
 
 func (r *Runner) phase(name string, changed int, start time.Time) (*PhaseResult, error) {
