@@ -28,6 +28,16 @@ func newExpectations() *expectations {
 func (e *expectations) created(replica types.UID, m int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	for uid, members := range e.pending { // expired ones: of a replica deleted before the cache showed them
+		for member, at := range members {
+			if e.now().Sub(at) > expectationTTL {
+				delete(members, member)
+			}
+		}
+		if len(members) == 0 {
+			delete(e.pending, uid)
+		}
+	}
 	if e.pending[replica] == nil {
 		e.pending[replica] = map[int32]time.Time{}
 	}
@@ -80,9 +90,16 @@ func (w *writeTimes) wait(replica types.UID, interval time.Duration) time.Durati
 	return 0
 }
 
-// wrote records a write of replica's status now.
+// wrote records a write of replica's status now, and forgets the writes too old to hold anything
+// back (a replica deleted since would otherwise stay remembered).
 func (w *writeTimes) wrote(replica types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last[replica] = w.now()
+	now := w.now()
+	for uid, at := range w.last {
+		if now.Sub(at) > detailInterval {
+			delete(w.last, uid)
+		}
+	}
+	w.last[replica] = now
 }
