@@ -47,13 +47,14 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches InstanceTypes, and deployments so that a namespace naming a type for the
-// first time gets its LocalQueue.
+// first time gets its LocalQueue: their creation and spec changes, not their status, which changes
+// with every replica of a rollout.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool { return r.selects(o.GetLabels()) })
 	return ctrl.ControllerManagedBy(mgr).
 		Named("instancetype_queues").
 		For(&workerv1.InstanceType{}, ctrl.WithPredicates(selected)).
-		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment)).
+		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment), ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
