@@ -74,8 +74,9 @@ test-e2e:
 
 ## bench-scale: a 500 × 2 (1,000-Pod) deployment on a fresh stack with an audit log, timed from the
 ## objects' own timestamps, against the same Pods created straight through client-go; writes per Pod
-## by client (docs/performance.md). Not part of `make test`. BENCH_ARGS="--replicas 50 --size 2" for
-## a quick run.
+## by client, then scaled to half and back and a 20-replica deployment rolled (writes per replica
+## changed), with profiles of mdplane's processes (docs/performance.md). Not part of `make test`.
+## BENCH_ARGS="--replicas 50 --size 2" for a quick run.
 bench-scale:
 	cd test && $(GO) run ./cmd/mdplane-bench-scale $(BENCH_ARGS)
 
