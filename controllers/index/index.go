@@ -22,6 +22,8 @@ const (
 	PodDeployment = "mdplane.podDeployment"
 	// PodController is the UID of a Pod's controller (its ModelReplica).
 	PodController = "mdplane.podController"
+	// PodSlot is a Pod's replica slot: deployment, role and ordinal (SlotKey).
+	PodSlot = "mdplane.podSlot"
 	// DeploymentInstanceType is every InstanceType a ModelDeployment's roles name.
 	DeploymentInstanceType = "mdplane.instanceType"
 )
@@ -38,6 +40,7 @@ var Fields = []Field{
 	{&corev1.Pod{}, PodGroup, label(workerv1.LabelPodGroupName)},
 	{&corev1.Pod{}, PodDeployment, label(workerv1.LabelInstance)},
 	{&corev1.Pod{}, PodController, podController},
+	{&corev1.Pod{}, PodSlot, podSlot},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
 }
 
@@ -60,6 +63,23 @@ func label(key string) client.IndexerFunc {
 		}
 		return nil
 	}
+}
+
+// SlotKey is the PodSlot value of a role's slot.
+func SlotKey(deployment, role, ordinal string) string {
+	return deployment + "/" + role + "/" + ordinal
+}
+
+// podSlot indexes a Pod by the slot its labels name, when they name one.
+func podSlot(o client.Object) []string {
+	l := o.GetLabels()
+	deployment, okD := l[workerv1.LabelInstance]
+	role, okR := l[workerv1.LabelComponent]
+	ordinal, okO := l[workerv1.LabelPodOrdinal]
+	if !okD || !okR || !okO {
+		return nil
+	}
+	return []string{SlotKey(deployment, role, ordinal)}
 }
 
 func podController(o client.Object) []string {

@@ -44,6 +44,9 @@ func TestIndexes(t *testing.T) {
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workerv1.LabelInstance: ""}}}, []string{""}},
 		{"a Pod is found by its controller only", PodController, pod, []string{"replica"}},
 		{"a Pod without a controller is not indexed by one", PodController, &corev1.Pod{}, nil},
+		{"a Pod is found by its slot: deployment, role and ordinal", PodSlot, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+			workerv1.LabelInstance: "md", workerv1.LabelComponent: "decode", workerv1.LabelPodOrdinal: "3"}}}, []string{"md/decode/3"}},
+		{"a Pod without a slot's labels is not indexed by one", PodSlot, pod, nil},
 		{"a deployment is found by each type its roles name, once", DeploymentInstanceType, md, []string{"h20", "cpu"}},
 	}
 	for _, tc := range cases {

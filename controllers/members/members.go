@@ -178,8 +178,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
 	spec := replica.Spec
 	pods := &corev1.PodList{}
+	slot := index.SlotKey(spec.DeploymentName, spec.RoleName, strconv.Itoa(int(spec.Ordinal)))
 	if err := r.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.UnsafeDisableDeepCopy,
-		client.MatchingLabels(naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal))); err != nil {
+		client.MatchingFields{index.PodSlot: slot}, client.MatchingLabels(naming.Managed())); err != nil {
 		return false, err
 	}
 	for i := range pods.Items {
