@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -45,9 +46,6 @@ const (
 	reportInterval = 2 * time.Second
 	detailInterval = 10 * time.Second
 )
-
-// compositionResourceName marks an object Crossplane composed.
-const compositionResourceName = "crossplane.io/composition-resource-name"
 
 // Reconciler materialises ModelReplicas: it creates the member Pods and the instance Service a
 // replica's revision renders (renderroles.Materialize), each once and never updated, and reports the
@@ -132,10 +130,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	pods := make([]*corev1.Pod, 0, len(owned.Items))
 	for i := range owned.Items {
-		if _, composed := owned.Items[i].Annotations[compositionResourceName]; composed {
+		if _, composed := owned.Items[i].Annotations[xcrd.AnnotationKeyCompositionResourceName]; composed {
 			return reconcile.Result{}, nil // created before this controller: the replica's composition keeps them
 		}
 		pods = append(pods, &owned.Items[i])
+	}
+	if held, err := r.slotHeld(ctx, replica); err != nil || held {
+		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
+		// Kueue pod group name, and a new member must not join the old group.
+		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
 	}
 	revision, err := r.revision(ctx, replica)
 	if err != nil || revision == nil {
@@ -143,11 +146,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	wantPods, wantService := renderroles.Materialize(replica, revision)
 	var result reconcile.Result
-	if held, err := r.slotHeld(ctx, replica); err != nil || held {
-		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
-		// Kueue pod group name, and a new member must not join the old group.
-		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
-	}
 	if wantService != nil {
 		busy, err := r.createService(ctx, replica, wantService)
 		if err != nil {

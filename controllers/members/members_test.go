@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -179,7 +180,7 @@ func TestMaterialize(t *testing.T) {
 	t.Run("a replica whose Pods its composition created is left to it", func(t *testing.T) {
 		composed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
 			Labels:      map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
-			Annotations: map[string]string{compositionResourceName: "member-0"},
+			Annotations: map[string]string{xcrd.AnnotationKeyCompositionResourceName: "member-0"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
 				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}}}
 		w := writes{}
@@ -238,11 +239,9 @@ func TestReport(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	}
 	t.Run("reports members, Ready members and the group's admission", func(t *testing.T) {
-		wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns},
-			Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
-				{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: metav1.Now()},
-				{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.Now()},
-			}}}
+		wl := reserved()
+		wl.Status.Conditions = append(wl.Status.Conditions,
+			metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.Now()})
 		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), wl)
 		reconcileReplica(t, r)
 		for _, pod := range podsOf(t, c) {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
@@ -29,7 +30,7 @@ import (
 
 // Crossplane's metadata on composed resources.
 const (
-	AnnotationCompositionResourceName = "crossplane.io/composition-resource-name"
+	AnnotationCompositionResourceName = xcrd.AnnotationKeyCompositionResourceName
 	LabelComposite                    = "crossplane.io/composite"
 )
 

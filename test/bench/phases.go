@@ -119,8 +119,8 @@ func (r *Runner) settle(ctx context.Context, name string, replicas int, start ti
 }
 
 func (r *Runner) settled(ctx context.Context, name string, replicas int) error {
-	role := &v1alpha1.ModelRole{}
-	if err := r.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.RoleServiceName(name, "server")}, role); err != nil {
+	current, err := r.roleRevision(ctx, name)
+	if err != nil {
 		return err
 	}
 	list := &v1alpha1.ModelReplicaList{}
@@ -129,7 +129,7 @@ func (r *Runner) settled(ctx context.Context, name string, replicas int) error {
 	}
 	outdated := 0
 	for _, mr := range list.Items {
-		if mr.Spec.Revision != role.Spec.Revision {
+		if mr.Spec.Revision != current {
 			outdated++
 		}
 	}
