@@ -9,6 +9,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
@@ -32,12 +33,27 @@ var Commands = map[string]string{
 }
 
 // Materializers returns, keyed by apiVersion/kind, what mdplane's controllers create for a composite
-// beyond its composition: a ModelReplica's Pods and instance Service, which the members controller
-// creates with the same renderroles.Materialize.
+// beyond its composition: a ModelRole's ModelReplicas, which the rollout controller creates with the
+// same renderroles.NewReplica, and a ModelReplica's Pods and instance Service, which the members
+// controller creates with the same renderroles.Materialize.
 func Materializers() map[string]pipeline.Materializer {
 	return map[string]pipeline.Materializer{
+		v1alpha1.SchemeGroupVersion.String() + "/" + v1alpha1.ModelRoleKind:    materializeRole,
 		v1alpha1.SchemeGroupVersion.String() + "/" + v1alpha1.ModelReplicaKind: materializeReplica,
 	}
+}
+
+// materializeRole renders a new role's replicas: one per slot, on its current revision.
+func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	role := &v1alpha1.ModelRole{}
+	if err := xfn.Decode(xr.Object, role); err != nil {
+		return nil, err
+	}
+	objs := make([]any, 0, role.Spec.Replicas)
+	for n := range role.Spec.Replicas {
+		objs = append(objs, renderroles.NewReplica(role, n))
+	}
+	return owned(objs, role.UID)
 }
 
 // materializeReplica renders a replica's members from the revision it names, found among what the
@@ -72,13 +88,19 @@ func materializeReplica(xr *unstructured.Unstructured, cluster []*unstructured.U
 	for _, pod := range pods {
 		objs = append(objs, pod)
 	}
+	return owned(objs, replica.UID)
+}
+
+// owned converts objects a controller creates to unstructured ones. Offline their owner has no UID
+// (ownerUID is empty) for the owner reference to name: the field is left out.
+func owned(objs []any, ownerUID types.UID) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, obj := range objs {
 		m, err := xfn.ToMap(obj)
 		if err != nil {
 			return nil, err
 		}
-		if replica.UID == "" { // offline the replica has no UID for the owner reference to name
+		if ownerUID == "" {
 			for _, ref := range m["metadata"].(map[string]any)["ownerReferences"].([]any) {
 				delete(ref.(map[string]any), "uid")
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -56,14 +57,14 @@ type Reconciler struct {
 	// Workers is the number of replicas materialised at once; DefaultWorkers when 0.
 	Workers int
 
-	expected *expectations
+	expected *expectations.Creates
 	reported *writeTimes
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
 // Workloads and the revisions they are stamped from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported = newExpectations(), newWriteTimes()
+	r.expected, r.reported = expectations.New(), newWriteTimes()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -252,7 +253,7 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 	}
 	for m, pod := range want {
 		index := strconv.Itoa(m)
-		if r.expected.awaiting(replica.UID, int32(m), present[index]) || present[index] {
+		if r.expected.Awaiting(replica.UID, int32(m), present[index]) || present[index] {
 			continue
 		}
 		if err := r.Client.Create(ctx, pod); err != nil {
@@ -262,7 +263,7 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 			}
 			return created, busy, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err)
 		}
-		r.expected.created(replica.UID, int32(m))
+		r.expected.Created(replica.UID, int32(m))
 		created++
 	}
 	return created, busy, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -79,7 +80,7 @@ func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, 
 	// A clock an hour ahead at each reading: no report waits, unless a test sets its own.
 	reported, now := newWriteTimes(), time.Now()
 	reported.now = func() time.Time { now = now.Add(time.Hour); return now }
-	return &Reconciler{Client: c, Recorder: rec, expected: newExpectations(), reported: reported}, c, rec
+	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported}, c, rec
 }
 
 func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {
@@ -215,15 +216,6 @@ func TestMaterialize(t *testing.T) {
 		require.NoError(t, c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m1", Namespace: ns}}))
 		reconcileReplica(t, r)
 		assert.Len(t, podsOf(t, c), 2)
-	})
-	t.Run("a create lost on its way to the cache is retried once its expectation expires", func(t *testing.T) {
-		e := newExpectations()
-		now := time.Now()
-		e.now = func() time.Time { return now }
-		e.created("uid", 0)
-		assert.True(t, e.awaiting("uid", 0, false))
-		now = now.Add(expectationTTL + time.Second)
-		assert.False(t, e.awaiting("uid", 0, false))
 	})
 }
 

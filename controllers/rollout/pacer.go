@@ -9,7 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -29,7 +31,9 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // admissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
@@ -39,11 +43,19 @@ const admissionGate = "kueue.x-k8s.io/admission"
 // lease), named in every departure event.
 const LeaseWindow = "30s"
 
-// Pacer turns a role's outdated replicas over one at a time behind Kueue admission.
+// Pacer keeps a role's slots filled and turns its outdated replicas over one at a time behind Kueue
+// admission.
 type Pacer struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+
+	once     sync.Once
+	expected *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
 }
+
+// createWorkers bounds the creates of one pass in flight at once: a new role of hundreds of
+// replicas gets them in seconds without one pass flooding the API server.
+const createWorkers = 16
 
 // SetupWithManager watches ModelRoles, their ModelReplicas and their groups' Workloads.
 func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
@@ -89,8 +101,9 @@ func paced(changed func(old, new client.Object) bool) predicate.Funcs {
 }
 
 // Reconcile takes one step of a role's rollout: it reads the role's slots (observe), decides the
-// pass with pure functions (decide, Pace), then retires and annotates (act).
+// pass with pure functions (decide, Pace), then retires, fills and annotates (act).
 func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p.once.Do(func() { p.expected = expectations.New() })
 	o, err := p.observe(ctx, req.NamespacedName)
 	if o == nil || err != nil {
 		return reconcile.Result{}, err
@@ -109,9 +122,12 @@ type observed struct {
 }
 
 // pass is what one pass does, in order: retire the ordinals a scale-down removed (highest first),
-// patch the role's annotations once, then retire the replica the step replaces.
+// create a replica in each vacant slot, patch the role's annotations once, then retire the replica
+// the step replaces.
 type pass struct {
 	scaledDown  []Slot
+	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod left
+	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
 	step        Step
 }
@@ -133,12 +149,10 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 }
 
 // decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
-// now, highest first: Crossplane would delete them too, but only on the role composite's next
-// requeue. Slots whose departed replica's Pods are all gone are announced (vacated), which wakes
-// Crossplane to refill them now: the value is written when a vacancy is new to it, and cleared once
-// none is left. A refill alone is not written: it is itself an event of the role's composition, and
-// writing each of a 500-replica role's first fills would re-run that composition 500 times. The
-// replacement in flight is remembered (replacing) before its replica is deleted.
+// now, highest first. A slot whose departed replica's Pods are all gone is vacant and gets a replica
+// of the current revision: the slot's Pods share one Kueue pod group name, so the replacement's
+// Pods must not join the departed replica's group. The replacement in flight is remembered
+// (replacing) before its replica is deleted.
 func decide(o observed) pass {
 	role := o.role
 	var d pass
@@ -157,43 +171,19 @@ func decide(o observed) pass {
 	if d.step.InFlight >= 0 {
 		replacing = strconv.Itoa(int(d.step.InFlight))
 	}
-	d.annotations = changed(role.Annotations, map[string]string{
-		workerv1.AnnotationVacated:   announced(role.Annotations[workerv1.AnnotationVacated], vacated(role.Spec.Replicas, o.slots, o.podOrdinals)),
-		workerv1.AnnotationReplacing: replacing,
-	})
+	for ordinal := range role.Spec.Replicas {
+		switch {
+		case slotFilled(o.slots, ordinal):
+			d.filled = append(d.filled, ordinal)
+		case !o.podOrdinals[ordinal]:
+			d.vacant = append(d.vacant, ordinal)
+		}
+	}
+	d.annotations = changed(role.Annotations, map[string]string{workerv1.AnnotationReplacing: replacing})
 	if d.step.InFlight == inFlight {
 		delete(d.annotations, workerv1.AnnotationReplacing) // an unparseable value is left as it is
 	}
 	return d
-}
-
-// vacated lists the declared ordinals with neither a standing replica nor a Pod left, as "0,2".
-func vacated(replicas int32, slots []Slot, podOrdinals map[int32]bool) string {
-	var out []string
-	for ordinal := range replicas {
-		if !podOrdinals[ordinal] && !slotFilled(slots, ordinal) {
-			out = append(out, strconv.Itoa(int(ordinal)))
-		}
-	}
-	return strings.Join(out, ",")
-}
-
-// announced is the vacated value to write: now when it holds a vacancy the written value lacks, or
-// none is left; otherwise the written value stays (a superset, whose refilled ordinals are harmless).
-func announced(written, now string) string {
-	if now == "" {
-		return ""
-	}
-	have := map[string]bool{}
-	for _, o := range strings.Split(written, ",") {
-		have[o] = true
-	}
-	for _, o := range strings.Split(now, ",") {
-		if !have[o] {
-			return now
-		}
-	}
-	return written
 }
 
 // changed is the annotation patch from have to want, where an empty wanted value removes the key.
@@ -211,13 +201,17 @@ func changed(have, want map[string]string) map[string]*string {
 	return out
 }
 
-// act retires the scaled-down replicas, writes the role's annotations in one patch, then retires the
-// replica the step replaces (after its ordinal is remembered, so a restart resumes the same slot).
+// act retires the scaled-down replicas, fills the vacant slots, writes the role's annotations in one
+// patch, then retires the replica the step replaces (after its ordinal is remembered, so a restart
+// resumes the same slot).
 func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error {
 	for _, s := range d.scaledDown {
 		if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
 			return err
 		}
+	}
+	if err := p.fill(ctx, role, d.vacant, d.filled); err != nil {
+		return err
 	}
 	if err := p.annotate(ctx, role, d.annotations); err != nil {
 		return err
@@ -228,11 +222,37 @@ func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error
 	return p.retire(ctx, role, d.step.Replace, d.step.Ordinal, d.step.Message)
 }
 
-// retire deletes a ModelReplica (its Pods and Workload follow) and says so on the deployment.
+// fill creates a ModelReplica of the current revision in each vacant slot whose create is not on its
+// way to the cache already; a filled slot settles its create.
+func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, filled []int32) error {
+	for _, ordinal := range filled {
+		p.expected.Awaiting(role.UID, ordinal, true)
+	}
+	var creates errgroup.Group
+	creates.SetLimit(createWorkers)
+	for _, ordinal := range vacant {
+		if p.expected.Awaiting(role.UID, ordinal, false) {
+			continue
+		}
+		p.expected.Created(role.UID, ordinal)
+		creates.Go(func() error {
+			replica := renderroles.NewReplica(role, ordinal)
+			if err := p.Client.Create(ctx, replica); err != nil {
+				p.expected.Awaiting(role.UID, ordinal, true) // nothing is on its way
+				return fmt.Errorf("creating the ModelReplica of slot r%d of ModelRole %s/%s: %w", ordinal, role.Namespace, role.Name, err)
+			}
+			return nil
+		})
+	}
+	return creates.Wait()
+}
+
+// retire deletes a ModelReplica and says so on the deployment. The replica goes last (foreground):
+// while it is being deleted its slot counts as Terminating, and once it is gone so are its Pods.
 func (p *Pacer) retire(ctx context.Context, role *v1alpha1.ModelRole, name string, ordinal int32, why string) error {
 	replica := &v1alpha1.ModelReplica{}
 	replica.Namespace, replica.Name = role.Namespace, name
-	if err := p.Client.Delete(ctx, replica); err != nil {
+	if err := p.Client.Delete(ctx, replica, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

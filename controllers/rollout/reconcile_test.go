@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -118,6 +120,7 @@ func TestPacerReconcile(t *testing.T) {
 		role        *v1alpha1.ModelRole
 		objs        []client.Object
 		retired     []string
+		created     []int32 // ordinals given a new replica of the role's revision
 		annotations map[string]string
 		events      []string
 	}{
@@ -131,17 +134,18 @@ func TestPacerReconcile(t *testing.T) {
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
 			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
-		{rule: "a slot whose last Pod is gone is announced as vacated",
+		{rule: "a slot whose last Pod is gone gets a replica of the current revision",
 			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a")),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}},
-		{rule: "a refill that leaves another vacancy does not rewrite the announcement",
-			role: modelRole(4, "b", map[string]string{workerv1.AnnotationVacated: "2,3"}), objs: objects(standing(0, "b"), standing(1, "b"), standing(3, "b")),
-			annotations: map[string]string{workerv1.AnnotationVacated: "2,3"}},
-		{rule: "a vacancy the announcement lacks is announced",
-			role: modelRole(4, "b", map[string]string{workerv1.AnnotationVacated: "2"}), objs: objects(standing(0, "b"), standing(1, "b")),
-			annotations: map[string]string{workerv1.AnnotationVacated: "2,3"}},
-		{rule: "a replacement waiting for admission holds the next departure, and its refill clears the vacancy",
-			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationVacated: "2"}),
+			created:     []int32{2},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+		{rule: "a new role gets a replica in every slot",
+			role: modelRole(3, "b", nil), created: []int32{0, 1, 2}},
+		{rule: "a slot whose departed replica's Pods remain is not refilled: they hold its group name",
+			role:    modelRole(3, "b", nil),
+			objs:    objects(standing(0, "b"), []client.Object{memberOf(replicaAt(1, "a"), leavingPod)}),
+			created: []int32{2}},
+		{rule: "a replacement waiting for admission holds the next departure",
+			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
 			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
 		{rule: "the retired replica's re-created Pod in the old admitted group does not admit its replacement",
@@ -184,6 +188,7 @@ func TestPacerReconcile(t *testing.T) {
 				}
 			}
 			assert.Equal(t, tc.retired, retired)
+			assert.Equal(t, tc.created, createdReplicas(t, c, tc.objs, "b"))
 			role := &v1alpha1.ModelRole{}
 			require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server"}, role))
 			if tc.annotations == nil {
@@ -198,8 +203,55 @@ func TestPacerReconcile(t *testing.T) {
 	}
 }
 
+// createdReplicas lists, by ordinal, the replicas on the API server that objs lacked, each checked to
+// be of revision and controlled by the role.
+func createdReplicas(t *testing.T, c client.Client, objs []client.Object, revision string) []int32 {
+	t.Helper()
+	had := map[string]bool{}
+	for _, o := range objs {
+		had[o.GetName()] = true
+	}
+	list := &v1alpha1.ModelReplicaList{}
+	require.NoError(t, c.List(ctx, list, client.InNamespace(ns)))
+	var out []int32
+	for _, r := range list.Items {
+		if had[r.Name] {
+			continue
+		}
+		assert.Equal(t, revision, r.Spec.Revision, "a new replica is of the role's current revision")
+		assert.Equal(t, "md-server", metav1.GetControllerOf(&r).Name, "and controlled by its role")
+		assert.Equal(t, naming.ReplicaLabels("md", "server", r.Spec.Ordinal), r.Labels)
+		out = append(out, r.Spec.Ordinal)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPacerCreatesAReplicaOnceWhileTheCacheLags(t *testing.T) {
+	role := modelRole(2, "b", nil)
+	c := fakecluster.Builder(objects(standing(0, "b"), []client.Object{role, deployment()})...).Build()
+	p := &Pacer{Client: c, Recorder: events.NewFakeRecorder(10)}
+	_, err := p.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	// A lagging cache: the new replica is not listed, so only the expectation stops a second create.
+	p.Client = interceptor.NewClient(c, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if replicas, ok := list.(*v1alpha1.ModelReplicaList); ok {
+				replicas.Items = slices.DeleteFunc(replicas.Items, func(r v1alpha1.ModelReplica) bool { return r.Spec.Ordinal == 1 })
+			}
+			return nil
+		},
+	})
+	_, err = p.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.Equal(t, []int32{1}, createdReplicas(t, c, objects(standing(0, "b")), "b"))
+}
+
 func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
-	role := modelRole(3, "b", map[string]string{workerv1.AnnotationVacated: "2"})
+	role := modelRole(3, "b", nil)
 	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "a"), []client.Object{role, deployment()})...).Build()
 	before := &v1alpha1.ModelRole{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), before))
@@ -207,7 +259,7 @@ func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
 	require.NoError(t, err)
 	after := &v1alpha1.ModelRole{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), after))
-	assert.Equal(t, map[string]string{workerv1.AnnotationReplacing: "2"}, after.Annotations, "the refill cleared and the replacement remembered")
+	assert.Equal(t, map[string]string{workerv1.AnnotationReplacing: "2"}, after.Annotations, "the replacement remembered")
 	b, _ := strconv.Atoi(before.ResourceVersion)
 	a, _ := strconv.Atoi(after.ResourceVersion)
 	assert.Equal(t, b+1, a, "one write of the role")

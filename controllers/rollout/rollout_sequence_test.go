@@ -20,9 +20,9 @@ import (
 )
 
 // The rollout sequence simulation drives the pacer's pure pass (decide: Pace, readSlots, the
-// vacated list, the scale-down) and the departures' wait rule through seeded random orders of what
-// the cluster does: Crossplane creating ModelReplicas and their gated Pods (and re-creating a
-// retired replica's Pod in a reconcile already under way), Kueue building, admitting, ungating and
+// vacant slots it fills, the scale-down) and the departures' wait rule through seeded random orders
+// of what the cluster does: the members controller creating a replica's gated Pods (and, on a
+// lagging cache, re-creating a retired replica's Pod), Kueue building, admitting, ungating and
 // evicting groups, the garbage collector and the Workload reaper, Pods terminating, and edits and
 // scale changes arriving mid-rollout. After every event it checks the rollout's invariants; after
 // the random phase it lets the cluster settle and checks that the role converges. A failure names
@@ -73,7 +73,7 @@ type sim struct {
 	rs       []*simReplica
 	pods     []*simPod
 	groups   map[int32]*simGroup
-	retired  []*simReplica // replicas the pacer retired, whose Pods Crossplane may re-create once
+	retired  []*simReplica // replicas the pacer retired, whose Pods a lagging cache may have re-created once
 	serial   int
 	trace    []string
 	stats    *simStats
@@ -153,28 +153,23 @@ type event struct {
 func (s *sim) events() []event {
 	var out []event
 	add := func(name string, apply func()) { out = append(out, event{name, apply}) }
-	for ordinal := range s.replicas {
-		if s.standing(ordinal) == nil && len(s.podsOf(func(p *simPod) bool { return p.ordinal == ordinal })) == 0 {
-			add(fmt.Sprintf("Crossplane creates a replica in r%d", ordinal), func() { s.createReplica(ordinal) })
-		}
-	}
 	for _, r := range s.rs {
-		if !r.leaving && r.ordinal >= s.replicas {
-			add("Crossplane deletes "+r.name+", above replicas", func() { r.leaving = true })
-		}
-		if !r.leaving && len(s.podsOf(func(p *simPod) bool { return p.owner == r.uid })) < s.size {
-			add("Crossplane creates a gated Pod of "+r.name, func() { s.createPod(r, true) })
+		members := s.podsOf(func(p *simPod) bool { return p.owner == r.uid })
+		if !r.leaving && len(members) < s.size {
+			add("the members controller creates a gated Pod of "+r.name, func() { s.createPod(r, true) })
 		}
 		if r.leaving {
 			for _, p := range s.podsOf(func(p *simPod) bool { return p.owner == r.uid && !p.leaving }) {
-				add("the departures delete "+p.name+" of departing "+r.name, func() { p.leaving = true })
+				add("the garbage collector deletes "+p.name+" of departing "+r.name, func() { p.leaving = true })
 			}
-			add(r.name+" is gone", func() { s.rs = slices.DeleteFunc(s.rs, func(x *simReplica) bool { return x == r }) })
+			if len(members) == 0 { // deleted in the foreground: it goes after its Pods
+				add(r.name+" is gone", func() { s.rs = slices.DeleteFunc(s.rs, func(x *simReplica) bool { return x == r }) })
+			}
 		}
 	}
 	for _, r := range s.retired {
 		if len(s.podsOf(func(p *simPod) bool { return p.owner == r.uid })) == 0 {
-			add("Crossplane re-creates a Pod of retired "+r.name, func() {
+			add("the members controller, on a lagging cache, re-creates a Pod of retired "+r.name, func() {
 				s.retired = slices.DeleteFunc(s.retired, func(x *simReplica) bool { return x == r })
 				g := s.groups[r.ordinal]
 				s.createPod(r, g == nil || !g.admitted || g.owner != r.uid)
@@ -301,7 +296,8 @@ func (s *sim) createPod(r *simReplica, gated bool) {
 }
 
 // pace runs one pacer pass on the objects as the API server has them, checks what it decided, and
-// applies it: the retired ModelReplicas are deleted, the role's annotations patched.
+// applies it: the retired ModelReplicas are deleted, the vacant slots filled, the role's annotations
+// patched.
 func (s *sim) pace() {
 	role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(s.role)},
 		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Replicas: s.replicas, Size: int32(s.size), Revision: s.revision}}
@@ -335,6 +331,10 @@ func (s *sim) pace() {
 	s.log("the pacer: %s", d.step.Message)
 	for _, sl := range d.scaledDown {
 		s.retire(sl.Replica, "scale-down")
+	}
+	for _, ordinal := range d.vacant {
+		s.createReplica(ordinal)
+		s.log("  creates %s", s.rs[len(s.rs)-1].name)
 	}
 	for k, v := range d.annotations {
 		if v == nil {

@@ -71,7 +71,7 @@ func withTypeMeta(it *workerv1.InstanceType) *workerv1.InstanceType {
 	return it
 }
 
-// roleRequest is a ModelRole of replicas × size in steady state: every replica observed.
+// roleRequest is a ModelRole of replicas × size in steady state: every replica required.
 func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 	r := largeRole(replicas, size)
 	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
@@ -83,7 +83,8 @@ func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 	}
 	role.Name, role.Namespace = "qwen-decode", "team-a"
 	req := &fnv1.RunFunctionRequest{
-		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, role)}, Resources: map[string]*fnv1.Resource{}},
+		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, role)}},
+		RequiredResources: map[string]*fnv1.Resources{"replicas": {}},
 	}
 	for n := range replicas {
 		rep := &v1alpha1.ModelReplica{
@@ -92,7 +93,7 @@ func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 				RevisionName: naming.RevisionName("qwen", r.Name, rendered.Revision)},
 		}
 		rep.Name = fmt.Sprintf("qwen-decode-r%d-abcde", n)
-		req.Observed.Resources[fmt.Sprintf("replica-%d", n)] = &fnv1.Resource{Resource: mustStruct(tb, rep)}
+		req.RequiredResources["replicas"].Items = append(req.RequiredResources["replicas"].Items, &fnv1.Resource{Resource: mustStruct(tb, rep)})
 	}
 	return req
 }
@@ -120,9 +121,10 @@ func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
 	}
 }
 
-// TestResponsesStayUnderTheGRPCLimit renders the largest composite of each step the schema admits
-// and checks the response fits gRPC's default 4 MiB with room to spare (under half of it).
-func TestResponsesStayUnderTheGRPCLimit(t *testing.T) {
+// TestMessagesStayUnderTheGRPCLimit renders the largest composite of each step the schema admits
+// and checks the request and the response fit gRPC's default 4 MiB with room to spare (under half
+// of it).
+func TestMessagesStayUnderTheGRPCLimit(t *testing.T) {
 	for name, req := range map[string]*fnv1.RunFunctionRequest{
 		"deployment of 10 roles":      deploymentRequest(t, 10, workerv1.MaxReplicas, workerv1.MaxSize),
 		"role of 1024 replicas":       roleRequest(t, workerv1.MaxReplicas, 1),
@@ -134,9 +136,10 @@ func TestResponsesStayUnderTheGRPCLimit(t *testing.T) {
 		msg, _ := fatalMessage(rsp)
 		require.Empty(t, msg, name)
 		require.NotEmpty(t, rsp.GetDesired().GetResources(), name)
-		size := proto.Size(rsp)
-		t.Logf("%s: %d bytes (%.1f%% of 4 MiB)", name, size, 100*float64(size)/grpcLimit)
-		require.Less(t, size, grpcLimit/2, name)
+		for what, size := range map[string]int{"request": proto.Size(req), "response": proto.Size(rsp)} {
+			t.Logf("%s: %s of %d bytes (%.1f%% of 4 MiB)", name, what, size, 100*float64(size)/grpcLimit)
+			require.Less(t, size, grpcLimit/2, name+": "+what)
+		}
 	}
 }
 

@@ -12,6 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -186,83 +190,96 @@ spec:
   template: {metadata: {labels: {app.kubernetes.io/component: server}}, spec: {containers: [{name: main, image: new}]}}
 `
 
-func observedReplica(ordinal int, revision string, ready bool) string {
+// replicaOf is a ModelReplica of the role in slot ordinal on revision, its Ready condition ready;
+// options amend its metadata and status.
+func replicaOf(name string, ordinal int, revision string, ready bool, more ...string) string {
 	status := "False"
 	if ready {
 		status = "True"
 	}
 	spec, _ := json.Marshal(map[string]any{"deploymentName": "chat", "roleName": "server", "ordinal": ordinal,
 		"revision": revision, "revisionName": "chat-server-" + revision})
-	return `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: chat-server-r-x},
+	extra := ""
+	for _, m := range more {
+		extra += ", " + m
+	}
+	return `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: ` + name + `, namespace: team-a` + extra + `},
 	  spec: ` + string(spec) + `, status: {conditions: [{type: Ready, status: "` + status + `"}]}}`
 }
 
 func TestRoleStep(t *testing.T) {
-	noPods := map[string][]string{"pods-r0": {}, "pods-r1": {}, "pods-r2": {}}
-	t.Run("asks whether Pods remain in each empty slot first", func(t *testing.T) {
-		rsp := run(t, request{composite: role, observed: map[string]string{"replica-0": observedReplica(0, "newrevisio", true)}})
-		sel := rsp.GetRequirements().GetResources()
-		assert.NotContains(t, sel, "pods-r0", "an occupied slot needs no look-up")
+	withReplicas := func(items ...string) map[string][]string { return map[string][]string{"replicas": items} }
+	t.Run("asks for the role's ModelReplicas first", func(t *testing.T) {
+		rsp := run(t, request{composite: role})
+		sel := rsp.GetRequirements().GetResources()["replicas"]
+		assert.Equal(t, "ModelReplica", sel.GetKind())
 		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "chat",
-			"app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": "2"}, sel["pods-r2"].GetMatchLabels().GetLabels())
-		assert.Equal(t, "team-a", sel["pods-r2"].GetNamespace())
+			"app.kubernetes.io/component": "server"}, sel.GetMatchLabels().GetLabels())
+		assert.Equal(t, "team-a", sel.GetNamespace())
 		assert.Empty(t, rsp.GetDesired().GetResources())
 	})
-	t.Run("empty slots get the current revision", func(t *testing.T) {
-		desired := run(t, request{composite: role, required: noPods}).GetDesired().GetResources()
-		for _, key := range []string{"replica-0", "replica-1", "replica-2"} {
-			require.Contains(t, desired, key)
-			assert.Equal(t, "newrevisio", field(t, desired[key], "spec", "revision"))
-			assert.Equal(t, "chat-server-newrevisio", field(t, desired[key], "spec", "revisionName"))
-		}
-		assert.Equal(t, "chat-server-r1-", field(t, desired["replica-1"], "metadata", "generateName"))
+	t.Run("composes the current revision and no replica: the rollout controller creates them", func(t *testing.T) {
+		desired := run(t, request{composite: role, required: withReplicas(replicaOf("chat-server-r0-a", 0, "newrevisio", true))}).GetDesired().GetResources()
+		assert.Len(t, desired, 1)
 		assert.Equal(t, "new", field(t, desired["revision-newrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
 	})
-	t.Run("an occupied slot keeps its revision, and that revision stays", func(t *testing.T) {
-		desired := run(t, request{composite: role, required: noPods, observed: map[string]string{
-			"replica-0":           observedReplica(0, "oldrevisio", true),
+	t.Run("an old revision a replica runs stays", func(t *testing.T) {
+		desired := run(t, request{composite: role, required: withReplicas(replicaOf("chat-server-r0-a", 0, "oldrevisio", true)), observed: map[string]string{
 			"revision-oldrevisio": `{apiVersion: apps/v1, kind: ControllerRevision, metadata: {name: chat-server-oldrevisio}, revision: 1, data: {revision: oldrevisio, size: 1, template: {spec: {containers: [{name: main, image: old}]}}}}`,
 		}}).GetDesired().GetResources()
-		assert.Equal(t, "oldrevisio", field(t, desired["replica-0"], "spec", "revision"))
-		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["replica-0"].GetReady())
 		assert.Equal(t, "old", field(t, desired["revision-oldrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
-		assert.Equal(t, "newrevisio", field(t, desired["replica-1"], "spec", "revision"))
+		assert.Contains(t, desired, "revision-newrevisio")
 	})
-	t.Run("its replicas are composed as ready and its own readiness is stated: every slot holds a ready replica", func(t *testing.T) {
-		ready := func(ready bool) map[string]string {
-			return map[string]string{"replica-0": observedReplica(0, "newrevisio", true), "replica-1": observedReplica(1, "newrevisio", true),
-				"replica-2": observedReplica(2, "newrevisio", ready)}
+	t.Run("a replica Crossplane composed stays composed, as ready, on its revision, until it leaves", func(t *testing.T) {
+		composed := replicaOf("chat-server-r0-a", 0, "oldrevisio", false)
+		desired := run(t, request{composite: role, required: withReplicas(composed), observed: map[string]string{"replica-0": composed}}).GetDesired().GetResources()
+		require.Contains(t, desired, "replica-0")
+		assert.Equal(t, "oldrevisio", field(t, desired["replica-0"], "spec", "revision"))
+		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["replica-0"].GetReady(), "no event per unready replica and pass")
+		leaving := replicaOf("chat-server-r0-a", 0, "oldrevisio", false, `deletionTimestamp: "2026-11-30T06:00:00Z"`)
+		desired = run(t, request{composite: role, required: withReplicas(leaving), observed: map[string]string{"replica-0": leaving}}).GetDesired().GetResources()
+		assert.NotContains(t, desired, "replica-0")
+	})
+	t.Run("is ready once every slot holds a ready replica", func(t *testing.T) {
+		replicas := func(ready bool) map[string][]string {
+			return withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "newrevisio", true), replicaOf("c", 2, "newrevisio", ready))
 		}
-		rsp := run(t, request{composite: role, observed: ready(false)})
-		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetResources()["replica-2"].GetReady(), "no event per unready replica and pass")
+		rsp := run(t, request{composite: role, required: replicas(false)})
 		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady())
 		assert.NotNil(t, rsp.GetMeta().GetTtl(), "a role keeps its TTL: its watch circuit breaker may drop the events it waits for")
-		assert.Equal(t, fnv1.Ready_READY_TRUE, run(t, request{composite: role, observed: ready(true)}).GetDesired().GetComposite().GetReady())
+		rsp = run(t, request{composite: role, required: replicas(true)})
+		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
+		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
+		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
 	})
-	t.Run("a role that has composed nothing yet asks nothing: its slots never held a replica", func(t *testing.T) {
-		rsp := run(t, request{composite: role})
-		assert.Empty(t, rsp.GetRequirements().GetResources())
-		assert.Len(t, rsp.GetDesired().GetResources(), 4, "three replicas and the revision")
+	t.Run("counts a slot whose replica is being deleted as Terminating and an empty one as in flight", func(t *testing.T) {
+		rsp := run(t, request{composite: role, required: withReplicas(
+			replicaOf("a", 0, "newrevisio", true, `deletionTimestamp: "2026-11-30T06:00:00Z"`),
+			replicaOf("b", 1, "oldrevisio", true))})
+		assert.Equal(t, map[string]any{"Terminating": float64(1), "InFlight": float64(2)}, field(t, rsp.GetDesired().GetComposite(), "status", "quota"))
+		assert.EqualValues(t, 0, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
 	})
-	t.Run("a slot whose Pods are still on the API server is not refilled", func(t *testing.T) {
-		pods := map[string][]string{"pods-r1": {`{apiVersion: v1, kind: Pod, metadata: {name: chat-server-abcde}}`}, "pods-r2": {}}
-		desired := run(t, request{composite: role, required: pods, observed: map[string]string{"replica-0": observedReplica(0, "newrevisio", true)}}).GetDesired().GetResources()
-		assert.Contains(t, desired, "replica-0")
-		assert.NotContains(t, desired, "replica-1")
-		assert.Contains(t, desired, "replica-2")
+	t.Run("a replica above replicas is neither counted nor composed: the rollout controller retires it", func(t *testing.T) {
+		scaled := replaceOnce(role, "replicas: 3", "replicas: 1")
+		above := replicaOf("b", 1, "newrevisio", true)
+		rsp := run(t, request{composite: scaled, required: withReplicas(replicaOf("a", 0, "newrevisio", true), above), observed: map[string]string{"replica-1": above}})
+		assert.NotContains(t, rsp.GetDesired().GetResources(), "replica-1")
+		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
+		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
 	})
-	t.Run("a scale-down sheds the highest ordinals", func(t *testing.T) {
-		scaled := role[:] // replicas: 3 -> 1
-		scaled = replaceOnce(scaled, "replicas: 3", "replicas: 1")
-		desired := run(t, request{composite: scaled, required: noPods, observed: map[string]string{
-			"replica-0": observedReplica(0, "newrevisio", true),
-			"replica-1": observedReplica(1, "newrevisio", true),
-			"replica-2": observedReplica(2, "newrevisio", true),
-		}}).GetDesired().GetResources()
-		assert.Contains(t, desired, "replica-0")
-		assert.NotContains(t, desired, "replica-1")
-		assert.NotContains(t, desired, "replica-2")
-	})
+}
+
+func TestNewReplica(t *testing.T) {
+	r := renderroles.NewReplica(&v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "chat-server", Namespace: "team-a", UID: "u"},
+		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "chat", RoleName: "server", Revision: "newrevisio", ConfigDigest: "d", RenderVersion: 2}}, 1)
+	assert.Equal(t, "chat-server-r1-", r.GenerateName, "a replacement never collides with the replica it replaces")
+	assert.Equal(t, v1alpha1.ModelReplicaSpec{DeploymentName: "chat", RoleName: "server", Ordinal: 1, Revision: "newrevisio",
+		RevisionName: "chat-server-newrevisio", ConfigDigest: "d", RenderVersion: 2}, r.Spec)
+	assert.Equal(t, "1", r.Labels["modeldeployment.gpustack.ai/pod-ordinal"])
+	owner := metav1.GetControllerOf(r)
+	require.NotNil(t, owner)
+	assert.Equal(t, metav1.OwnerReference{APIVersion: "internal.mdplane.io/v1alpha1", Kind: "ModelRole", Name: "chat-server", UID: "u",
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}, *owner)
 }
 
 const replica = `

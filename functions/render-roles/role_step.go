@@ -11,6 +11,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -25,26 +27,31 @@ const (
 	replicaResourcePrefix  = "replica-"
 )
 
-// roleStep renders a role's revisions still in use and one ModelReplica per ordinal. An occupied
-// slot keeps the revision it was created with; an empty slot gets the current one; a slot whose Pods
-// are still on the API server is not refilled until they are gone.
+// roleStep renders the revisions a role's replicas run and the role's status. The replicas
+// themselves are created by the rollout controller (a role of hundreds of replicas would otherwise
+// re-apply every one of them on each of its reconciles); a replica Crossplane composed before that
+// stays composed until it leaves, since dropping it from the composition would delete it.
 var roleStep = phases(observeRole, planRole, writeRole)
+
+// replicasRequirement names the role's ModelReplicas among a request's required resources.
+const replicasRequirement = "replicas"
 
 // roleObservation is what the role step reads off its request.
 type roleObservation struct {
 	namespace string
 	spec      v1alpha1.ModelRoleSpec
-	// replicas are the observed ModelReplicas of the ordinals below spec.replicas. A spec field an
-	// object lacks is the current one.
+	// replicas are the standing ModelReplicas of the ordinals below spec.replicas.
 	replicas map[int32]*v1alpha1.ModelReplica
-	// draining are the empty slots whose departed replica's Pods are still on the API server.
-	draining map[int32]bool
+	// composed are the ordinals whose replica Crossplane composed: they stay composed.
+	composed map[int32]bool
+	// leaving are the ordinals with no standing replica whose departed one is still being deleted.
+	leaving map[int32]bool
 	// revisions are the observed revisions, other than the current one, the replicas run.
 	revisions map[string]runtime.RawExtension
 }
 
-// observeRole reads the role and its observed replicas and revisions; nil while Crossplane has not
-// fetched the Pods of every empty slot yet.
+// observeRole reads the role, its replicas and the revisions they run; nil until Crossplane has
+// fetched the replicas.
 func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite) (*roleObservation, error) {
 	role := &v1alpha1.ModelRole{}
 	if err := xfn.Decode(xr.Resource.Object, role); err != nil {
@@ -54,58 +61,35 @@ func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	if err != nil {
 		return nil, fmt.Errorf("cannot read observed composed resources: %w", err)
 	}
-	o := &roleObservation{namespace: xr.Resource.GetNamespace(), spec: role.Spec,
-		replicas: map[int32]*v1alpha1.ModelReplica{}, draining: map[int32]bool{}, revisions: map[string]runtime.RawExtension{}}
+	o := &roleObservation{namespace: xr.Resource.GetNamespace(), spec: role.Spec, replicas: map[int32]*v1alpha1.ModelReplica{},
+		composed: map[int32]bool{}, leaving: map[int32]bool{}, revisions: map[string]runtime.RawExtension{}}
 	r := xfn.NewRequirements(req, rsp)
-	if err := o.requireSlotPods(r, observed); err != nil || r.Pending {
+	replicas, err := r.ByLabels(replicasRequirement, v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind, o.namespace,
+		naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
+	if err != nil || r.Pending {
 		return nil, err
 	}
-	if err := o.readReplicas(observed); err != nil {
+	if err := o.readReplicas(replicas, observed); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// requireSlotPods asks, for each empty slot, whether Pods of its ordinal remain. Only an empty slot
-// needs to know; asking for the Pods of the whole role would carry every member of every replica
-// into the request.
-//
-// A role that has composed nothing yet asks nothing: its slots never held a replica of its own, and
-// asking would have Crossplane send the role every event of every Pod its first replicas bring up
-// (enough to open the role's watch circuit breaker). Pods an earlier deployment of the same name
-// left behind are waited out by the members controller, which creates no Pod in a slot another
-// replica's Pods still hold.
-func (o *roleObservation) requireSlotPods(r *xfn.Requirements, observed map[resource.Name]resource.ObservedComposed) error {
-	if len(observed) == 0 {
-		return nil
-	}
-	ns, spec := o.namespace, o.spec
-	for n := range spec.Replicas {
-		if observed[replicaResource(n)].Resource != nil {
+// readReplicas sorts the role's replicas of the declared ordinals into standing and leaving ones,
+// and reads the old revisions the standing ones run.
+func (o *roleObservation) readReplicas(replicas []*unstructured.Unstructured, observed map[resource.Name]resource.ObservedComposed) error {
+	for _, obj := range replicas {
+		replica := &v1alpha1.ModelReplica{}
+		if err := xfn.Decode(obj.Object, replica); err != nil {
+			return fmt.Errorf("cannot read ModelReplica %s: %w", obj.GetName(), err)
+		}
+		n := replica.Spec.Ordinal
+		switch {
+		case n >= o.spec.Replicas:
+			continue // scaled away: the rollout controller retires it
+		case replica.DeletionTimestamp != nil:
+			o.leaving[n] = true
 			continue
-		}
-		selector := naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, n)
-		pods, err := r.ByLabels(fmt.Sprintf("pods-r%d", n), "v1", "Pod", ns, selector)
-		if err != nil {
-			return err
-		}
-		o.draining[n] = len(pods) > 0
-	}
-	return nil
-}
-
-// readReplicas decodes the observed replicas of the ordinals in use and the old revisions they run.
-func (o *roleObservation) readReplicas(observed map[resource.Name]resource.ObservedComposed) error {
-	for n := range o.spec.Replicas {
-		obs := observed[replicaResource(n)].Resource
-		if obs == nil {
-			continue
-		}
-		// The slot keeps its revision: its small spec is rendered again, read off the object.
-		replica := &v1alpha1.ModelReplica{Spec: o.newReplica(n)}
-		spec, _ := obs.Object["spec"].(map[string]any)
-		if err := xfn.Decode(obs.Object, replica); err != nil || spec == nil {
-			return fmt.Errorf("cannot read ModelReplica %s: %w", obs.GetName(), err)
 		}
 		o.replicas[n] = replica
 		rev := replica.Spec.Revision
@@ -116,6 +100,11 @@ func (o *roleObservation) readReplicas(observed map[resource.Name]resource.Obser
 			if err := o.readRevision(rev, old); err != nil {
 				return err
 			}
+		}
+	}
+	for n, r := range o.replicas {
+		if obs := observed[replicaResource(n)].Resource; obs != nil && obs.GetName() == r.Name {
+			o.composed[n] = true
 		}
 	}
 	return nil
@@ -130,52 +119,59 @@ func (o *roleObservation) readRevision(rev string, obj *composed.Unstructured) e
 	return nil
 }
 
-// newReplica is the spec of a replica created in slot n now: on the current revision.
-func (o *roleObservation) newReplica(n int32) v1alpha1.ModelReplicaSpec {
-	spec := o.spec
-	return v1alpha1.ModelReplicaSpec{
-		DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: n,
-		Revision: spec.Revision, RevisionName: naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
-		ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
+// NewReplica is the ModelReplica the rollout controller creates in an empty slot of role: on the
+// role's current revision, controlled by the role. Its name is generated: a replacement must never
+// collide with the object it replaces while that one is still being deleted.
+func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica {
+	spec := role.Spec
+	meta := objectMeta(role.Namespace, "", naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, ordinal))
+	meta.GenerateName = naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, ordinal)
+	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
+		Name: role.Name, UID: role.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	return &v1alpha1.ModelReplica{
+		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
+		ObjectMeta: meta,
+		Spec: v1alpha1.ModelReplicaSpec{
+			DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: ordinal,
+			Revision: spec.Revision, RevisionName: naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
+			ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
+		},
 	}
-}
-
-// desiredReplica is one ModelReplica the role step composes.
-type desiredReplica struct {
-	spec  v1alpha1.ModelReplicaSpec
-	ready bool
 }
 
 // rolePlan is what the role step writes.
 type rolePlan struct {
-	replicas  map[int32]desiredReplica
+	// composed are the replicas Crossplane composed, kept as they are.
+	composed  map[int32]v1alpha1.ModelReplicaSpec
 	revisions map[string]runtime.RawExtension
 	status    v1alpha1.ModelRoleStatus
 }
 
-// planRole fills each slot, keeps the revisions the replicas run and counts the role's instances.
+// planRole keeps the revisions the replicas run and counts the role's instances.
 func planRole(o *roleObservation) (*rolePlan, error) {
 	current, err := currentRevision(o.spec)
 	if err != nil {
 		return nil, err
 	}
-	p := &rolePlan{replicas: map[int32]desiredReplica{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
+	p := &rolePlan{composed: map[int32]v1alpha1.ModelReplicaSpec{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
 	var ready, upToDate int32
 	quota := map[string]int32{}
 	for n := range o.spec.Replicas {
-		r, state := o.slot(n)
-		quota[state]++
+		quota[o.slotState(n)]++
+		r := o.replicas[n]
 		if r == nil {
-			continue // the departed replica's Pods are still on the API server
+			continue
 		}
-		p.replicas[n] = *r
-		if data, ok := o.revisions[r.spec.Revision]; ok {
-			p.revisions[r.spec.Revision] = data
+		if o.composed[n] {
+			p.composed[n] = r.Spec
 		}
-		if r.ready {
+		if data, ok := o.revisions[r.Spec.Revision]; ok {
+			p.revisions[r.Spec.Revision] = data
+		}
+		if statusReady(r.Status.ConditionedStatus) {
 			ready++
 		}
-		if r.spec.UpToDate(o.spec) {
+		if r.Spec.UpToDate(o.spec) {
 			upToDate++
 		}
 	}
@@ -200,22 +196,16 @@ func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
 	}
 }
 
-// slot decides slot n: its observed replica stays on its revision; while the departed replica's
-// Pods remain it stays empty (nil); otherwise a replica is created on the current revision. state
-// is the slot's admission state.
-func (o *roleObservation) slot(n int32) (r *desiredReplica, state string) {
-	obs := o.replicas[n]
-	switch {
-	case obs != nil:
-		state = QuotaInFlight
-		if obs.Status.Quota != "" {
-			state = obs.Status.Quota
-		}
-		return &desiredReplica{spec: obs.Spec, ready: statusReady(obs.Status.ConditionedStatus)}, state
-	case o.draining[n]:
-		return nil, QuotaTerminating
+// slotState is slot n's admission state: its standing replica's, Terminating while its departed
+// replica is still being deleted, in flight while its replica is being created.
+func (o *roleObservation) slotState(n int32) string {
+	switch r := o.replicas[n]; {
+	case r != nil && r.Status.Quota != "":
+		return r.Status.Quota
+	case r == nil && o.leaving[n]:
+		return QuotaTerminating
 	}
-	return &desiredReplica{spec: o.newReplica(n)}, QuotaInFlight // a replica not yet observed has no Pods
+	return QuotaInFlight
 }
 
 // writeRole composes the replicas and revisions and writes the role's status.
@@ -225,11 +215,10 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
 	ns, spec := o.namespace, o.spec
-	// Every replica is composed as ready and the role's readiness is stated once, below: Crossplane
-	// records an event for each unready composed resource on every reconcile, which for a role of
-	// hundreds of replicas coming up is hundreds of events per pass.
-	for n, r := range p.replicas {
-		if desired[replicaResource(n)], err = xfn.Composed(modelReplica(ns, r.spec), true); err != nil {
+	// A composed replica is composed as ready and the role's readiness is stated once, below:
+	// Crossplane records an event for each unready composed resource on every reconcile.
+	for n, spec := range p.composed {
+		if desired[replicaResource(n)], err = xfn.Composed(composedReplica(ns, spec), true); err != nil {
 			return err
 		}
 	}
@@ -258,14 +247,13 @@ func replicaResource(ordinal int32) resource.Name {
 	return resource.Name(replicaResourcePrefix + strconv.Itoa(int(ordinal)))
 }
 
-// modelReplica is the internal composite of one replica. Its name is generated: a replacement must
-// never collide with the object it replaces while that one is still being deleted.
-func modelReplica(namespace string, spec v1alpha1.ModelReplicaSpec) *v1alpha1.ModelReplica {
-	meta := objectMeta(namespace, "", naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal))
-	meta.GenerateName = naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, spec.Ordinal)
+// composedReplica is a replica Crossplane composed, as it composes it again (Crossplane keeps the
+// observed name).
+func composedReplica(namespace string, spec v1alpha1.ModelReplicaSpec) *v1alpha1.ModelReplica {
 	return &v1alpha1.ModelReplica{
-		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
-		ObjectMeta: meta,
-		Spec:       spec,
+		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, spec.Ordinal),
+			Labels: naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal)},
+		Spec: spec,
 	}
 }

@@ -108,15 +108,20 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 		}
 	}
 	all := []Output{*out}
-	cluster = slices.Clone(cluster) // what this composite composes is visible below it, not to the caller
+	// What this composite composes, and what a controller creates for it, is visible below it, not
+	// to the caller; each of those that is itself a composite is rendered in turn.
+	cluster = slices.Clone(cluster)
+	var children []*unstructured.Unstructured
 	for _, c := range out.Composed {
-		cluster = append(cluster, c.Object)
+		children = append(children, c.Object)
 	}
-	for _, c := range out.Composed {
-		if _, ok := e.compositions[c.Object.GetAPIVersion()+"/"+c.Object.GetKind()]; !ok {
+	children = append(children, out.Materialized...)
+	cluster = append(cluster, children...)
+	for _, c := range children {
+		if _, ok := e.compositions[c.GetAPIVersion()+"/"+c.GetKind()]; !ok {
 			continue
 		}
-		child := c.Object.DeepCopy()
+		child := c.DeepCopy()
 		if child.GetName() == "" {
 			// Offline there is no API server to generate a name; the generateName stem stands in.
 			child.SetName(strings.TrimSuffix(child.GetGenerateName(), "-"))

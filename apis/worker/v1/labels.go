@@ -33,9 +33,6 @@ const (
 	// AnnotationReplacing on a ModelRole remembers the ordinal whose replacement is unresolved, so a
 	// restarted rollout controller resumes the same replacement.
 	AnnotationReplacing = "worker.gpustack.ai/replacing"
-	// AnnotationVacated on a ModelRole lists the ordinals whose departed replicas' Pods are all gone
-	// and which are not refilled yet; the change wakes Crossplane to refill them.
-	AnnotationVacated = "worker.gpustack.ai/vacated"
 
 	// FinalizerInstanceMembers keeps a replica's headless Service until the replica's members are
 	// gone, so a departing member still resolves its peers while it drains.
