@@ -37,6 +37,15 @@ func member(ordinal int32, group string) *corev1.Pod {
 	}}}
 }
 
+// admitted is a Workload Kueue admitted with this check Ready.
+func admitted(name string, at time.Time) *kueue.Workload {
+	wl := held(name, at)
+	wl.Status.Conditions = append(wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+	wl.Status.AdmissionChecks[0].State = kueue.CheckStateReady
+	wl.Status.AdmissionChecks[0].Message = "all 2 replica groups of the deployment hold quota; admitted together"
+	return wl
+}
+
 // parkedAtGen marks a Workload parked at a deployment generation.
 func parkedAtGen(wl *kueue.Workload, generation string) *kueue.Workload {
 	wl.Annotations = map[string]string{workerv1.AnnotationParkedGeneration: generation}
@@ -77,6 +86,12 @@ func TestReconcile(t *testing.T) {
 				"a": "Ready: all 2 replica groups of the deployment hold quota; admitted together",
 				"b": "Ready: all 2 replica groups of the deployment hold quota; admitted together"},
 			events: []string{"Normal ReplicaSetAdmitted all 2 replica groups of the deployment hold quota; admitted together"}},
+		{rule: "an admitted member keeps its Ready check while a replacement in the set waits for quota",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), admitted("a", t0), queued("b")}, now: t0.Add(time.Minute),
+			checks: map[string]string{
+				"a": "Ready: all 2 replica groups of the deployment hold quota; admitted together",
+				"b": "Pending: held until the whole set has reserved quota: 1 of 2 replica groups still lack quota (server 1 of 2)"},
+			requeue: DefaultParkAfter},
 		{rule: "a settled set held past the park time is parked rather than held",
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: later,
 			checks: map[string]string{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -102,10 +103,17 @@ func park(members []*kueue.Workload, v Verdict, generation string, now time.Time
 	return p
 }
 
-// hold writes the verdict on every member that carries the check; the set turning Ready is counted
-// and reported once, and a waiting set is looked at again when it would be parked.
+// hold writes the verdict on every member that carries the check and is not admitted yet; the set
+// turning Ready is counted and reported once, and a waiting set is looked at again when it would be
+// parked. An admitted member keeps its Ready check: a replacement or a new replica joining the set
+// leaves every surviving replica's admission untouched (and rewriting it would cost a write per
+// member on each change of the set).
 func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
-	p := plan{writes: checkWrites(now, members, v.State, v.Message, true), requeueAfter: v.ParkIn}
+	waiting := slices.DeleteFunc(slices.Clone(members), func(m *kueue.Workload) bool {
+		s := CheckState(m, CheckName)
+		return s != nil && s.State == kueue.CheckStateReady && apimeta.IsStatusConditionTrue(m.Status.Conditions, kueue.WorkloadAdmitted)
+	})
+	p := plan{writes: checkWrites(now, waiting, v.State, v.Message, true), requeueAfter: v.ParkIn}
 	for _, m := range members {
 		if s := CheckState(m, CheckName); s != nil && v.Admitted && s.State != kueue.CheckStateReady {
 			p.admitted = true

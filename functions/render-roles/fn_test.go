@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/stretchr/testify/assert"
@@ -246,11 +247,29 @@ func TestRoleStep(t *testing.T) {
 		}
 		rsp := run(t, request{composite: role, required: replicas(false)})
 		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady())
-		assert.NotNil(t, rsp.GetMeta().GetTtl(), "a role keeps its TTL: its watch circuit breaker may drop the events it waits for")
 		rsp = run(t, request{composite: role, required: replicas(true)})
 		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
 		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
 		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
+	})
+	t.Run("a converging role, or one whose watch circuit is open, is rendered again within seconds; a settled one within the minute", func(t *testing.T) {
+		replicas := func(ready bool) map[string][]string {
+			return withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "newrevisio", true), replicaOf("c", 2, "newrevisio", ready))
+		}
+		breakerOpen := replaceOnce(role, "spec:", "status: {conditions: [{type: Responsive, status: \"False\", reason: WatchCircuitOpen}]}\nspec:")
+		for _, tc := range []struct {
+			rule      string
+			composite string
+			ready     bool
+			ttl       time.Duration
+		}{
+			{"a replica not ready yet", role, false, renderroles.ConvergingTTL},
+			{"every replica ready", role, true, time.Minute},
+			{"every replica ready, the watch circuit open", breakerOpen, true, renderroles.ConvergingTTL},
+		} {
+			rsp := run(t, request{composite: tc.composite, required: replicas(tc.ready)})
+			assert.Equal(t, tc.ttl, rsp.GetMeta().GetTtl().AsDuration(), tc.rule)
+		}
 	})
 	t.Run("counts a slot whose replica is being deleted as Terminating and an empty one as in flight", func(t *testing.T) {
 		rsp := run(t, request{composite: role, required: withReplicas(

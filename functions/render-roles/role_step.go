@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/types/known/durationpb"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +36,13 @@ const (
 // re-apply every one of them on each of its reconciles); a replica Crossplane composed before that
 // stays composed until it leaves, since dropping it from the composition would delete it.
 var roleStep = phases(observeRole, planRole, writeRole)
+
+// ConvergingTTL is how soon a role that is not ready, or whose watch circuit breaker is open, is
+// rendered again. Its replicas coming up send it about a dozen events each (Crossplane's own writes
+// to each new replica, the members controller's reports), enough to open the breaker of a role of a
+// few dozen replicas, which then drops the events its readiness and its spec edits arrive by; the
+// deployment's readiness waits on the role's. A settled role keeps the function's minute.
+const ConvergingTTL = 5 * time.Second
 
 // replicasRequirement names the role's ModelReplicas among a request's required resources.
 const replicasRequirement = "replicas"
@@ -239,7 +250,11 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 	if err := xfn.SetDesiredStatus(req, rsp, xr, &p.status); err != nil {
 		return err
 	}
-	xfn.SetDesiredReady(rsp, *p.status.Ready == spec.Replicas)
+	ready := *p.status.Ready == spec.Replicas
+	xfn.SetDesiredReady(rsp, ready)
+	if !ready || xr.Resource.GetCondition(xpv1.TypeResponsive).Status == corev1.ConditionFalse {
+		rsp.Meta.Ttl = durationpb.New(ConvergingTTL)
+	}
 	return nil
 }
 
