@@ -59,52 +59,28 @@ type Width struct {
 // --nnodes spreads the ranks over that many hosts, one host per member.
 func MemberWidth(e workerv1.Engine, args []string, env []workerv1.ModelDeploymentEnvVar) Width {
 	d := degreeFlags[e]
-	w := widthFlags[e]
-	read := func(names []string, least int64) (int64, string, bool) {
-		v, ok := FlagValue(args, names...)
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil || n < least {
-			return 1, "", false
-		}
-		return n, lastSpelling(args, names), true
-	}
 	product := big.NewInt(1)
 	var terms []string
-	multiply := func(label string, n int64, how string, always bool) {
+	multiply := func(label string, n int64, how string) {
 		product.Mul(product, big.NewInt(n))
-		if always || how != "" {
-			term := fmt.Sprintf("%s %d", label, n)
-			if how != "" && !always {
-				term += " (" + how + ")"
-			}
-			terms = append(terms, term)
+		term := fmt.Sprintf("%s %d", label, n)
+		if how != "" {
+			term += " (" + how + ")"
 		}
+		terms = append(terms, term)
 	}
-	tp, _, _ := read(d.tp, 1)
-	pp, _, _ := read(d.pp, 1)
-	multiply("tensor-parallel", tp, "", true)
-	multiply("pipeline-parallel", pp, "", true)
-	if pcp, how, ok := read(d.pcp, 1); ok {
-		multiply("prefill-context-parallel", pcp, how, false)
+	tp, _, _ := readDegree(args, d.tp, 1)
+	pp, _, _ := readDegree(args, d.pp, 1)
+	multiply("tensor-parallel", tp, "")
+	multiply("pipeline-parallel", pp, "")
+	if pcp, how, ok := readDegree(args, d.pcp, 1); ok {
+		multiply("prefill-context-parallel", pcp, how)
 	}
-	switch e {
-	case workerv1.EngineVLLM:
-		if local, how, ok := read(w.dpLocal, 0); ok {
-			multiply("data-parallel local", local, how, false)
-		} else if HasFlag(args, w.dpRank...) {
-			multiply("data-parallel", 1, "one external rank per member", false)
-		} else if dp, how, ok := read(d.dp, 1); ok && dp > 1 {
-			multiply("data-parallel", dp, how, false)
-		} else if dp, ok := envDegree(env, "VLLM_DP_SIZE"); ok && dp > 1 {
-			multiply("data-parallel", dp, "VLLM_DP_SIZE", false)
-		}
-	case workerv1.EngineSGLang:
-		if dp, how, ok := read(d.dp, 1); ok && !HasFlag(args, w.dpAttention...) {
-			multiply("data-parallel", dp, how, false)
-		}
+	if dp, label, how, ok := dataParallelOnMember(e, args, env); ok {
+		multiply(label, dp, how)
 	}
 	degrees := strings.Join(terms, " × ")
-	if nnodes, how, ok := read(w.nnodes, 1); ok && nnodes > 1 {
+	if nnodes, how, ok := readDegree(args, widthFlags[e].nnodes, 1); ok && nnodes > 1 {
 		// Ceiling division: the host carrying the remainder is the one that must fit.
 		n := big.NewInt(nnodes)
 		product.Add(product, new(big.Int).Sub(n, big.NewInt(1)))
@@ -112,6 +88,43 @@ func MemberWidth(e workerv1.Engine, args []string, env []workerv1.ModelDeploymen
 		degrees += fmt.Sprintf(" ÷ %d hosts (%s)", nnodes, how)
 	}
 	return Width{Cards: product, Degrees: degrees}
+}
+
+// dataParallelOnMember is how many data-parallel ranks one member runs, when its command line or
+// environment declares any, with the term's label and the spelling it came from.
+func dataParallelOnMember(e workerv1.Engine, args []string, env []workerv1.ModelDeploymentEnvVar) (n int64, label, how string, ok bool) {
+	d, w := degreeFlags[e], widthFlags[e]
+	switch e {
+	case workerv1.EngineVLLM:
+		if local, how, ok := readDegree(args, w.dpLocal, 0); ok {
+			return local, "data-parallel local", how, true
+		}
+		if HasFlag(args, w.dpRank...) {
+			return 1, "data-parallel", "one external rank per member", true
+		}
+		if dp, how, ok := readDegree(args, d.dp, 1); ok && dp > 1 {
+			return dp, "data-parallel", how, true
+		}
+		if dp, ok := envDegree(env, "VLLM_DP_SIZE"); ok && dp > 1 {
+			return dp, "data-parallel", "VLLM_DP_SIZE", true
+		}
+	case workerv1.EngineSGLang:
+		if dp, how, ok := readDegree(args, d.dp, 1); ok && !HasFlag(args, w.dpAttention...) {
+			return dp, "data-parallel", how, true
+		}
+	}
+	return 0, "", "", false
+}
+
+// readDegree reads a degree of at least least, with the spelling it was passed in; an unreadable or
+// absent one is the default 1.
+func readDegree(args, names []string, least int64) (int64, string, bool) {
+	v, ok := FlagValue(args, names...)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil || n < least {
+		return 1, "", false
+	}
+	return n, lastSpelling(args, names), true
 }
 
 // envDegree reads a degree an engine takes from its environment.

@@ -568,6 +568,62 @@ func TestExemptions(t *testing.T) {
 		refused(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(nil)}), "spec.roles[0].extraArgs", "over its 1 accelerator(s)")
 		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(func(it *workerv1.InstanceType) { it.Spec.Acceleratable = false })}))
 	})
+	t.Run("the update that clears the finalizer of a deployment being deleted is admitted whatever its stored spec holds", func(t *testing.T) {
+		stored := deployment(func(md *workerv1.ModelDeployment) {
+			kvCache(md)
+			md.DeletionTimestamp = &metav1.Time{}
+			md.Finalizers = []string{"finalizer.apiextensions.crossplane.io"}
+		}, role("s", "", args("--kv-cache-dtype=fp8")))
+		released := stored.DeepCopy()
+		released.Finalizers = nil
+		assert.Empty(t, validation.ValidateUpdate(released, stored, validation.Cluster{}))
+		// Near-misses: an edit of the spec in the deletion window, or a finalizer change on a live
+		// object, is judged as any update.
+		edited := released.DeepCopy()
+		edited.Spec.Roles[0].Replicas = 2
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs[0]", "carries the KVCachePoolBinding's dtype")
+		live, liveStored := released.DeepCopy(), stored.DeepCopy()
+		live.DeletionTimestamp, liveStored.DeletionTimestamp = nil, nil
+		refused(t, validation.ValidateUpdate(live, liveStored, validation.Cluster{}), "spec.roles[0].extraArgs[0]", "carries the KVCachePoolBinding's dtype")
+	})
+	t.Run("adding a router that makes a passed --port a reserved one is refused", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", args("--port=5557")))
+		routed := stored.DeepCopy()
+		llmd(routed)
+		refused(t, validation.ValidateUpdate(routed, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "port 5557 is reserved", "spec.router names llm-d-router", "[5557 5558]")
+		clear := deployment(nil, role("s", "", args("--port=5559")))
+		clearRouted := clear.DeepCopy()
+		llmd(clearRouted)
+		assert.Empty(t, validation.ValidateUpdate(clearRouted, clear, validation.Cluster{}))
+	})
+	t.Run("a stored --port collision is left alone until an edit changes it", func(t *testing.T) {
+		stored := deployment(llmd, role("s", "", args("--port=5557")))
+		untouched := stored.DeepCopy()
+		untouched.Spec.Roles[0].ExtraArgs = []string{"--port", "5557", "--max-model-len", "8192"}
+		assert.Empty(t, validation.ValidateUpdate(untouched, stored, validation.Cluster{}))
+		moved := stored.DeepCopy()
+		moved.Spec.Roles[0].ExtraArgs = []string{"--port=5558"}
+		refused(t, validation.ValidateUpdate(moved, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "port 5558 is reserved")
+	})
+	t.Run("a stored width is judged again when VLLM_DP_SIZE moves", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", cards("4"), args("-tp", "4")))
+		edited := stored.DeepCopy()
+		edited.Spec.Roles[0].Env = []workerv1.ModelDeploymentEnvVar{{Name: "VLLM_DP_SIZE", Value: "2"}}
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "parallel width of 8")
+	})
+	t.Run("one partitioned card on a type with no whole cards is admitted; a whole card there is not", func(t *testing.T) {
+		partitionsOnly := h100(func(it *workerv1.InstanceType) {
+			it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("0"))
+			it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{
+				Physical: &workerv1.PhysicalPartitioning{Count: 7, Profiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 7}}}}
+		})
+		partition := deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+			r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", Accelerator: ptr.To(resource.MustParse("1"))}
+		}))
+		assert.Empty(t, validation.ValidateCreate(partition, validation.Cluster{InstanceTypes: partitionsOnly}))
+		whole := deployment(nil, role("s", "", cards("1")))
+		refused(t, validation.ValidateCreate(whole, validation.Cluster{InstanceTypes: partitionsOnly}), "spec.roles[0].resources.accelerator", "0 whole accelerators in all")
+	})
 	t.Run("extraArgs beside a take-over command is inert", func(t *testing.T) {
 		md := deployment(nil, role("s", "", args("--kv-transfer-config", "{}"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"vllm", "serve", "x"} }))
 		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{}))
