@@ -36,7 +36,7 @@ func ValidateCreate(md *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 
 // ValidateUpdate judges an edit of a stored deployment. Rules added after an object was stored do not
 // strand it: a role the object already had keeps its name, and a stored --port is judged only when an
-// edit changes it.
+// edit changes it. The update that releases a deleted deployment's finalizers is always admitted.
 func ValidateUpdate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	if releasesFinalizersOnly(md, old) {
 		return nil
