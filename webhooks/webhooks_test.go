@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -68,4 +69,24 @@ func TestDefaulterPatchesOnlyTheAcceleratorCount(t *testing.T) {
 	assert.Equal(t, "add", rsp.Patches[0].Operation)
 	assert.Equal(t, "/spec/roles/0/resources", rsp.Patches[0].Path)
 	assert.Equal(t, map[string]any{"accelerator": "1"}, rsp.Patches[0].Value)
+}
+
+// Crossplane releases a deleted deployment by an update that only drops its finalizer; the stored
+// spec, whatever it holds, must not refuse it, and no InstanceType is read for it.
+func TestValidatorAdmitsTheFinalizerReleaseOfADeploymentBeingDeleted(t *testing.T) {
+	v := &webhooks.Validator{Reader: reader(t)}
+	stored := `{"apiVersion":"worker.gpustack.ai/v1","kind":"ModelDeployment",
+ "metadata":{"name":"qwen","namespace":"team-a","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":%s},
+ "spec":{"model":{"name":"m"},"engine":{"name":"vLLM","image":"i"},"kvCache":{"poolRef":{"name":"b"}},
+  "roles":[{"name":"server","instanceType":"gone","extraArgs":["--kv-cache-dtype=fp8"]%s}]}}`
+	review := func(newFinalizers, newRole string) admission.Response {
+		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update,
+			Object:    runtime.RawExtension{Raw: []byte(fmt.Sprintf(stored, newFinalizers, newRole))},
+			OldObject: runtime.RawExtension{Raw: []byte(fmt.Sprintf(stored, `["finalizer.apiextensions.crossplane.io"]`, ""))}}}
+		return v.Handle(context.Background(), req)
+	}
+	assert.True(t, review(`[]`, "").Allowed, "the finalizer release is admitted")
+	rsp := review(`[]`, `,"replicas":2`)
+	require.False(t, rsp.Allowed, "an edit of the spec in the deletion window is judged")
+	assert.Contains(t, rsp.Result.Message, "carries the KVCachePoolBinding's dtype")
 }

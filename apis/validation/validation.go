@@ -5,11 +5,14 @@ package validation
 
 import (
 	"fmt"
+	"maps"
+	"math/big"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -33,9 +36,29 @@ func ValidateCreate(md *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 
 // ValidateUpdate judges an edit of a stored deployment. Rules added after an object was stored do not
 // strand it: a role the object already had keeps its name, and a stored --port is judged only when an
-// edit changes it.
+// edit changes it. The update that releases a deleted deployment's finalizers is always admitted.
 func ValidateUpdate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	if releasesFinalizersOnly(md, old) {
+		return nil
+	}
 	return validate(md, old, c)
+}
+
+// releasesFinalizersOnly reports an update of a deployment being deleted that changes nothing but its
+// finalizers: the step that completes its teardown. No rule may refuse it, whatever the stored spec
+// holds (a stored --kv-cache-dtype included), or the object could never be released.
+func releasesFinalizersOnly(md, old *workerv1.ModelDeployment) bool {
+	if md.DeletionTimestamp == nil || old == nil {
+		return false
+	}
+	withoutFinalizers := func(o *workerv1.ModelDeployment) *workerv1.ModelDeployment {
+		c := o.DeepCopy()
+		// The API server's own bookkeeping moves on every write; it is no edit of the user's.
+		c.Finalizers, c.ResourceVersion, c.ManagedFields, c.Generation = nil, "", nil, 0
+		c.Status = workerv1.ModelDeploymentStatus{}
+		return c
+	}
+	return equality.Semantic.DeepEqual(withoutFinalizers(md), withoutFinalizers(old))
 }
 
 func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
@@ -52,6 +75,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	errs = append(errs, validateKinds(md, roles)...)
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
+	errs = append(errs, validateRoutedPorts(md, roles)...)
 	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
@@ -59,9 +83,11 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		errs = append(errs, validateOwnedKeys(md, role, path)...)
 		errs = append(errs, validateDegrees(md.Spec.Engine.Name, role, path)...)
 		if !had || portsOrArgsChanged(role, stored) {
-			errs = append(errs, validatePorts(md, role, path)...)
+			errs = append(errs, validatePortArg(md, role, path)...)
 		}
+		errs = append(errs, validateReservedPorts(md, role, path, storedCollision(old, stored, had))...)
 		errs = append(errs, validateResources(role, path)...)
+		errs = append(errs, validateVolumes(role, path)...)
 		if !had || !sameFabricPath(md, old, role, stored) {
 			errs = append(errs, validateInterface(md, role, path)...)
 		}
@@ -124,7 +150,7 @@ func validateKinds(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorL
 	return errs
 }
 
-// serviceClaim is one Service name a role derives.
+// serviceClaim is one Service name a role (or, with no role, the router) derives.
 type serviceClaim struct {
 	role, what string
 }
@@ -151,13 +177,25 @@ func validateServiceNames(md *workerv1.ModelDeployment, roles *field.Path, had m
 			}
 		}
 	}
+	if md.Spec.Router != nil {
+		// Every object of the router, its Service included, is named <md>-router.
+		router := naming.RouterName(md.Name)
+		claims[router] = append(claims[router], serviceClaim{"", "spec.router"})
+	}
 	names := make([]string, 0, len(claims))
 	for n := range claims {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if c := claims[n]; len(c) > 1 {
+		c := claims[n]
+		switch {
+		case len(c) < 2:
+		case c[1].role == "": // the router's claim comes last
+			errs = append(errs, field.Invalid(roles, n, fmt.Sprintf(
+				"role %q (%s) and spec.router (its Service and every router object) would both own the name %q; rename the role",
+				c[0].role, c[0].what, n)))
+		default:
 			errs = append(errs, field.Invalid(roles, n, fmt.Sprintf(
 				"roles %q (%s) and %q (%s) would both own the Service %q; rename one of the roles",
 				c[0].role, c[0].what, c[1].role, c[1].what, n)))
@@ -229,6 +267,20 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 				role.Name, flag, v, path.Child("command"))))
 		}
 	}
+	bounds := engine.WidthFlagBounds(e)
+	for _, flag := range slices.Sorted(maps.Keys(bounds)) {
+		v, set := engine.FlagValue(args, flag)
+		if !set {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n < bounds[flag] {
+			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
+				"role %q passes %s %q, which is not a whole number of at least %d; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+				role.Name, flag, v, bounds[flag], path.Child("command"))))
+		}
+	}
+	// The spec refuses a malformed VLLM_DP_SIZE outright, even beside a --data-parallel-size that
+	// makes the engine ignore it: a later edit dropping the flag would make it the degree.
 	if e == workerv1.EngineVLLM {
 		for j, env := range role.Env {
 			if env.Name != "VLLM_DP_SIZE" {
@@ -248,47 +300,136 @@ func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
 		!slices.Equal(role.Command, stored.Command)
 }
 
-// validatePorts: a --port the engine reads must agree with the first declared port (a managed
-// decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port), and no
-// declared port may be one mdplane synthesizes a listener on.
-func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
+// validatePortArg: a --port the engine reads must agree with the first declared port (a managed
+// decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port).
+func validatePortArg(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	argsField := path.Child(role.EngineArgsField())
 	portArg, hasPort := engine.PortArg(role)
 	proxied := engine.BehindRoutingProxy(md.Spec.Router, role)
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
-		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
+		return field.ErrorList{field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
-			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port)))
+			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port))}
 	}
+	return nil
+}
+
+// reservedPortArg is the --port a role passes when it lands on a port mdplane reserves on the role:
+// the engine reads it only when the role declares no ports, and a replaced command reserves nothing.
+func reservedPortArg(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) (string, bool) {
+	portArg, hasPort := engine.PortArg(role)
+	if !hasPort || len(role.Ports) > 0 || role.TakesOver() {
+		return "", false
+	}
+	for _, r := range engine.ReservedPorts(md, role) {
+		if portArg == strconv.Itoa(int(r)) {
+			return portArg, true
+		}
+	}
+	return "", false
+}
+
+// storedCollision is the reserved --port the stored role already passed, if any: the spec leaves a
+// stored collision alone until an edit changes it.
+func storedCollision(old *workerv1.ModelDeployment, stored workerv1.ModelDeploymentRole, had bool) string {
+	if !had {
+		return ""
+	}
+	port, _ := reservedPortArg(old, stored)
+	return port
+}
+
+// validateReservedPorts: no declared port, and no --port of a role declaring none, may be one
+// mdplane synthesizes a listener on. A --port collision the stored object already had is left alone
+// until an edit changes it; one an edit creates (another port, or a router added) is refused.
+func validateReservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path, stored string) field.ErrorList {
 	reserved := engine.ReservedPorts(md, role)
 	if len(reserved) == 0 {
-		return errs
+		return nil
 	}
+	var errs field.ErrorList
 	set := fmt.Sprint(reserved)
 	where := ""
 	if md.Spec.Router != nil {
 		where = fmt.Sprintf(" (spec.router names %s)", md.Spec.Router.Name)
 	}
 	for k, p := range role.Ports {
-		for _, r := range reserved {
-			if p.Port == r {
-				errs = append(errs, field.Invalid(path.Child("ports").Index(k).Child("port"), p.Port, fmt.Sprintf(
-					"port %d is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; declare another port",
-					p.Port, role.Name, where, set)))
-			}
+		if slices.Contains(reserved, p.Port) {
+			errs = append(errs, field.Invalid(path.Child("ports").Index(k).Child("port"), p.Port, fmt.Sprintf(
+				"port %d is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; declare another port",
+				p.Port, role.Name, where, set)))
 		}
 	}
-	if len(role.Ports) == 0 && hasPort && !role.TakesOver() {
-		for _, r := range reserved {
-			if portArg == strconv.Itoa(int(r)) {
-				errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
-					"port %s is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; pass another port",
-					portArg, role.Name, where, set)))
-			}
+	if portArg, collides := reservedPortArg(md, role); collides && portArg != stored {
+		errs = append(errs, field.Invalid(path.Child(role.EngineArgsField()), "--port "+portArg, fmt.Sprintf(
+			"port %s is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; pass another port",
+			portArg, role.Name, where, set)))
+	}
+	return errs
+}
+
+// validateVolumes: two volumes mounted at one path make a Pod the API server refuses, so the render
+// could never create the role's replicas. Entries naming no source are not mounted.
+func validateVolumes(role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	first := map[string]int{}
+	for j, v := range role.AdditionalVolumes {
+		if !namesVolumeSource(v) {
+			continue
+		}
+		if k, dup := first[v.MountPath]; dup {
+			errs = append(errs, field.Duplicate(path.Child("additionalVolumes").Index(j).Child("mountPath"), v.MountPath))
+			errs[len(errs)-1].Detail = fmt.Sprintf("%s is already mounted by %s; a container mounts one volume per path, so mount this one elsewhere or remove one of them",
+				v.MountPath, path.Child("additionalVolumes").Index(k))
+			continue
+		}
+		first[v.MountPath] = j
+	}
+	return errs
+}
+
+func namesVolumeSource(v workerv1.ModelDeploymentAdditionalVolume) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.HostPath != nil || v.EmptyDir != nil || v.PersistentVolumeClaim != nil
+}
+
+// validateRoutedPorts: a router dials every role it fronts over HTTP on one serving port (the
+// render fails otherwise), so a routed role serves over TCP, and all routed roles on the same port.
+func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorList {
+	if md.Spec.Router == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	router := md.Spec.Router.Name
+	for i, role := range md.Spec.Roles {
+		if len(role.Ports) > 0 && role.Ports[0].Protocol != "" && role.Ports[0].Protocol != corev1.ProtocolTCP {
+			errs = append(errs, field.Invalid(roles.Index(i).Child("ports").Index(0).Child("protocol"), string(role.Ports[0].Protocol), fmt.Sprintf(
+				"role %q serves on %s port %d, but spec.router (%s) reaches its roles over HTTP on TCP; declare a TCP serving port first, or remove the router",
+				role.Name, role.Ports[0].Protocol, role.Ports[0].Port, router)))
+		}
+	}
+	firstRole, firstPort := -1, int32(0)
+	for i, role := range md.Spec.Roles {
+		_, port := engine.ServingPorts(role)
+		if firstRole < 0 {
+			firstRole, firstPort = i, port
+			continue
+		}
+		if port != firstPort {
+			errs = append(errs, field.Invalid(servingPortField(role, roles.Index(i)), port, fmt.Sprintf(
+				"role %q serves on port %d and role %q on port %d, but spec.router (%s) reaches every role on one serving port; serve all roles on one port (ports[0] or --port), or remove the router",
+				role.Name, port, md.Spec.Roles[firstRole].Name, firstPort, router)))
 		}
 	}
 	return errs
+}
+
+// servingPortField is where a role's serving port comes from: its first declared port, else the
+// --port its engine reads.
+func servingPortField(role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
+	if len(role.Ports) > 0 {
+		return path.Child("ports").Index(0).Child("port")
+	}
+	return path.Child(role.EngineArgsField())
 }
 
 // validateResources: a fabric interface count is a whole, non-negative number; one accelerator cannot
@@ -306,6 +447,11 @@ func validateResources(role workerv1.ModelDeploymentRole, path *field.Path) fiel
 				"interface is a whole, non-negative number of fabric interfaces per Pod"))
 		}
 	}
+	if sharesOneCard(res) && res.Accelerator != nil && res.Accelerator.Cmp(resource.MustParse("1")) > 0 {
+		errs = append(errs, field.Invalid(p.Child("accelerator"), res.Accelerator.String(), fmt.Sprintf(
+			"a logical slice or a partition profile is a share of one accelerator, not of %s; request accelerator: 1 with the slice or partition, or whole accelerators without one",
+			res.Accelerator.String())))
+	}
 	if res.AcceleratorPartitionedProfile != "" && (res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil) {
 		errs = append(errs, field.Invalid(p.Child("acceleratorPartitionedProfile"), res.AcceleratorPartitionedProfile, fmt.Sprintf(
 			"a partition profile together with %s or %s: one accelerator cannot serve both; request a partition or a slice",
@@ -314,24 +460,37 @@ func validateResources(role workerv1.ModelDeploymentRole, path *field.Path) fiel
 	return errs
 }
 
-// fabricPath is the transport a role's fabric interfaces would serve: the protocol of the direct
-// prefill/decode transfer its engine is given, and whether a cache pool is bound (whose backend's
-// group protocol the webhook cannot read: no backend type is published to it).
+// sharesOneCard reports a request for a logical slice or a partition: one card's share, never whole
+// cards.
+func sharesOneCard(res *workerv1.ModelDeploymentRoleResources) bool {
+	return res != nil && (res.AcceleratorPartitionedProfile != "" || res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil)
+}
+
+// fabricPath is the transport a role's fabric interfaces would serve. Both transports a managed role
+// can be given — the direct prefill/decode transfer and the cache pool's client — speak the
+// deployment's spec.kvTransfer.protocol (unset is TCP): the cache client is rendered on it too. A
+// replaced command is given neither.
 type fabricPath struct {
 	leg      bool
+	client   bool
 	protocol workerv1.TransferProtocol
-	pooled   bool
 }
 
 func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) fabricPath {
 	p := fabricPath{
-		leg:    engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
-		pooled: md.Spec.KVCache != nil,
+		leg:      engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
+		client:   md.Spec.KVCache != nil && !role.TakesOver(),
+		protocol: workerv1.TransferTCP,
 	}
-	if md.Spec.KVTransfer != nil {
+	if md.Spec.KVTransfer != nil && md.Spec.KVTransfer.Protocol != "" && md.Spec.KVTransfer.Protocol != workerv1.TransferAuto {
 		p.protocol = md.Spec.KVTransfer.Protocol
 	}
 	return p
+}
+
+// allocates reports whether the path has a fabric to allocate interfaces for: RDMA or EFA.
+func (p fabricPath) allocates() bool {
+	return (p.leg || p.client) && (p.protocol == workerv1.TransferRDMA || p.protocol == workerv1.TransferEFA)
 }
 
 // sameFabricPath: the interface check re-runs only for a role whose own interface request, type or
@@ -350,37 +509,40 @@ func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.Mod
 		fabricPathOf(md, role) == fabricPathOf(old, stored)
 }
 
-// validateInterface: a positive fabric interface count must have an RDMA or EFA path to allocate for.
+// validateInterface: a positive fabric interface count must have an RDMA or EFA path to allocate for:
+// a direct transfer or a cache client the role is actually given, on RDMA or EFA. A TCP client would
+// hold the device and never use it.
 func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	if role.Resources == nil || role.Resources.Interface == nil || role.Resources.Interface.Sign() <= 0 {
 		return nil
 	}
 	p := fabricPathOf(md, role)
-	if p.pooled || (p.leg && (p.protocol == workerv1.TransferRDMA || p.protocol == workerv1.TransferEFA)) {
+	if p.allocates() {
 		return nil
 	}
 	var why string
 	switch {
+	case p.leg && p.client:
+		why = fmt.Sprintf("its direct prefill/decode transfer and its cache pool client both use protocol %s (spec.kvTransfer.protocol)", p.protocol)
 	case p.leg:
-		protocol := p.protocol
-		if protocol == "" {
-			protocol = workerv1.TransferTCP
-		}
-		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", protocol)
+		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", p.protocol)
+	case p.client:
+		why = fmt.Sprintf("its only transfer path is its cache pool client, which uses protocol %s (spec.kvTransfer.protocol)", p.protocol)
 	case role.TakesOver():
-		why = "its replaced command is given no transfer and it binds no cache pool"
+		why = "its replaced command is given no transfer and no cache client"
 	default:
 		why = "it is given no direct prefill/decode transfer and binds no cache pool"
 	}
 	return field.ErrorList{field.Invalid(path.Child("resources", "interface"), role.Resources.Interface.String(), fmt.Sprintf(
-		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for: %s; set spec.kvTransfer.protocol to RDMA or EFA for a prefill/decode pair, bind a cache pool, or remove the interface request",
+		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for: %s; set spec.kvTransfer.protocol to RDMA or EFA for its transfer or cache client, or remove the interface request",
 		role.Name, why))}
 }
 
-// sameWidthInputs: a stored role's width is judged again only when its arguments or card request move.
+// sameWidthInputs: a stored role's width is judged again only when its arguments, environment
+// (VLLM_DP_SIZE) or card request move.
 func sameWidthInputs(role, stored workerv1.ModelDeploymentRole) bool {
 	return slices.Equal(role.ExtraArgs, stored.ExtraArgs) && slices.Equal(role.Command, stored.Command) &&
-		equality.Semantic.DeepEqual(role.Resources, stored.Resources) && role.InstanceType == stored.InstanceType
+		slices.Equal(role.Env, stored.Env) && equality.Semantic.DeepEqual(role.Resources, stored.Resources) && role.InstanceType == stored.InstanceType
 }
 
 // validateWidth: the tensor × pipeline ranks a role declares run on one member's own cards. A slice or
@@ -390,7 +552,7 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 	var cards int64
 	res := role.Resources
 	switch {
-	case res != nil && (res.AcceleratorPartitionedProfile != "" || res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil):
+	case sharesOneCard(res):
 		cards = 1
 	case res != nil && res.Accelerator != nil:
 		cards = res.Accelerator.Value()
@@ -399,15 +561,14 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			cards = 1
 		}
 	}
-	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
-	d := engine.ReadDegrees(md.Spec.Engine.Name, args)
-	width := int64(d.TP) * int64(d.PP)
-	if cards == 0 || width <= cards {
+	argsField := path.Child(role.EngineArgsField())
+	width := engine.MemberWidth(md.Spec.Engine.Name, role.EngineArgs(), role.Env)
+	if cards == 0 || width.Cards.Cmp(big.NewInt(cards)) <= 0 {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(argsField, width, fmt.Sprintf(
-		"role %q declares a parallel width of %d (tensor-parallel %d × pipeline-parallel %d) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %d in %s or declare smaller degrees",
-		role.Name, width, d.TP, d.PP, cards, width, path.Child("resources", "accelerator")))}
+	return field.ErrorList{field.Invalid(argsField, width.Cards.String(), fmt.Sprintf(
+		"role %q declares a parallel width of %s (%s) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %s in %s, declare smaller degrees, or spread one engine over hosts with the engine's --nnodes",
+		role.Name, width.Cards, width.Degrees, cards, width.Cards, path.Child("resources", "accelerator")))}
 }
 
 // validateTopology: requiredLevel names a node label key; the host level is implicit.
@@ -455,7 +616,11 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 			slicing[role.Kind] = it.Spec.AcceleratorGroup
 		}
 		errs = append(errs, validatePartitionProfile(it, res.AcceleratorPartitionedProfile, rp.Child("acceleratorPartitionedProfile"))...)
-		errs = append(errs, validateCards(it, res.Accelerator, users[role.InstanceType], rp.Child("accelerator"))...)
+		if !sharesOneCard(res) {
+			// A slice's or a partition's count is no whole-card request: the whole-card capacity does
+			// not bound it (a type may offer partitions and no whole card at all).
+			errs = append(errs, validateCards(it, res.Accelerator, users[role.InstanceType], rp.Child("accelerator"))...)
+		}
 	}
 	if g, ok := slicing[workerv1.RoleKindPrefill]; ok && g != "" && g == slicing[workerv1.RoleKindDecode] {
 		errs = append(errs, field.Invalid(roles, g, fmt.Sprintf(

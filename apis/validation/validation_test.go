@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -178,7 +179,7 @@ func TestRefusals(t *testing.T) {
 			refused:  deployment(nil, role("s", "", ports(8080), args("--port", "9000"))),
 			path:     "spec.roles[0].extraArgs",
 			parts:    []string{"--port 9000", "spec.roles[0].ports[0].port", "8080"},
-			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, ports(8080), args("--port", "9000"))),
+			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080), args("--port", "9000"))),
 		},
 		{
 			rule:     "a declared port mdplane reserves: KV events under llm-d-router",
@@ -215,7 +216,7 @@ func TestRefusals(t *testing.T) {
 			})),
 			path:     "spec.roles[0].resources.interface",
 			parts:    []string{"whole, non-negative number"},
-			admitted: deployment(kvCache, role("s", "", fabric("2"))),
+			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("2"))),
 		},
 		{
 			rule:     "an interface count with no RDMA or EFA path names the protocol that prevents allocation",
@@ -244,6 +245,127 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[0].extraArgs",
 			parts:    []string{"over its 1 accelerator(s) per Pod"},
 			admitted: deployment(sglang, role("s", "", sliced, args("--tp", "1"))),
+		},
+		{
+			rule:     "the width counts the data-parallel ranks a member runs",
+			refused:  deployment(nil, role("s", "", cards("4"), args("-tp", "4", "-dp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 8 (tensor-parallel 4 × pipeline-parallel 1 × data-parallel 2 (-dp))", "over its 4 accelerator(s) per Pod"},
+			admitted: deployment(nil, role("s", "", cards("4"), args("-tp", "4", "-dp", "2", "--data-parallel-size-local", "1"))),
+		},
+		{
+			rule:     "the width counts VLLM_DP_SIZE where the flag does not drive data parallelism",
+			refused:  deployment(nil, role("s", "", cards("4"), args("-tp", "4"), env("VLLM_DP_SIZE", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 8", "data-parallel 2 (VLLM_DP_SIZE)"},
+			admitted: deployment(nil, role("s", "", cards("4"), args("-tp", "4", "--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)"), env("VLLM_DP_SIZE", "2"))),
+		},
+		{
+			rule:     "the width counts prefill context parallelism; decode context parallelism reuses the tensor ranks",
+			refused:  deployment(nil, role("s", "", cards("2"), args("-tp", "2", "-pcp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 4", "prefill-context-parallel 2 (-pcp)"},
+			admitted: deployment(nil, role("s", "", cards("2"), args("-tp", "2", "-dcp", "2"))),
+		},
+		{
+			rule:     "the width counts SGLang --dp unless data-parallel attention splits the tensor ranks",
+			refused:  deployment(sglang, role("s", "", cards("4"), args("--tp", "4", "--dp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 8", "data-parallel 2 (--dp)"},
+			admitted: deployment(sglang, role("s", "", cards("4"), args("--tp", "4", "--dp", "2", "--enable-dp-attention"))),
+		},
+		{
+			rule:     "a width overflowing a machine integer is over any card count",
+			refused:  deployment(nil, role("s", "", cards("8"), args("-tp", "4294967296", "-pp", "4294967296"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 18446744073709551616"},
+			admitted: deployment(nil, role("s", "", cards("8"), args("-tp", "4", "-pp", "2"))),
+		},
+		{
+			rule:     "--nnodes spreads one engine over hosts, one member each; size alone does not",
+			refused:  deployment(sglang, role("s", "", shape(1, 2), cards("8"), args("--tp", "16"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"parallel width of 16", "size does not rescue it", "--nnodes"},
+			admitted: deployment(sglang, role("s", "", shape(1, 2), cards("8"), args("--tp", "16", "--nnodes", "2"))),
+		},
+		{
+			rule:     "a --nnodes that cannot be read",
+			refused:  deployment(nil, role("s", "", args("--nnodes", "0"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`role "s" passes --nnodes "0"`, "at least 1", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", shape(1, 2), args("--nnodes", "2"))),
+		},
+		{
+			rule:     "a malformed VLLM_DP_SIZE even where --data-parallel-size makes it irrelevant",
+			refused:  deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "two"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{"VLLM_DP_SIZE", `"two"`},
+			admitted: deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "2"))),
+		},
+		{
+			rule: "a slice or a partition for two or more cards",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", Accelerator: ptr.To(resource.MustParse("2"))}
+			})),
+			path:  "spec.roles[0].resources.accelerator",
+			parts: []string{"a share of one accelerator, not of 2", "request accelerator: 1 with the slice or partition"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorSlicedMemoryPercentage: ptr.To(int32(50)), Accelerator: ptr.To(resource.MustParse("1"))}
+			})),
+		},
+		{
+			rule:     "an interface count whose only path is a TCP cache client",
+			refused:  deployment(kvCache, role("s", "", fabric("1"))),
+			path:     "spec.roles[0].resources.interface",
+			parts:    []string{`role "s"`, "its only transfer path is its cache pool client, which uses protocol TCP", "set spec.kvTransfer.protocol to RDMA or EFA"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferEFA)(md) }, role("s", "", fabric("1"))),
+		},
+		{
+			rule: "an interface count on a replaced command beside a pool: it is given no cache client",
+			refused: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) },
+				role("s", "", fabric("1"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"serve"} })),
+			path:     "spec.roles[0].resources.interface",
+			parts:    []string{"its replaced command is given no transfer and no cache client"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("1"))),
+		},
+		{
+			rule:     "two additional volumes at one mount path",
+			refused:  deployment(nil, role("s", "", volumes("/models", "/models"))),
+			path:     "spec.roles[0].additionalVolumes[1].mountPath",
+			parts:    []string{`"/models"`, "already mounted by spec.roles[0].additionalVolumes[0]", "mount this one elsewhere"},
+			admitted: deployment(nil, role("s", "", volumes("/models", "/models-2"))),
+		},
+		{
+			rule:     "a role named router beside a router: both claim <md>-router",
+			refused:  deployment(llmd, role("router", "")),
+			path:     "spec.roles",
+			parts:    []string{`role "router" (its Service) and spec.router`, `"qwen-router"`, "rename the role"},
+			admitted: deployment(nil, role("router", "")),
+		},
+		{
+			rule:     "routed roles on different serving ports",
+			refused:  deployment(llmd, role("a", ""), role("b", "", ports(9000))),
+			path:     "spec.roles[1].ports[0].port",
+			parts:    []string{`role "b" serves on port 9000 and role "a" on port 8000`, "spec.router (llm-d-router)", "serve all roles on one port"},
+			admitted: deployment(llmd, role("a", "", ports(9000)), role("b", "", ports(9000))),
+		},
+		{
+			rule:     "routed roles on different serving ports, one moved by --port",
+			refused:  deployment(llmd, role("a", ""), role("b", "", args("--port", "9000"))),
+			path:     "spec.roles[1].extraArgs",
+			parts:    []string{`role "b" serves on port 9000`},
+			admitted: deployment(nil, role("a", ""), role("b", "", args("--port", "9000"))),
+		},
+		{
+			rule: "a routed role serving on UDP",
+			refused: deployment(llmd, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Ports = []workerv1.ModelDeploymentPort{{Port: 8000, Protocol: corev1.ProtocolUDP}}
+			})),
+			path:  "spec.roles[0].ports[0].protocol",
+			parts: []string{`role "s" serves on UDP port 8000`, "over HTTP on TCP", "declare a TCP serving port first"},
+			admitted: deployment(llmd, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Ports = []workerv1.ModelDeploymentPort{{Port: 8000, Protocol: corev1.ProtocolTCP}, {Port: 8000, Protocol: corev1.ProtocolUDP}}
+			})),
 		},
 		{
 			rule: "a partition profile together with a slice percentage",
@@ -334,6 +456,15 @@ func h100(edit func(*workerv1.InstanceType)) map[string]*workerv1.InstanceType {
 		edit(it)
 	}
 	return map[string]*workerv1.InstanceType{"h100": it}
+}
+
+func volumes(paths ...string) func(*workerv1.ModelDeploymentRole) {
+	return func(r *workerv1.ModelDeploymentRole) {
+		for _, p := range paths {
+			r.AdditionalVolumes = append(r.AdditionalVolumes, workerv1.ModelDeploymentAdditionalVolume{MountPath: p,
+				EmptyDir: &corev1.EmptyDirVolumeSource{}})
+		}
+	}
 }
 
 func cards(n string) func(*workerv1.ModelDeploymentRole) {
@@ -436,6 +567,62 @@ func TestExemptions(t *testing.T) {
 		md := deployment(nil, role("s", "", args("-tp", "2")))
 		refused(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(nil)}), "spec.roles[0].extraArgs", "over its 1 accelerator(s)")
 		assert.Empty(t, validation.ValidateCreate(md, validation.Cluster{InstanceTypes: h100(func(it *workerv1.InstanceType) { it.Spec.Acceleratable = false })}))
+	})
+	t.Run("the update that clears the finalizer of a deployment being deleted is admitted whatever its stored spec holds", func(t *testing.T) {
+		stored := deployment(func(md *workerv1.ModelDeployment) {
+			kvCache(md)
+			md.DeletionTimestamp = &metav1.Time{}
+			md.Finalizers = []string{"finalizer.apiextensions.crossplane.io"}
+		}, role("s", "", args("--kv-cache-dtype=fp8")))
+		released := stored.DeepCopy()
+		released.Finalizers = nil
+		assert.Empty(t, validation.ValidateUpdate(released, stored, validation.Cluster{}))
+		// Near-misses: an edit of the spec in the deletion window, or a finalizer change on a live
+		// object, is judged as any update.
+		edited := released.DeepCopy()
+		edited.Spec.Roles[0].Replicas = 2
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs[0]", "carries the KVCachePoolBinding's dtype")
+		live, liveStored := released.DeepCopy(), stored.DeepCopy()
+		live.DeletionTimestamp, liveStored.DeletionTimestamp = nil, nil
+		refused(t, validation.ValidateUpdate(live, liveStored, validation.Cluster{}), "spec.roles[0].extraArgs[0]", "carries the KVCachePoolBinding's dtype")
+	})
+	t.Run("adding a router that makes a passed --port a reserved one is refused", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", args("--port=5557")))
+		routed := stored.DeepCopy()
+		llmd(routed)
+		refused(t, validation.ValidateUpdate(routed, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "port 5557 is reserved", "spec.router names llm-d-router", "[5557 5558]")
+		clear := deployment(nil, role("s", "", args("--port=5559")))
+		clearRouted := clear.DeepCopy()
+		llmd(clearRouted)
+		assert.Empty(t, validation.ValidateUpdate(clearRouted, clear, validation.Cluster{}))
+	})
+	t.Run("a stored --port collision is left alone until an edit changes it", func(t *testing.T) {
+		stored := deployment(llmd, role("s", "", args("--port=5557")))
+		untouched := stored.DeepCopy()
+		untouched.Spec.Roles[0].ExtraArgs = []string{"--port", "5557", "--max-model-len", "8192"}
+		assert.Empty(t, validation.ValidateUpdate(untouched, stored, validation.Cluster{}))
+		moved := stored.DeepCopy()
+		moved.Spec.Roles[0].ExtraArgs = []string{"--port=5558"}
+		refused(t, validation.ValidateUpdate(moved, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "port 5558 is reserved")
+	})
+	t.Run("a stored width is judged again when VLLM_DP_SIZE moves", func(t *testing.T) {
+		stored := deployment(nil, role("s", "", cards("4"), args("-tp", "4")))
+		edited := stored.DeepCopy()
+		edited.Spec.Roles[0].Env = []workerv1.ModelDeploymentEnvVar{{Name: "VLLM_DP_SIZE", Value: "2"}}
+		refused(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "parallel width of 8")
+	})
+	t.Run("one partitioned card on a type with no whole cards is admitted; a whole card there is not", func(t *testing.T) {
+		partitionsOnly := h100(func(it *workerv1.InstanceType) {
+			it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("0"))
+			it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{
+				Physical: &workerv1.PhysicalPartitioning{Count: 7, Profiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 7}}}}
+		})
+		partition := deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+			r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", Accelerator: ptr.To(resource.MustParse("1"))}
+		}))
+		assert.Empty(t, validation.ValidateCreate(partition, validation.Cluster{InstanceTypes: partitionsOnly}))
+		whole := deployment(nil, role("s", "", cards("1")))
+		refused(t, validation.ValidateCreate(whole, validation.Cluster{InstanceTypes: partitionsOnly}), "spec.roles[0].resources.accelerator", "0 whole accelerators in all")
 	})
 	t.Run("extraArgs beside a take-over command is inert", func(t *testing.T) {
 		md := deployment(nil, role("s", "", args("--kv-transfer-config", "{}"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"vllm", "serve", "x"} }))
