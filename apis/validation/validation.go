@@ -219,7 +219,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 	var errs field.ErrorList
 	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	for _, flag := range engine.DegreeFlags(e) {
-		v, set := engine.FlagValue(args, flag)
+		v, set := engine.FlagValue(e, args, flag)
 		if !set {
 			continue
 		}
@@ -248,18 +248,35 @@ func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
 		!slices.Equal(role.Command, stored.Command)
 }
 
-// validatePorts: a --port the engine reads must agree with the first declared port (a managed
-// decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port), and no
-// declared port may be one mdplane synthesizes a listener on.
+// validatePorts: a --port the engine reads, in any spelling it accepts, must agree with the first
+// declared port; a managed decoder behind llm-d-router's routing proxy is exempt (the proxy owns the
+// serving port and the engine keeps its own --port behind it), but its --port may not be one the
+// proxy or a declared port takes. No declared port may be one mdplane synthesizes a listener on.
 func validatePorts(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	argsField := path.Child(role.EngineArgsField())
-	portArg, hasPort := engine.PortArg(role)
+	e := md.Spec.Engine.Name
+	portArg, hasPort := engine.PortArg(e, role)
 	proxied := engine.BehindRoutingProxy(md.Spec.Router, role)
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
 		errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
 			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port)))
+	}
+	if own, ok := engine.OwnPort(e, role); ok && proxied {
+		service, _ := engine.ServingPorts(e, md.Spec.Router, role)
+		taken := []int32{service} // the proxy's, when the role declares none
+		if len(role.Ports) > 0 {
+			taken = taken[:0]
+			for _, p := range role.Ports {
+				taken = append(taken, p.Port)
+			}
+		}
+		if slices.Contains(taken, own) {
+			errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
+				"role %q is a decoder behind llm-d-router's routing proxy, which listens on %d; its engine's --port %s would share a port the proxy or a declared port takes (%v); pass another --port, or none and mdplane puts the engine on %d",
+				role.Name, service, portArg, taken, engine.PortBehindProxy(taken))))
+		}
 	}
 	reserved := engine.ReservedPorts(md, role)
 	if len(reserved) == 0 {
