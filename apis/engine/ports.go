@@ -9,8 +9,9 @@ import (
 // The ports mdplane decides. Every rule choosing a port a role's Pods listen on is here: the render
 // (render-roles' engine port, kv-cache's connector and routing proxy), validation and the router
 // consult it. The one place a port is read back from a rendered template is the routing proxy
-// moving a decoder's engine off the serving port render-roles gave it: that move stays whole inside
-// kv-cache, because the two functions are separate packages upgraded one at a time.
+// moving a decoder's engine off the serving port render-roles gave it: that move stays inside
+// kv-cache, because the two functions are separate packages upgraded one at a time; render-roles
+// only keeps a proxied decoder's serving port the proxy's (ServingPorts).
 const (
 	// DefaultPort is a role's Service port when it declares no ports, and its engine's unless the
 	// user passes another --port.
