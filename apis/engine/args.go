@@ -8,22 +8,97 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// flagName is the name part of an argument that looks like a flag, in the spelling vLLM and SGLang
-// both read it: underscores and dashes are one character, so --kv_cache_dtype is --kv-cache-dtype.
-func flagName(arg string) (string, bool) {
+// How the engines read their command lines. vLLM and SGLang both parse with Python's argparse, which
+// reads --flag value and --flag=value, lets a later occurrence win, and accepts an unambiguous prefix
+// of a long option (allow_abbrev): --por is --port, while a prefix two options share (vLLM's --p,
+// SGLang's --ssl-key) is refused by the engine and so names nothing. vLLM's parser also reads a
+// long flag's underscores as dashes (--ssl_certfile is --ssl-certfile) and a dotted member
+// (--engram-config.cpu_offload) as part of the flag's document; SGLang's reads neither, so
+// --ssl_certfile is an error there, not TLS. A single-dash flag (-tp) is read only as spelled.
+
+// knownOptions are, per engine, the options mdplane reads or owns and the engine's other options
+// that share their leading characters. A prefix is read as a flag only when it abbreviates exactly
+// one of them: a prefix that also abbreviates an option missing here is refused by the engine at
+// startup, so reading it moves no listener of a running engine.
+var knownOptions = map[workerv1.Engine][]string{
+	workerv1.EngineVLLM: {
+		"--host", "--headless", "--hf-token", "--hf-overrides", "--hf-config-path",
+		"--port", "--pipeline-parallel-size", "--prefill-context-parallel-size",
+		"--served-model-name", "--seed",
+		"--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--ssl-cert-reqs", "--enable-ssl-refresh",
+		"--tensor-parallel-size", "--data-parallel-size", "--data-parallel-size-local", "--data-parallel-rank",
+		"--data-parallel-external-lb", "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-backend",
+		"--nnodes", "--node-rank", "--decode-context-parallel-size",
+		"--enable-expert-parallel", "--engram-config",
+		"--kv-transfer-config", "--kv-events-config", "--kv-cache-dtype",
+	},
+	workerv1.EngineSGLang: {
+		"--host", "--hicache-ratio", "--hicache-size",
+		"--port", "--pp-size", "--pipeline-parallel-size",
+		"--served-model-name",
+		"--ssl-keyfile", "--ssl-keyfile-password", "--ssl-certfile", "--ssl-ca-certs", "--enable-ssl-refresh",
+		"--tp-size", "--tensor-parallel-size", "--tp", "--dp-size", "--data-parallel-size", "--dp",
+		"--nnodes", "--node-rank", "--enable-dp-attention", "--enable-dp-lm-head",
+		"--ep-size", "--expert-parallel-size", "--ep",
+		"--enable-hierarchical-cache", "--disaggregation-decode-retraction-backup",
+		"--hicache-storage-backend", "--hicache-storage-backend-extra-config", "--disaggregation-mode",
+		"--disaggregation-transfer-backend", "--disaggregation-bootstrap-port", "--kv-cache-dtype",
+	},
+}
+
+// OptionName is the option an argument names on an engine, as the engine's parser resolves it: the
+// option's registered spelling, followed on vLLM by a dotted member (--engram-config.cpu-offload).
+// A value, a bare -- and a prefix of several options name nothing.
+func OptionName(e workerv1.Engine, arg string) (string, bool) {
 	if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
 		return "", false
 	}
 	name, _, _ := strings.Cut(arg, "=")
-	return strings.ReplaceAll(name, "_", "-"), true
+	if !strings.HasPrefix(name, "--") {
+		return name, true // a single-dash flag is read only as spelled
+	}
+	member := ""
+	if e == workerv1.EngineVLLM {
+		name = strings.ReplaceAll(name, "_", "-")
+		name, member, _ = strings.Cut(name, ".")
+	}
+	option, ok := resolvePrefix(knownOptions[e], name)
+	if !ok {
+		return "", false
+	}
+	if member != "" {
+		option += "." + member
+	}
+	return option, true
 }
 
-// FlagValue returns the value of the last occurrence of any of names, in --flag value or
-// --flag=value form; the engines' parsers let a later occurrence win.
-func FlagValue(args []string, names ...string) (string, bool) {
+// resolvePrefix is argparse's rule: an exact spelling wins, else the one option name abbreviates.
+// A name no option starts with is kept as spelled: it is some option mdplane does not read.
+func resolvePrefix(options []string, name string) (string, bool) {
+	var matches []string
+	for _, o := range options {
+		if o == name {
+			return o, true
+		}
+		if strings.HasPrefix(o, name) {
+			matches = append(matches, o)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return name, true
+	case 1:
+		return matches[0], true
+	}
+	return "", false // ambiguous: the engine refuses it
+}
+
+// FlagValue returns the value of the last occurrence of any of names, in any spelling the engine
+// accepts, in --flag value or --flag=value form; the engines' parsers let a later occurrence win.
+func FlagValue(e workerv1.Engine, args []string, names ...string) (string, bool) {
 	value, found := "", false
 	for i, arg := range args {
-		name, ok := flagName(arg)
+		name, ok := OptionName(e, arg)
 		if !ok || !contains(names, name) {
 			continue
 		}
@@ -39,11 +114,11 @@ func FlagValue(args []string, names ...string) (string, bool) {
 	return value, found
 }
 
-// HasFlag reports whether any of names is passed, in any form, including a dotted member
-// (--engram-config.cpu_offload) of one of them.
-func HasFlag(args []string, names ...string) bool {
+// HasFlag reports whether any of names is passed, in any spelling and form the engine accepts,
+// including a dotted member (--engram-config.cpu_offload) of one of them on vLLM.
+func HasFlag(e workerv1.Engine, args []string, names ...string) bool {
 	for _, arg := range args {
-		name, ok := flagName(arg)
+		name, ok := OptionName(e, arg)
 		if !ok {
 			continue
 		}
@@ -92,7 +167,7 @@ var degreeFlags = map[workerv1.Engine]struct{ tp, pp, dp, ep, pcp, dcp []string 
 func ReadDegrees(engine workerv1.Engine, args []string) Degrees {
 	flags := degreeFlags[engine]
 	read := func(names []string) int {
-		v, ok := FlagValue(args, names...)
+		v, ok := FlagValue(engine, args, names...)
 		if n, err := strconv.Atoi(v); ok && err == nil && n >= 1 {
 			return n
 		}
@@ -101,7 +176,7 @@ func ReadDegrees(engine workerv1.Engine, args []string) Degrees {
 	d := Degrees{TP: read(flags.tp), PP: read(flags.pp), DP: read(flags.dp), EP: read(flags.ep),
 		PCP: read(flags.pcp), DCP: read(flags.dcp)}
 	// vLLM has no expert degree of its own: expert parallelism spans the tensor and data ranks.
-	if engine == workerv1.EngineVLLM && HasFlag(args, "--enable-expert-parallel") {
+	if engine == workerv1.EngineVLLM && HasFlag(engine, args, "--enable-expert-parallel") {
 		d.EP = d.TP * d.DP
 	}
 	return d
@@ -120,13 +195,13 @@ func EngramEnabled(engine workerv1.Engine, args []string, env []workerv1.ModelDe
 		}
 		return false
 	case workerv1.EngineVLLM:
-		if !HasFlag(args, "--engram-config") {
+		if !HasFlag(engine, args, "--engram-config") {
 			return false
 		}
-		if v, ok := FlagValue(args, "--engram-config.cpu-offload"); ok {
+		if v, ok := FlagValue(engine, args, "--engram-config.cpu-offload"); ok {
 			return v != "false" && v != "False" && v != "0"
 		}
-		if v, ok := FlagValue(args, "--engram-config"); ok {
+		if v, ok := FlagValue(engine, args, "--engram-config"); ok {
 			var cfg struct {
 				CPUOffload *bool `json:"cpu_offload"`
 			}

@@ -9,8 +9,9 @@ import (
 // The ports mdplane decides. Every rule choosing a port a role's Pods listen on is here: the render
 // (render-roles' engine port, kv-cache's connector and routing proxy), validation and the router
 // consult it. The one place a port is read back from a rendered template is the routing proxy
-// moving a decoder's engine off the serving port render-roles gave it: that move stays whole inside
-// kv-cache, because the two functions are separate packages upgraded one at a time.
+// moving a decoder's engine off the serving port render-roles gave it: that move stays inside
+// kv-cache, because the two functions are separate packages upgraded one at a time; render-roles
+// only keeps a proxied decoder's serving port the proxy's (ServingPorts).
 const (
 	// DefaultPort is a role's Service port when it declares no ports, and its engine's unless the
 	// user passes another --port.
@@ -27,25 +28,48 @@ const (
 	KVEventsTopic = "kv@"
 )
 
-// PortArg is the --port the user passes the engine, in the arguments mdplane reads.
-func PortArg(role workerv1.ModelDeploymentRole) (string, bool) {
-	return FlagValue(role.EngineArgs(), "--port")
+// PortArg is the --port the user passes the engine, in any spelling the engine accepts (--por=7000
+// on both engines), in the arguments mdplane reads.
+func PortArg(e workerv1.Engine, role workerv1.ModelDeploymentRole) (string, bool) {
+	return FlagValue(e, role.EngineArgs(), "--port")
+}
+
+// OwnPort is the user's --port as a port number, when it passes one that reads as a port.
+func OwnPort(e workerv1.Engine, role workerv1.ModelDeploymentRole) (int32, bool) {
+	v, ok := PortArg(e, role)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 65535 {
+		return 0, false
+	}
+	return int32(n), true
 }
 
 // ServingPorts are where a role serves: the Service's port and the container port behind it, which
 // a router dials. The first declared port is both; with none declared the Service stays on
-// DefaultPort and the user's own --port moves only the container side.
-func ServingPorts(role workerv1.ModelDeploymentRole) (service, target int32) {
+// DefaultPort and the user's own --port moves only the container side. A decoder behind the
+// routing proxy serves on the proxy: its own --port is where the engine listens behind it.
+func ServingPorts(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) (service, target int32) {
 	if len(role.Ports) > 0 {
 		return role.Ports[0].Port, role.Ports[0].Port
 	}
 	target = DefaultPort
-	if v, ok := PortArg(role); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
-			target = int32(n)
-		}
+	if n, ok := OwnPort(e, role); ok && !BehindRoutingProxy(router, role) {
+		target = n
 	}
 	return DefaultPort, target
+}
+
+// ListenerBehindProxy is the port the engine of a proxied decoder listens on, which the proxy
+// forwards to: the decoder's own --port when it passes one (user arguments are appended, never
+// merged), else PortBehindProxy of the container ports it declares.
+func ListenerBehindProxy(e workerv1.Engine, role workerv1.ModelDeploymentRole, declared []int32) (port int32, own bool) {
+	if n, ok := OwnPort(e, role); ok {
+		return n, true
+	}
+	return PortBehindProxy(declared), false
 }
 
 // BehindRoutingProxy reports whether a role's replicas run behind llm-d-router's routing proxy: a

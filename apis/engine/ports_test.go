@@ -21,9 +21,11 @@ func TestServingPorts(t *testing.T) {
 		{"a passed --port moves only the container side", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--port=7000"}}, 8000, 7000},
 		{"a take-over command's --port", workerv1.ModelDeploymentRole{Command: []string{"serve", "--port", "7001"}, ExtraArgs: []string{"--port", "7000"}}, 8000, 7001},
 		{"an unreadable --port is ignored", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--port", "x"}}, 8000, 8000},
+		{"an abbreviated --port moves the container side too", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--por=7000"}}, 8000, 7000},
+		{"an ambiguous prefix names no port", workerv1.ModelDeploymentRole{ExtraArgs: []string{"--p", "7000"}}, 8000, 8000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			service, target := engine.ServingPorts(tc.role)
+			service, target := engine.ServingPorts(workerv1.EngineVLLM, nil, tc.role)
 			assert.Equal(t, tc.service, service)
 			assert.Equal(t, tc.target, target)
 		})
@@ -39,4 +41,33 @@ func TestRoutingProxyPorts(t *testing.T) {
 	assert.False(t, engine.BehindRoutingProxy(nil, decode))
 	assert.Equal(t, int32(8200), engine.PortBehindProxy([]int32{8000}))
 	assert.Equal(t, int32(8202), engine.PortBehindProxy([]int32{9000, 8201, 8200}))
+}
+
+func TestProxiedDecoderPorts(t *testing.T) {
+	llmd := &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
+	for _, tc := range []struct {
+		rule            string
+		role            workerv1.ModelDeploymentRole
+		service, target int32
+		engine          int32
+		own             bool
+	}{
+		{"user arguments are appended, never merged: the decoder's own --port is its engine's",
+			workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, ExtraArgs: []string{"--port=9100"}}, 8000, 8000, 9100, true},
+		{"in any spelling the engine accepts",
+			workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, ExtraArgs: []string{"--por", "9100"}}, 8000, 8000, 9100, true},
+		{"near miss: no --port of its own, the engine moves to 8200",
+			workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode}, 8000, 8000, 8200, false},
+		{"near miss: an ambiguous prefix is no --port",
+			workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, ExtraArgs: []string{"--p", "9100"}}, 8000, 8000, 8200, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			service, target := engine.ServingPorts(workerv1.EngineVLLM, llmd, tc.role)
+			assert.Equal(t, tc.service, service)
+			assert.Equal(t, tc.target, target, "the proxy keeps the serving port")
+			port, own := engine.ListenerBehindProxy(workerv1.EngineVLLM, tc.role, []int32{target})
+			assert.Equal(t, tc.engine, port)
+			assert.Equal(t, tc.own, own)
+		})
+	}
 }

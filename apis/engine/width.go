@@ -69,18 +69,18 @@ func MemberWidth(e workerv1.Engine, args []string, env []workerv1.ModelDeploymen
 		}
 		terms = append(terms, term)
 	}
-	tp, _, _ := readDegree(args, d.tp, 1)
-	pp, _, _ := readDegree(args, d.pp, 1)
+	tp, _, _ := readDegree(e, args, d.tp, 1)
+	pp, _, _ := readDegree(e, args, d.pp, 1)
 	multiply("tensor-parallel", tp, "")
 	multiply("pipeline-parallel", pp, "")
-	if pcp, how, ok := readDegree(args, d.pcp, 1); ok {
+	if pcp, how, ok := readDegree(e, args, d.pcp, 1); ok {
 		multiply("prefill-context-parallel", pcp, how)
 	}
 	if dp, label, how, ok := dataParallelOnMember(e, args, env); ok {
 		multiply(label, dp, how)
 	}
 	degrees := strings.Join(terms, " × ")
-	if nnodes, how, ok := readDegree(args, widthFlags[e].nnodes, 1); ok && nnodes > 1 {
+	if nnodes, how, ok := readDegree(e, args, widthFlags[e].nnodes, 1); ok && nnodes > 1 {
 		// Ceiling division: the host carrying the remainder is the one that must fit.
 		n := big.NewInt(nnodes)
 		product.Add(product, new(big.Int).Sub(n, big.NewInt(1)))
@@ -96,20 +96,20 @@ func dataParallelOnMember(e workerv1.Engine, args []string, env []workerv1.Model
 	d, w := degreeFlags[e], widthFlags[e]
 	switch e {
 	case workerv1.EngineVLLM:
-		if local, how, ok := readDegree(args, w.dpLocal, 0); ok {
+		if local, how, ok := readDegree(e, args, w.dpLocal, 0); ok {
 			return local, "data-parallel local", how, true
 		}
-		if HasFlag(args, w.dpRank...) {
+		if HasFlag(e, args, w.dpRank...) {
 			return 1, "data-parallel", "one external rank per member", true
 		}
-		if dp, how, ok := readDegree(args, d.dp, 1); ok && dp > 1 {
+		if dp, how, ok := readDegree(e, args, d.dp, 1); ok && dp > 1 {
 			return dp, "data-parallel", how, true
 		}
 		if dp, ok := envDegree(env, "VLLM_DP_SIZE"); ok && dp > 1 {
 			return dp, "data-parallel", "VLLM_DP_SIZE", true
 		}
 	case workerv1.EngineSGLang:
-		if dp, how, ok := readDegree(args, d.dp, 1); ok && !HasFlag(args, w.dpAttention...) {
+		if dp, how, ok := readDegree(e, args, d.dp, 1); ok && !HasFlag(e, args, w.dpAttention...) {
 			return dp, "data-parallel", how, true
 		}
 	}
@@ -118,13 +118,13 @@ func dataParallelOnMember(e workerv1.Engine, args []string, env []workerv1.Model
 
 // readDegree reads a degree of at least least, with the spelling it was passed in; an unreadable or
 // absent one is the default 1.
-func readDegree(args, names []string, least int64) (int64, string, bool) {
-	v, ok := FlagValue(args, names...)
+func readDegree(e workerv1.Engine, args, names []string, least int64) (int64, string, bool) {
+	v, ok := FlagValue(e, args, names...)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if !ok || err != nil || n < least {
 		return 1, "", false
 	}
-	return n, lastSpelling(args, names), true
+	return n, lastSpelling(e, args, names), true
 }
 
 // envDegree reads a degree an engine takes from its environment.
@@ -139,10 +139,10 @@ func envDegree(env []workerv1.ModelDeploymentEnvVar, name string) (int64, bool) 
 }
 
 // lastSpelling is the spelling of the last of names passed, for a message to quote.
-func lastSpelling(args []string, names []string) string {
+func lastSpelling(e workerv1.Engine, args []string, names []string) string {
 	spelled := ""
 	for _, arg := range args {
-		if name, ok := flagName(arg); ok && contains(names, name) {
+		if name, ok := OptionName(e, arg); ok && contains(names, name) {
 			spelled, _, _ = strings.Cut(arg, "=")
 		}
 	}

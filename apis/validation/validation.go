@@ -82,7 +82,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		errs = append(errs, validateMemberNames(md, role, path)...)
 		errs = append(errs, validateOwnedKeys(md, role, path)...)
 		errs = append(errs, validateDegrees(md.Spec.Engine.Name, role, path)...)
-		if !had || portsOrArgsChanged(role, stored) {
+		if !had || portsOrArgsChanged(role, stored) || routerChanged(md, old) {
 			errs = append(errs, validatePortArg(md, role, path)...)
 		}
 		errs = append(errs, validateReservedPorts(md, role, path, storedCollision(old, stored, had))...)
@@ -257,7 +257,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 	var errs field.ErrorList
 	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
 	for _, flag := range engine.DegreeFlags(e) {
-		v, set := engine.FlagValue(args, flag)
+		v, set := engine.FlagValue(e, args, flag)
 		if !set {
 			continue
 		}
@@ -269,7 +269,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 	}
 	bounds := engine.WidthFlagBounds(e)
 	for _, flag := range slices.Sorted(maps.Keys(bounds)) {
-		v, set := engine.FlagValue(args, flag)
+		v, set := engine.FlagValue(e, args, flag)
 		if !set {
 			continue
 		}
@@ -295,29 +295,63 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 	return errs
 }
 
+// routerChanged: adding, removing or renaming the router moves which roles sit behind the routing
+// proxy, so their --port is judged again.
+func routerChanged(md, old *workerv1.ModelDeployment) bool {
+	if old == nil {
+		return false
+	}
+	name := func(d *workerv1.ModelDeployment) workerv1.RouterName {
+		if d.Spec.Router == nil {
+			return ""
+		}
+		return d.Spec.Router.Name
+	}
+	return name(md) != name(old)
+}
+
 func portsOrArgsChanged(role, stored workerv1.ModelDeploymentRole) bool {
 	return !slices.Equal(role.Ports, stored.Ports) || !slices.Equal(role.ExtraArgs, stored.ExtraArgs) ||
 		!slices.Equal(role.Command, stored.Command)
 }
 
-// validatePortArg: a --port the engine reads must agree with the first declared port (a managed
-// decoder behind llm-d-router's routing proxy is exempt: the proxy owns the declared port).
+// validatePortArg: a --port the engine reads, in any spelling it accepts, must agree with the first
+// declared port; a managed decoder behind llm-d-router's routing proxy is exempt (the proxy owns the
+// serving port and the engine keeps its own --port behind it), but its --port may not be one the
+// proxy or a declared port takes.
 func validatePortArg(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	argsField := path.Child(role.EngineArgsField())
-	portArg, hasPort := engine.PortArg(role)
+	e := md.Spec.Engine.Name
+	portArg, hasPort := engine.PortArg(e, role)
 	proxied := engine.BehindRoutingProxy(md.Spec.Router, role)
 	if hasPort && len(role.Ports) > 0 && !proxied && portArg != strconv.Itoa(int(role.Ports[0].Port)) {
 		return field.ErrorList{field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
 			"--port %s in %s names another port than %s, the first declared port, %d; make them agree",
 			portArg, argsField, path.Child("ports").Index(0).Child("port"), role.Ports[0].Port))}
 	}
-	return nil
+	if own, ok := engine.OwnPort(e, role); ok && proxied {
+		service, _ := engine.ServingPorts(e, md.Spec.Router, role)
+		taken := []int32{service} // the proxy's, when the role declares none
+		if len(role.Ports) > 0 {
+			taken = taken[:0]
+			for _, p := range role.Ports {
+				taken = append(taken, p.Port)
+			}
+		}
+		if slices.Contains(taken, own) {
+			errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
+				"role %q is a decoder behind llm-d-router's routing proxy, which listens on %d; its engine's --port %s would share a port the proxy or a declared port takes (%v); pass another --port, or none and mdplane puts the engine on %d",
+				role.Name, service, portArg, taken, engine.PortBehindProxy(taken))))
+		}
+	}
+	return errs
 }
 
 // reservedPortArg is the --port a role passes when it lands on a port mdplane reserves on the role:
 // the engine reads it only when the role declares no ports, and a replaced command reserves nothing.
 func reservedPortArg(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) (string, bool) {
-	portArg, hasPort := engine.PortArg(role)
+	portArg, hasPort := engine.PortArg(md.Spec.Engine.Name, role)
 	if !hasPort || len(role.Ports) > 0 || role.TakesOver() {
 		return "", false
 	}
@@ -409,7 +443,7 @@ func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.
 	}
 	firstRole, firstPort := -1, int32(0)
 	for i, role := range md.Spec.Roles {
-		_, port := engine.ServingPorts(role)
+		_, port := engine.ServingPorts(md.Spec.Engine.Name, md.Spec.Router, role)
 		if firstRole < 0 {
 			firstRole, firstPort = i, port
 			continue

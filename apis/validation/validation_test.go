@@ -182,6 +182,34 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080), args("--port", "9000"))),
 		},
 		{
+			rule:     "--port disagreeing with the first declared port, in any spelling the engine accepts: --por",
+			refused:  deployment(nil, role("s", "", ports(8080), args("--por=9000"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"--port 9000", "spec.roles[0].ports[0].port", "8080"},
+			admitted: deployment(nil, role("s", "", ports(8080), args("--p=9000"))), // ambiguous on vLLM: no --port
+		},
+		{
+			rule:     "--port disagreeing with the first declared port, in any spelling the engine accepts: SGLang's --po",
+			refused:  deployment(sglang, role("s", "", ports(8080), args("--po", "9000"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{"--port 9000", "8080"},
+			admitted: deployment(sglang, role("s", "", ports(8080), args("--por", "8080"))),
+		},
+		{
+			rule:     "user arguments are appended, never merged: a direct decoder's own --port may not be the routing proxy's",
+			refused:  deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=8000"))),
+			path:     "spec.roles[1].extraArgs",
+			parts:    []string{`role "d" is a decoder behind llm-d-router's routing proxy, which listens on 8000`, "--port 8000", "pass another --port, or none and mdplane puts the engine on 8200"},
+			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=9000"))),
+		},
+		{
+			rule:     "user arguments are appended, never merged: nor a declared port, in an abbreviation",
+			refused:  deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080, 9000), args("--por", "9000"))),
+			path:     "spec.roles[1].extraArgs",
+			parts:    []string{"which listens on 8080", "--port 9000", "[8080 9000]"},
+			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080, 9000), args("--por", "9100"))),
+		},
+		{
 			rule:     "a declared port mdplane reserves: KV events under llm-d-router",
 			refused:  deployment(llmd, role("s", "", ports(8000, 5557))),
 			path:     "spec.roles[0].ports[1].port",
@@ -592,6 +620,16 @@ func TestExemptions(t *testing.T) {
 		llmd(routed)
 		refused(t, validation.ValidateUpdate(routed, stored, validation.Cluster{}), "spec.roles[0].extraArgs", "port 5557 is reserved", "spec.router names llm-d-router", "[5557 5558]")
 		clear := deployment(nil, role("s", "", args("--port=5559")))
+		clearRouted := clear.DeepCopy()
+		llmd(clearRouted)
+		assert.Empty(t, validation.ValidateUpdate(clearRouted, clear, validation.Cluster{}))
+	})
+	t.Run("adding a router that puts a decoder's own --port on its routing proxy's port is refused", func(t *testing.T) {
+		stored := deployment(nil, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=8000")))
+		routed := stored.DeepCopy()
+		llmd(routed)
+		refused(t, validation.ValidateUpdate(routed, stored, validation.Cluster{}), "spec.roles[1].extraArgs", "routing proxy", "--port 8000")
+		clear := deployment(nil, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=9000")))
 		clearRouted := clear.DeepCopy()
 		llmd(clearRouted)
 		assert.Empty(t, validation.ValidateUpdate(clearRouted, clear, validation.Cluster{}))

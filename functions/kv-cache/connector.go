@@ -104,7 +104,7 @@ func (a *Amendment) sglang(c roleCache) {
 func (a *Amendment) sglangStore(c roleCache) {
 	b := c.d.Binding
 	a.Args = append(a.Args, "--hicache-storage-backend", "mooncake")
-	if c.role.Kind != workerv1.RoleKindDecode && !engine.HasFlag(c.role.EngineArgs(), "--enable-hierarchical-cache") {
+	if c.role.Kind != workerv1.RoleKindDecode && !engine.HasFlag(c.d.Engine, c.role.EngineArgs(), "--enable-hierarchical-cache") {
 		a.Args = append(a.Args, "--enable-hierarchical-cache")
 	}
 	if b.Domain.Name != "" {
@@ -140,7 +140,7 @@ func (a *Amendment) sglangPair(c roleCache) {
 		a.Args = append(a.Args, "--disaggregation-bootstrap-port", strconv.Itoa(engine.BootstrapPort))
 		a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
 		a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(engine.BootstrapPort)}
-	case !engine.HasFlag(c.role.EngineArgs(), "--disaggregation-decode-retraction-backup"):
+	case !engine.HasFlag(c.d.Engine, c.role.EngineArgs(), "--disaggregation-decode-retraction-backup"):
 		a.Args = append(a.Args, "--disaggregation-decode-retraction-backup", "cpu_tensor")
 	}
 }

@@ -147,7 +147,9 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 	}
 	Apply(t, a)
 	if engine.BehindRoutingProxy(d.Router, role) {
-		routingproxy.Apply(t, d.Engine)
+		if err := routingproxy.Apply(t, d.Engine, role); err != nil {
+			return err
+		}
 	}
 	m, err := xfn.ToMap(t)
 	if err != nil {
@@ -213,7 +215,7 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	if !routers.Renders(md.Spec.Router.Name) {
 		return routerNotRendered, nil
 	}
-	port, err := routers.ServingPort(md.Spec.Roles)
+	port, err := routers.ServingPort(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles)
 	if err != nil {
 		return 0, err
 	}

@@ -83,7 +83,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	}
 	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: role.TakesOver()}
 
-	ports := rolePorts(role)
+	ports := rolePorts(in.Spec, role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main := mainContainer(in, role, ports)
@@ -153,32 +153,38 @@ type portPlan struct {
 
 // rolePorts applies the port rules: the first declared port is the serving port; with none declared
 // the engine's own --port moves only the container side, and the Service stays on 8000.
-func rolePorts(role workerv1.ModelDeploymentRole) portPlan {
-	p := portsOf(role)
-	p.scheme, p.probed = "http", p.probed && probeable(role)
-	if servesTLS(role) {
+func rolePorts(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole) portPlan {
+	e := spec.Engine.Name
+	p := portsOf(spec, role)
+	p.scheme, p.probed = "http", p.probed && probeable(e, role)
+	if servesTLS(e, role) {
 		p.scheme = "https"
 	}
 	return p
 }
 
-// servesTLS reports whether the engine is given a certificate or a key, and so serves HTTPS.
-func servesTLS(role workerv1.ModelDeploymentRole) bool {
-	return engine.HasFlag(role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
+// servesTLS reports whether the engine is given a certificate or a key, in a spelling it accepts,
+// and so serves HTTPS.
+func servesTLS(e workerv1.Engine, role workerv1.ModelDeploymentRole) bool {
+	return engine.HasFlag(e, role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
 }
 
-// probeable reports whether a probe can reach the engine: with TLS on, only when the engine does not
-// require client certificates (--ssl-cert-reqs 0 or 1, or unset), which a probe cannot present.
-func probeable(role workerv1.ModelDeploymentRole) bool {
-	if !servesTLS(role) {
+// probeable reports whether a probe can reach the engine. A role binding its own --host may listen
+// where the kubelet cannot reach, so it gets no probes. With TLS on, the engine must not require
+// client certificates (--ssl-cert-reqs 0 or 1, or unset), which a probe cannot present.
+func probeable(e workerv1.Engine, role workerv1.ModelDeploymentRole) bool {
+	if engine.HasFlag(e, role.EngineArgs(), "--host") {
+		return false
+	}
+	if !servesTLS(e, role) {
 		return true
 	}
-	v, set := engine.FlagValue(role.EngineArgs(), "--ssl-cert-reqs")
+	v, set := engine.FlagValue(e, role.EngineArgs(), "--ssl-cert-reqs")
 	return !set || v == "0" || v == "1"
 }
 
-func portsOf(role workerv1.ModelDeploymentRole) portPlan {
-	service, target := engine.ServingPorts(role)
+func portsOf(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole) portPlan {
+	service, target := engine.ServingPorts(spec.Engine.Name, spec.Router, role)
 	if len(role.Ports) > 0 {
 		p := portPlan{service: service, target: target}
 		for _, port := range role.Ports {
@@ -230,15 +236,18 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 		c.Command = append([]string(nil), role.Command...)
 	} else {
 		c.Command = baseCommand(name, in.Spec.Model.Name)
-		args := append([]string(nil), role.ExtraArgs...)
-		// Filled, not owned: each only when the user's arguments do not already pass it.
-		if !engine.HasFlag(args, "--served-model-name") {
+		// Filled, not owned: each only when the user's arguments do not already pass it, in any
+		// spelling the engine accepts. The served name is synthesized, so it goes before the user's
+		// extraArgs (the append tier); --host and --port follow them as the line's fallbacks.
+		var args []string
+		if !engine.HasFlag(name, role.ExtraArgs, "--served-model-name") {
 			args = append(args, "--served-model-name", in.Spec.Model.Name)
 		}
-		if !engine.HasFlag(args, "--host") {
+		args = append(args, role.ExtraArgs...)
+		if !engine.HasFlag(name, role.ExtraArgs, "--host") {
 			args = append(args, "--host", "0.0.0.0")
 		}
-		if !engine.HasFlag(args, "--port") {
+		if !engine.HasFlag(name, role.ExtraArgs, "--port") {
 			args = append(args, "--port", strconv.Itoa(int(ports.target)))
 		}
 		c.Args = args

@@ -209,10 +209,10 @@ func configHash(c corev1.Container) (string, error) {
 
 // ServingPort is the one port every role serves on, as apis/engine decides it (on a proxied decoder
 // the routing proxy's); a router needs one.
-func ServingPort(roles []workerv1.ModelDeploymentRole) (int32, error) {
+func ServingPort(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole) (int32, error) {
 	var port int32
 	for _, role := range roles {
-		_, p := engine.ServingPorts(role)
+		_, p := engine.ServingPorts(e, router, role)
 		if port != 0 && p != port {
 			return 0, fmt.Errorf("role %q serves on port %d and another role on %d; a router needs every role on one serving port", role.Name, p, port)
 		}

@@ -1,6 +1,8 @@
 package routingproxy
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,10 +25,11 @@ const (
 )
 
 // Apply moves the engine of a decoder's template behind the routing proxy: the proxy, a
-// native sidecar, listens on the serving port; the engine on an internal port past every declared
-// one; the probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the
-// proxy reaches its engine.
-func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
+// native sidecar, listens on the serving port; the engine on its own --port when the role passes one
+// (user arguments are appended, never merged), else on an internal port past every declared one; the
+// probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the proxy
+// reaches its engine. An engine port another listener of the Pod takes cannot be rendered.
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDeploymentRole) error {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
 		if t.Spec.Containers[i].Name == naming.MainContainer {
@@ -34,23 +37,29 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
 		}
 	}
 	if main == nil || len(main.Ports) == 0 {
-		return
+		return nil
 	}
 	serving := main.Ports[0].ContainerPort
 	declared := make([]int32, len(main.Ports))
 	for i, p := range main.Ports {
 		declared[i] = p.ContainerPort
 	}
-	internal := engine.PortBehindProxy(declared)
+	internal, own := engine.ListenerBehindProxy(e, role, declared)
+	if own && slices.Contains(declared, internal) {
+		return fmt.Errorf("role %q: its --port %d is a port the routing proxy or a declared container port takes (%v); pass another --port, or none and mdplane puts the engine on %d",
+			role.Name, internal, declared, engine.PortBehindProxy(declared))
+	}
 	main.Ports[0].Name, main.Ports[0].ContainerPort = modelServerPortName, internal
-	main.Args = withPort(main.Args, internal)
+	if !own {
+		main.Args = withPort(main.Args, internal) // the --port render-roles filled
+	}
 	// The proxy serves plain HTTP (--secure-proxy=false), whatever the engine behind it speaks.
 	for _, probe := range []*corev1.Probe{main.StartupProbe, main.ReadinessProbe, main.LivenessProbe} {
 		if probe != nil && probe.HTTPGet != nil {
 			probe.HTTPGet.Path, probe.HTTPGet.Port, probe.HTTPGet.Scheme = decoderProbePath, intstr.FromInt32(serving), corev1.URISchemeHTTP
 		}
 	}
-	engineTLS := engine.HasFlag(main.Args, "--ssl-certfile", "--ssl-keyfile")
+	engineTLS := engine.HasFlag(e, role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
 	if _, scraped := t.Annotations["prometheus.io/port"]; scraped {
 		t.Annotations["prometheus.io/port"] = strconv.Itoa(int(internal))
 	}
@@ -82,9 +91,11 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine) {
 			RunAsNonRoot:             ptr.To(true),
 		},
 	})
+	return nil
 }
 
-// withPort points every --port the engine reads at port: the proxy owns the declared one.
+// withPort points the --port render-roles filled at port: the proxy owns the serving port. It is
+// called only when the role passes no --port of its own, so the filled one is the only one.
 func withPort(args []string, port int32) []string {
 	out := make([]string, 0, len(args))
 	value := strconv.Itoa(int(port))

@@ -1,6 +1,7 @@
 package routingproxy_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,9 +26,16 @@ func decoderTemplate(args []string, ports ...int32) *corev1.PodTemplateSpec {
 func TestRoutingProxy(t *testing.T) {
 	llmd := kvcache.Deployment{Engine: workerv1.EngineVLLM, Router: &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}}
 
+	decode := workerv1.ModelDeploymentRole{Name: "decode", Kind: workerv1.RoleKindDecode}
+	passing := func(args ...string) workerv1.ModelDeploymentRole {
+		r := decode
+		r.ExtraArgs = args
+		return r
+	}
+
 	t.Run("the proxy owns the serving port and the engine moves to 8200", func(t *testing.T) {
-		tmpl := decoderTemplate([]string{"--port", "8000"}, 8000)
-		routingproxy.Apply(tmpl, llmd.Engine)
+		tmpl := decoderTemplate([]string{"--port", "8000"}, 8000) // the --port render-roles filled
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, decode))
 		require.Len(t, tmpl.Spec.InitContainers, 1)
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Equal(t, "routing-proxy", proxy.Name)
@@ -41,14 +49,37 @@ func TestRoutingProxy(t *testing.T) {
 	})
 	t.Run("the internal port is bumped past every declared port", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=9000"}, 9000, 8200, 8201)
-		routingproxy.Apply(tmpl, llmd.Engine)
-		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args, "the user's own --port is the proxy's")
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, decode))
+		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args)
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--port=9000")
+	})
+	for _, args := range [][]string{{"--port=9100"}, {"--por", "9100"}} {
+		t.Run("user arguments are appended, never merged: the proxy forwards to the decoder's own "+args[0], func(t *testing.T) {
+			own := append(append([]string(nil), args...), "--host", "0.0.0.0")
+			tmpl := decoderTemplate(own, 8000)
+			require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing(args...)))
+			assert.Equal(t, own, tmpl.Spec.Containers[0].Args, "the engine keeps its own --port")
+			assert.Equal(t, corev1.ContainerPort{Name: "model-server", ContainerPort: 9100}, tmpl.Spec.Containers[0].Ports[0])
+			assert.Equal(t, []string{"--port=8000", "--model-server-port=9100"}, tmpl.Spec.InitContainers[0].Args[:2])
+		})
+	}
+	t.Run("near miss: an ambiguous prefix is no --port of its own, so the filled one moves to 8200", func(t *testing.T) {
+		tmpl := decoderTemplate([]string{"--p", "9100", "--port", "8000"}, 8000)
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing("--p", "9100")))
+		assert.Equal(t, []string{"--p", "9100", "--port", "8200"}, tmpl.Spec.Containers[0].Args)
+		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--model-server-port=8200")
+	})
+	t.Run("an own --port the proxy takes cannot be rendered", func(t *testing.T) {
+		tmpl := decoderTemplate([]string{"--port=8000"}, 8000)
+		err := routingproxy.Apply(tmpl, llmd.Engine, passing("--port=8000"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--port 8000")
+		assert.Empty(t, tmpl.Spec.InitContainers)
 	})
 	t.Run("a TLS engine is reached over TLS; the proxy itself serves plain HTTP", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--ssl-certfile", "/etc/tls/tls.crt", "--port", "8000"}, 8000)
 		tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
-		routingproxy.Apply(tmpl, llmd.Engine)
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing("--ssl-certfile", "/etc/tls/tls.crt")))
 		args := tmpl.Spec.InitContainers[0].Args
 		assert.Equal(t, []string{"--secure-proxy=false", "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"}, args[len(args)-3:])
 		assert.Equal(t, corev1.URISchemeHTTP, tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme)
@@ -57,9 +88,19 @@ func TestRoutingProxy(t *testing.T) {
 		sg := llmd
 		sg.Engine = workerv1.EngineSGLang
 		tmpl := decoderTemplate(nil, 8000)
-		routingproxy.Apply(tmpl, sg.Engine)
+		require.NoError(t, routingproxy.Apply(tmpl, sg.Engine, decode))
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Contains(t, proxy.Args, "--kv-connector=sglang")
 		assert.Contains(t, proxy.Env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: "8998"})
+	})
+	t.Run("SGLang: --ssl_certfile is no spelling SGLang accepts, so the engine is not reached over TLS", func(t *testing.T) {
+		for _, tc := range []struct {
+			arg string
+			tls bool
+		}{{"--ssl_certfile", false}, {"--ssl-certfile", true}, {"--ssl-cert", true}} {
+			tmpl := decoderTemplate([]string{tc.arg, "/etc/tls/tls.crt", "--port", "8000"}, 8000)
+			require.NoError(t, routingproxy.Apply(tmpl, workerv1.EngineSGLang, passing(tc.arg, "/etc/tls/tls.crt")))
+			assert.Equal(t, tc.tls, slices.Contains(tmpl.Spec.InitContainers[0].Args, "--enable-tls=decoder"), tc.arg)
+		}
 	})
 }
