@@ -102,10 +102,11 @@ func TestPoolEndpointMovesConfigAndHash(t *testing.T) {
 	assert.NotEqual(t, b["modeldeployment.gpustack.ai/pod-spec-hash"], a["modeldeployment.gpustack.ai/pod-spec-hash"])
 }
 
-func TestAMissingBindingIsARenderFailure(t *testing.T) {
-	dir := t.TempDir()
-	md := filepath.Join(dir, "md.yaml")
-	require.NoError(t, os.WriteFile(md, []byte(`apiVersion: worker.gpustack.ai/v1
+// TestAMissingBindingIsReportedNotARenderFailure: a poolRef naming no Binding renders the roles
+// without a cache client and says why on DomainRegistered (docs/architecture.md, "The cache step");
+// beside it, a Binding naming a missing pool still fails the render.
+func TestAMissingBindingIsReportedNotARenderFailure(t *testing.T) {
+	const deployment = `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
 metadata: {name: store, namespace: team-a}
 spec:
@@ -114,8 +115,30 @@ spec:
   kvCache: {poolRef: {name: nobody}}
   roles:
     - {name: server, instanceType: a10g}
-`), 0o600))
-	_, msgs := render(t, md)
-	require.Len(t, msgs, 1)
-	assert.Contains(t, msgs[0], "spec.kvCache.poolRef.name names KVCachePoolBinding team-a/nobody, which does not exist")
+`
+	write := func(t *testing.T, content string) string {
+		f := filepath.Join(t.TempDir(), "md.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+		return f
+	}
+	t.Run("a missing Binding renders Pods without a client and reports BindingNotFound", func(t *testing.T) {
+		out, msgs := render(t, write(t, deployment))
+		require.Empty(t, msgs)
+		assert.Contains(t, string(out), "reason: BindingNotFound")
+		assert.Contains(t, string(out), "kind: Pod")
+		assert.NotContains(t, string(out), "kvcache.gpustack.ai/client-config")
+	})
+	t.Run("a Binding naming a missing pool is still a render failure", func(t *testing.T) {
+		_, msgs := render(t, write(t, deployment+`---
+apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: nobody, namespace: team-a}
+spec:
+  poolRef: {name: no-pool}
+  domain: {name: chat, blockSize: 16, dtype: bfloat16}
+  quota: {ceiling: 128Gi}
+`))
+		require.Len(t, msgs, 1)
+		assert.Contains(t, msgs[0], "KVCachePoolBinding team-a/nobody names KVCachePool no-pool, which does not exist")
+	})
 }

@@ -55,14 +55,16 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
-	status := &workerv1.ModelDeploymentStatus{}
-	if md.Spec.KVCache != nil {
-		b, echo, pending, err := readBinding(req, rsp, md)
-		if err != nil || pending {
-			return err
-		}
-		d.Binding, status.KVCache = b, echo
+	binding, pool, pending, err := readBinding(req, rsp, md)
+	if err != nil || pending {
+		return err
 	}
+	domain, err := ResolveDomain(md, binding, pool)
+	if err != nil {
+		return err
+	}
+	d.Binding = domain.Binding
+	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
@@ -89,49 +91,37 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
+	setCondition(rsp, "DomainRegistered", domain.Registered)
 	setConditions(rsp, md, d)
 	removed := setRouterStatus(rsp, md, routerReady, routerRoles, status)
 	return xfn.SetDesiredStatus(req, rsp, xr, status, removed...)
 }
 
-// readBinding requires the Binding the deployment names and its pool, and resolves them. pending is
-// true while Crossplane has not fetched them yet.
-func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*Binding, *workerv1.KVCacheStatus, bool, error) {
+// readBinding requires the Binding the deployment names and, when it exists, its pool; nil for one
+// that does not exist. pending is true while Crossplane has not fetched them yet.
+func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*workerv1.KVCachePoolBinding, *workerv1.KVCachePool, bool, error) {
+	if md.Spec.KVCache == nil {
+		return nil, nil, false, nil
+	}
 	r := xfn.NewRequirements(req, rsp)
 	api := workerv1.SchemeGroupVersion.String()
-	name := md.Spec.KVCache.PoolRef.Name
-	obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, name)
-	if err != nil || r.Pending {
+	obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, md.Spec.KVCache.PoolRef.Name)
+	if err != nil || r.Pending || obj == nil {
 		return nil, nil, r.Pending, err
-	}
-	if obj == nil {
-		return nil, nil, false, fmt.Errorf("spec.kvCache.poolRef.name names KVCachePoolBinding %s/%s, which does not exist; an administrator grants the namespace a pool by creating it, or remove spec.kvCache", md.Namespace, name)
 	}
 	binding := &workerv1.KVCachePoolBinding{}
 	if err := xfn.Decode(obj.Object, binding); err != nil {
 		return nil, nil, false, err
 	}
-	pool := binding.Spec.PoolRef.Name
-	obj, err = r.ByName("pool", api, workerv1.KVCachePoolKind, "", pool)
-	if err != nil || r.Pending {
-		return nil, nil, r.Pending, err
+	obj, err = r.ByName("pool", api, workerv1.KVCachePoolKind, "", binding.Spec.PoolRef.Name)
+	if err != nil || r.Pending || obj == nil {
+		return binding, nil, r.Pending, err
 	}
-	if obj == nil {
-		return nil, nil, false, fmt.Errorf("KVCachePoolBinding %s/%s names KVCachePool %s, which does not exist", md.Namespace, name, pool)
-	}
-	p := &workerv1.KVCachePool{}
-	if err := xfn.Decode(obj.Object, p); err != nil {
+	pool := &workerv1.KVCachePool{}
+	if err := xfn.Decode(obj.Object, pool); err != nil {
 		return nil, nil, false, err
 	}
-	if p.Status.ClientEndpoint == "" {
-		return nil, nil, false, fmt.Errorf("KVCachePool %s has not published status.clientEndpoint yet, so no cache client can be configured; the render waits for the pool", pool)
-	}
-	domain := binding.Spec.Domain
-	if domain.Name == "" {
-		domain.Name = "default"
-	}
-	echo := &workerv1.KVCacheStatus{Binding: binding.Name, Pool: pool, Domain: &domain}
-	return &Binding{Endpoint: p.Status.ClientEndpoint, Domain: domain}, echo, false, nil
+	return binding, pool, false, nil
 }
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
@@ -174,6 +164,9 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	case unmanaged:
 		response.ConditionUnknown(rsp, "CacheAttached", "Unmanaged").
 			WithMessage("a role takes its command line over, so mdplane configured no cache client for it").TargetComposite()
+	case d.Binding == nil:
+		response.ConditionUnknown(rsp, "CacheAttached", "NoObservationAvailable").
+			WithMessage(fmt.Sprintf("no cache client is configured: KVCachePoolBinding %s/%s has not resolved (see DomainRegistered)", md.Namespace, md.Spec.KVCache.PoolRef.Name)).TargetComposite()
 	default:
 		response.ConditionUnknown(rsp, "CacheAttached", "NoObservationAvailable").
 			WithMessage("the cache client is configured; no replica has reported cache operations yet").TargetComposite()

@@ -190,7 +190,8 @@ func TestStartupBudget(t *testing.T) {
 	}
 }
 
-// TestWholeCardsScaleUnitResources: CPU, memory and ephemeral storage are the unit times the cards.
+// TestWholeCardsScaleUnitResources: CPU and memory are the unit times the cards; ephemeral storage is
+// not scaled (TestEphemeralStorageIs15GiCappedAtLocalStorage).
 func TestWholeCardsScaleUnitResources(t *testing.T) {
 	four := resource.MustParse("4")
 	role := workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100",
@@ -198,9 +199,47 @@ func TestWholeCardsScaleUnitResources(t *testing.T) {
 	limits := members(t, role, 0)[0].Spec.Containers[0].Resources.Limits
 	assert.Equal(t, "96", limits.Cpu().String())
 	assert.Equal(t, "896Gi", limits.Memory().String())
-	assert.Equal(t, "400Gi", limits.StorageEphemeral().String())
+	assert.Equal(t, "15Gi", limits.StorageEphemeral().String())
 	gpus := limits["nvidia.com/gpu"]
 	assert.Equal(t, "4", gpus.String())
+}
+
+// TestEphemeralStorageIs15GiCappedAtLocalStorage: related facts §1.2, "Ephemeral storage default
+// 15Gi capped at spec.localStorage", on the request and the limit alike.
+func TestEphemeralStorageIs15GiCappedAtLocalStorage(t *testing.T) {
+	four := resource.MustParse("4")
+	fourCards := &workerv1.ModelDeploymentRoleResources{Accelerator: &four}
+	half := int32(50)
+	halfSlice := &workerv1.ModelDeploymentRoleResources{AcceleratorSlicedMemoryPercentage: &half}
+	for _, row := range []struct {
+		name         string
+		localStorage string
+		resources    *workerv1.ModelDeploymentRoleResources
+		want         string
+	}{
+		{"a type with more than 15Gi gives 15Gi, not its whole localStorage", "512Gi", nil, "15Gi"},
+		{"four cards of a type with more than 15Gi still give 15Gi: the cap is not scaled", "512Gi", fourCards, "15Gi"},
+		{"a type with exactly 15Gi gives 15Gi", "15Gi", nil, "15Gi"},
+		{"a type with less than 15Gi caps it at its localStorage", "10Gi", nil, "10Gi"},
+		{"four cards of a type with less than 15Gi still give its localStorage", "10Gi", fourCards, "10Gi"},
+		{"a slice of a type with less than 15Gi gives its whole localStorage, not half", "10Gi", halfSlice, "10Gi"},
+		{"a decimal 16G is less than 15Gi, so it caps", "16G", nil, "16G"},
+		{"a type declaring no localStorage has no cap: 15Gi", "", nil, "15Gi"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			it := h100()
+			it.Spec.LocalStorage = row.localStorage
+			it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{Logical: &workerv1.LogicalSlicing{Count: 10}}
+			role := workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", Resources: row.resources}
+			rendered, err := renderroles.RenderRole(renderroles.Role{
+				Namespace: "team-a", Deployment: "qwen", Spec: spec(role), Role: role, InstanceType: it,
+			})
+			require.NoError(t, err)
+			r := rendered.Template.Spec.Containers[0].Resources
+			assert.Equal(t, row.want, r.Requests.StorageEphemeral().String(), "request")
+			assert.Equal(t, row.want, r.Limits.StorageEphemeral().String(), "limit")
+		})
+	}
 }
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {

@@ -23,9 +23,10 @@ const (
 // partitionProfileMemory reads the memory of a partition profile such as 1g.10gb or 3g.40gb.
 var partitionProfileMemory = regexp.MustCompile(`^\d+g\.(\d+)gb$`)
 
-// podResources derives one Pod's requests and limits: CPU, memory and ephemeral storage are the
-// InstanceType's unit resources scaled by the share of accelerators the Pod requests (one unit on a
-// type without accelerators), and the accelerator and fabric keys follow the request's mode.
+// podResources derives one Pod's requests and limits: CPU and memory are the InstanceType's unit
+// resources scaled by the share of accelerators the Pod requests (one unit on a type without
+// accelerators), ephemeral storage is podEphemeralStorage, and the accelerator and fabric keys follow
+// the request's mode.
 func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleResources, efa bool) (corev1.ResourceRequirements, error) {
 	if req == nil {
 		req = &workerv1.ModelDeploymentRoleResources{}
@@ -68,8 +69,12 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	}
 	list := corev1.ResourceList{}
 	for name, unit := range perUnit {
+		if name == corev1.ResourceEphemeralStorage {
+			continue
+		}
 		list[name] = scale(unit, units, name == corev1.ResourceCPU)
 	}
+	list[corev1.ResourceEphemeralStorage] = podEphemeralStorage(perUnit)
 	for k, v := range devices {
 		list[k] = v
 	}
@@ -87,6 +92,20 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	// Requests equal limits: an inference replica is sized for its accelerators and must not be the
 	// first Pod evicted on a busy node.
 	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
+}
+
+// defaultEphemeralStorage is the local disk every engine Pod asks for (related facts §1.2).
+var defaultEphemeralStorage = resource.MustParse("15Gi")
+
+// podEphemeralStorage is 15Gi capped at the type's localStorage, whatever the card count: the rule
+// sizes a Pod's scratch space, not a share of the node's disk, so a 512Gi type still gets 15Gi and a
+// 10Gi type gets its 10Gi. A type declaring no localStorage has no cap.
+func podEphemeralStorage(perUnit corev1.ResourceList) resource.Quantity {
+	local, declared := perUnit[corev1.ResourceEphemeralStorage]
+	if declared && local.Cmp(defaultEphemeralStorage) < 0 {
+		return local.DeepCopy()
+	}
+	return defaultEphemeralStorage.DeepCopy()
 }
 
 // slicePercentages returns the memory and cores shares of a logical slice; one set alone stands for

@@ -1,0 +1,86 @@
+package kvcache
+
+import (
+	"fmt"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/response"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// Condition is a condition the function reports on the deployment.
+type Condition struct {
+	Status  string // True, False or Unknown
+	Reason  string
+	Message string
+}
+
+// Domain is what one pass read of the KVCachePoolBinding a deployment names.
+type Domain struct {
+	// Binding is what the cache clients are rendered from; nil when none is: no spec.kvCache, or
+	// no Binding to read it from.
+	Binding *Binding
+	// KVCache is status.kvCache: the Binding's echo, or, once the Binding is gone, the echo the
+	// deployment already carries (the record of which domain its replicas write into).
+	KVCache *workerv1.KVCacheStatus
+	// Registered is the DomainRegistered condition.
+	Registered Condition
+}
+
+// ResolveDomain resolves the Binding a deployment names (nil when it does not exist) and its pool
+// (nil when it does not exist or was not read).
+//
+// A missing Binding is reported, not failed: DomainRegistered=False/BindingNotFound, and the roles
+// render with no cache client, since a client needs a registered domain (docs/architecture.md, "The
+// cache step"). A missing pool or one without a client endpoint still fails the render.
+func ResolveDomain(md *workerv1.ModelDeployment, binding *workerv1.KVCachePoolBinding, pool *workerv1.KVCachePool) (Domain, error) {
+	if md.Spec.KVCache == nil {
+		return Domain{Registered: Condition{"True", "NotApplicable", "spec.kvCache is not set, so there is no KVCachePoolBinding to resolve"}}, nil
+	}
+	name := md.Spec.KVCache.PoolRef.Name
+	if binding == nil {
+		return Domain{KVCache: md.Status.KVCache, Registered: bindingNotFound(md.Namespace, name)}, nil
+	}
+	poolName := binding.Spec.PoolRef.Name
+	if pool == nil {
+		return Domain{}, fmt.Errorf("KVCachePoolBinding %s/%s names KVCachePool %s, which does not exist", md.Namespace, name, poolName)
+	}
+	if pool.Status.ClientEndpoint == "" {
+		return Domain{}, fmt.Errorf("KVCachePool %s has not published status.clientEndpoint yet, so no cache client can be configured; the render waits for the pool", poolName)
+	}
+	domain := binding.Spec.Domain
+	if domain.Name == "" {
+		domain.Name = "default"
+	}
+	return Domain{
+		Binding: &Binding{Endpoint: pool.Status.ClientEndpoint, Domain: domain},
+		KVCache: &workerv1.KVCacheStatus{Binding: binding.Name, Pool: poolName, Domain: &domain},
+		Registered: Condition{"True", "Registered", fmt.Sprintf("reuse domain %q is registered through KVCachePoolBinding %s/%s on KVCachePool %s",
+			domain.Name, md.Namespace, name, poolName)},
+	}, nil
+}
+
+// bindingNotFound names the Binding, its namespace, what the render did instead, and the ways out:
+// spec.kvCache is frozen, so the deployment itself cannot be pointed elsewhere.
+func bindingNotFound(namespace, name string) Condition {
+	return Condition{"False", "BindingNotFound", fmt.Sprintf(
+		"spec.kvCache.poolRef.name names KVCachePoolBinding %q in namespace %q, which does not exist, so the roles render without a cache client; "+
+			"an administrator grants this namespace a pool by creating that Binding (the roles then roll onto the cache client), "+
+			"or create a new deployment naming an existing Binding or without spec.kvCache (spec.kvCache is frozen)",
+		name, namespace)}
+}
+
+// setCondition reports a condition on the deployment.
+func setCondition(rsp *fnv1.RunFunctionResponse, typ string, c Condition) {
+	var opt *response.ConditionOption
+	switch c.Status {
+	case "True":
+		opt = response.ConditionTrue(rsp, typ, c.Reason)
+	case "False":
+		opt = response.ConditionFalse(rsp, typ, c.Reason)
+	default:
+		opt = response.ConditionUnknown(rsp, typ, c.Reason)
+	}
+	opt.WithMessage(c.Message).TargetComposite()
+}
