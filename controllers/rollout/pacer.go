@@ -167,6 +167,11 @@ func decide(o observed) pass {
 		inFlight = int32(v)
 	}
 	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight)
+	if held := role.Annotations[workerv1.AnnotationRolloutHeld]; d.step.Replace != "" && held != "" {
+		// A replacement would come up on a configuration without what its predecessor had (the
+		// cache it wrote into); the outdated replicas keep serving until the hold is lifted.
+		d.step = Step{InFlight: inFlight, Message: "the outdated replicas stay: " + held}
+	}
 	replacing := ""
 	if d.step.InFlight >= 0 {
 		replacing = strconv.Itoa(int(d.step.InFlight))

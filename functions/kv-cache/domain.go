@@ -16,6 +16,10 @@ type Condition struct {
 	Message string
 }
 
+// RolloutHeldByCache is the reason a role's outdated replicas are not replaced while its deployment's
+// KV cache Binding is unresolved (related-facts §1.5, the ReplicasUpToDate reasons).
+const RolloutHeldByCache = "RolloutHeldByCache"
+
 // Domain is what one pass read of the KVCachePoolBinding a deployment names.
 type Domain struct {
 	// Binding is what the cache clients are rendered from; nil when none is: no spec.kvCache, or

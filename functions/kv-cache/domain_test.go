@@ -2,6 +2,7 @@ package kvcache_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -145,6 +146,15 @@ spec:
 			template := rsp.GetDesired().GetResources()["role-server"].GetResource().AsMap()["spec"].(map[string]any)["template"].(map[string]any)
 			annotations, _ := template["metadata"].(map[string]any)["annotations"].(map[string]any)
 			assert.Equal(t, row.wantClient, annotations["kvcache.gpustack.ai/client-config"] != nil)
+			roleMeta, _ := rsp.GetDesired().GetResources()["role-server"].GetResource().AsMap()["metadata"].(map[string]any)
+			roleAnnotations, _ := roleMeta["annotations"].(map[string]any)
+			held, _ := roleAnnotations["worker.gpustack.ai/rollout-held"].(string)
+			if row.wantClient {
+				assert.Empty(t, held, "a resolved Binding holds no rollout")
+			} else {
+				assert.True(t, strings.HasPrefix(held, "RolloutHeldByCache: BindingNotFound: "),
+					"the role's running replicas keep their cache client instead of rolling onto none: %q", held)
+			}
 		})
 	}
 }

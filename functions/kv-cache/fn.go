@@ -79,6 +79,14 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
+		if domain.Registered.Status == "False" {
+			// The roles render without a cache client; their running replicas keep the one they
+			// have (RolloutHeldByCache) rather than being replaced onto none.
+			held := RolloutHeldByCache + ": " + domain.Registered.Reason + ": " + domain.Registered.Message
+			if err := dr.Resource.SetValue("metadata.annotations["+workerv1.AnnotationRolloutHeld+"]", held); err != nil {
+				return err
+			}
+		}
 	}
 	routerReady, err := composeRouter(req, md, d, desired)
 	if err != nil {

@@ -33,6 +33,10 @@ const (
 	// AnnotationReplacing on a ModelRole remembers the ordinal whose replacement is unresolved, so a
 	// restarted rollout controller resumes the same replacement.
 	AnnotationReplacing = "worker.gpustack.ai/replacing"
+	// AnnotationRolloutHeld on a ModelRole says why its outdated replicas are not replaced now (a
+	// reason, a colon, a message); the cache step writes it in the same apply as the configuration
+	// that made them outdated, so the rollout controller never sees one without the other.
+	AnnotationRolloutHeld = "worker.gpustack.ai/rollout-held"
 
 	// FinalizerInstanceMembers keeps a replica's headless Service until the replica's members are
 	// gone, so a departing member still resolves its peers while it drains.
