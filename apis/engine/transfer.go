@@ -26,3 +26,29 @@ func RendersDirectLeg(e workerv1.Engine, routed bool, roles []workerv1.ModelDepl
 	}
 	return false
 }
+
+// TransferProtocolOf is the protocol a deployment's transfers speak, its direct leg and its cache
+// clients alike: spec.kvTransfer.protocol, TCP when unset or Auto.
+func TransferProtocolOf(spec *workerv1.ModelDeploymentSpec) workerv1.TransferProtocol {
+	if spec.KVTransfer == nil || spec.KVTransfer.Protocol == "" || spec.KVTransfer.Protocol == workerv1.TransferAuto {
+		return workerv1.TransferTCP
+	}
+	return spec.KVTransfer.Protocol
+}
+
+// IsFabric reports whether a protocol runs on a fabric whose interfaces a Pod is allocated: RDMA or
+// EFA.
+func IsFabric(p workerv1.TransferProtocol) bool {
+	return p == workerv1.TransferRDMA || p == workerv1.TransferEFA
+}
+
+// FabricTransport is the fabric a role's rendered transfers run on, or "" when it has none to be
+// given interfaces for: no direct leg and no cache client (client says whether one is rendered), or
+// a TCP path.
+func FabricTransport(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole, client bool) workerv1.TransferProtocol {
+	leg := RendersDirectLeg(spec.Engine.Name, spec.Router != nil, spec.Roles, role)
+	if p := TransferProtocolOf(spec); (leg || client) && IsFabric(p) {
+		return p
+	}
+	return ""
+}

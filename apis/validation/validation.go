@@ -511,20 +511,16 @@ type fabricPath struct {
 }
 
 func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) fabricPath {
-	p := fabricPath{
+	return fabricPath{
 		leg:      engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
 		client:   md.Spec.KVCache != nil && !role.TakesOver(),
-		protocol: workerv1.TransferTCP,
+		protocol: engine.TransferProtocolOf(&md.Spec),
 	}
-	if md.Spec.KVTransfer != nil && md.Spec.KVTransfer.Protocol != "" && md.Spec.KVTransfer.Protocol != workerv1.TransferAuto {
-		p.protocol = md.Spec.KVTransfer.Protocol
-	}
-	return p
 }
 
 // allocates reports whether the path has a fabric to allocate interfaces for: RDMA or EFA.
 func (p fabricPath) allocates() bool {
-	return (p.leg || p.client) && (p.protocol == workerv1.TransferRDMA || p.protocol == workerv1.TransferEFA)
+	return (p.leg || p.client) && engine.IsFabric(p.protocol)
 }
 
 // sameFabricPath: the interface check re-runs only for a role whose own interface request, type or

@@ -2,6 +2,7 @@ package renderroles_test
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -244,4 +245,50 @@ func TestEphemeralStorageIs15GiCappedAtLocalStorage(t *testing.T) {
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+// TestFabricInterfacesFollowTheTransferPath: a role is given fabric interfaces only for a fabric its
+// transfers run on.
+func TestFabricInterfacesFollowTheTransferPath(t *testing.T) {
+	one := resource.MustParse("1")
+	pair := func(protocol workerv1.TransferProtocol) *workerv1.ModelDeploymentSpec {
+		roles := []workerv1.ModelDeploymentRole{
+			{Name: "prefill", Kind: workerv1.RoleKindPrefill, Resources: &workerv1.ModelDeploymentRoleResources{Interface: &one}},
+			{Name: "decode", Kind: workerv1.RoleKindDecode, Resources: &workerv1.ModelDeploymentRoleResources{Interface: &one}},
+		}
+		s := spec(roles...)
+		s.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
+		if protocol != "" {
+			s.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: protocol}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		rule string
+		spec *workerv1.ModelDeploymentSpec
+		key  corev1.ResourceName
+	}{
+		{"an RDMA leg gets the shared RDMA device", pair(workerv1.TransferRDMA), "device.gpustack.ai/rdma.shared"},
+		{"an EFA leg gets an EFA interface", pair(workerv1.TransferEFA), "vpc.amazonaws.com/efa"},
+		{"a TCP leg gets none", pair(workerv1.TransferTCP), ""},
+		{"an unset protocol is TCP: none", pair(""), ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			role := tc.spec.Roles[0]
+			rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: tc.spec, Role: role, InstanceType: h100()})
+			require.NoError(t, err)
+			requests := rendered.Template.Spec.Containers[0].Resources.Requests
+			var fabric []corev1.ResourceName
+			for k := range requests {
+				if strings.Contains(string(k), "rdma") || strings.Contains(string(k), "efa") {
+					fabric = append(fabric, k)
+				}
+			}
+			if tc.key == "" {
+				assert.Empty(t, fabric)
+				return
+			}
+			assert.Equal(t, []corev1.ResourceName{tc.key}, fabric)
+		})
+	}
 }

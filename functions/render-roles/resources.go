@@ -25,9 +25,9 @@ var partitionProfileMemory = regexp.MustCompile(`^\d+g\.(\d+)gb$`)
 
 // podResources derives one Pod's requests and limits: CPU and memory are the InstanceType's unit
 // resources scaled by the share of accelerators the Pod requests (one unit on a type without
-// accelerators), ephemeral storage is podEphemeralStorage, and the accelerator and fabric keys follow
-// the request's mode.
-func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleResources, efa bool) (corev1.ResourceRequirements, error) {
+// accelerators), ephemeral storage is podEphemeralStorage, the accelerator keys follow the request's
+// mode, and the fabric keys the fabric the role's transfers run on ("" for none).
+func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleResources, fabric workerv1.TransferProtocol) (corev1.ResourceRequirements, error) {
 	if req == nil {
 		req = &workerv1.ModelDeploymentRoleResources{}
 	}
@@ -78,10 +78,13 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	for k, v := range devices {
 		list[k] = v
 	}
-	if req.Interface != nil && req.Interface.Value() > 0 {
+	// Interfaces are requested only for a fabric the role's transfers run on: a TCP client given an
+	// RDMA device would hold one it never uses (admission refuses such a count; a store admitted
+	// before that rule renders without it).
+	if req.Interface != nil && req.Interface.Value() > 0 && fabric != "" {
 		n := req.Interface.Value()
 		switch {
-		case efa:
+		case fabric == workerv1.TransferEFA:
 			list[efaKey] = *resource.NewQuantity(n, resource.DecimalSI)
 		case n == 1:
 			list[rdmaSharedKey] = resource.MustParse("1")

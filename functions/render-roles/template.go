@@ -87,7 +87,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main := mainContainer(in, role, ports)
-	resources, err := podResources(it, role.Resources, in.Spec.KVTransfer != nil && in.Spec.KVTransfer.Protocol == workerv1.TransferEFA)
+	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, role, in.Binding != nil && !role.TakesOver()))
 	if err != nil {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
 	}
