@@ -3,9 +3,6 @@ package kvcache
 import (
 	"fmt"
 
-	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-	"github.com/crossplane/function-sdk-go/response"
-
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -75,16 +72,3 @@ func bindingNotFound(namespace, name string) Condition {
 		name, namespace)}
 }
 
-// setCondition reports a condition on the deployment.
-func setCondition(rsp *fnv1.RunFunctionResponse, typ string, c Condition) {
-	var opt *response.ConditionOption
-	switch c.Status {
-	case "True":
-		opt = response.ConditionTrue(rsp, typ, c.Reason)
-	case "False":
-		opt = response.ConditionFalse(rsp, typ, c.Reason)
-	default:
-		opt = response.ConditionUnknown(rsp, typ, c.Reason)
-	}
-	opt.WithMessage(c.Message).TargetComposite()
-}

@@ -99,7 +99,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
-	setCondition(rsp, "DomainRegistered", domain.Registered)
+	xfn.SetCondition(rsp, "DomainRegistered", domain.Registered.Status, domain.Registered.Reason, domain.Registered.Message)
 	setConditions(rsp, md, d)
 	removed := setRouterStatus(rsp, md, routerReady, routerRoles, status)
 	return xfn.SetDesiredStatus(req, rsp, xr, status, removed...)

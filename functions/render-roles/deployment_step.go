@@ -125,8 +125,8 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	if err := composeRoles(desired, o, p); err != nil {
 		return err
 	}
-	setCondition(rsp, "QuotaReserved", p.quota)
-	setCondition(rsp, "ReplicasUpToDate", p.upToDate)
+	xfn.SetCondition(rsp, "QuotaReserved", p.quota.Status, p.quota.Reason, p.quota.Message)
+	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, p.rendered[0])
@@ -264,19 +264,6 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 	}
 }
 
-// setCondition reports a condition on the deployment.
-func setCondition(rsp *fnv1.RunFunctionResponse, typ string, c Condition) {
-	var opt *response.ConditionOption
-	switch c.Status {
-	case "True":
-		opt = response.ConditionTrue(rsp, typ, c.Reason)
-	case "False":
-		opt = response.ConditionFalse(rsp, typ, c.Reason)
-	default:
-		opt = response.ConditionUnknown(rsp, typ, c.Reason)
-	}
-	opt.WithMessage(c.Message).TargetComposite()
-}
 
 // observedRollout reads a role's rollout progress off its observed ModelRole.
 func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.ModelRole) RoleRollout {

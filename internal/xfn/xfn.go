@@ -208,3 +208,17 @@ func NestedCount(obj map[string]any, fields ...string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// SetCondition reports a condition of type typ on the composite; status is True, False or Unknown.
+func SetCondition(rsp *fnv1.RunFunctionResponse, typ, status, reason, message string) {
+	var opt *response.ConditionOption
+	switch status {
+	case "True":
+		opt = response.ConditionTrue(rsp, typ, reason)
+	case "False":
+		opt = response.ConditionFalse(rsp, typ, reason)
+	default:
+		opt = response.ConditionUnknown(rsp, typ, reason)
+	}
+	opt.WithMessage(message).TargetComposite()
+}

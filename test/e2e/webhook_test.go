@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +30,7 @@ spec:
     - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 64}, env: [{name: GPUSTACK_REPLICA_SIZE, value: "2"}]}
     - {name: prefill, kind: Prefill, instanceType: gpustack-nvidia-a10g-linux-amd64}
 `
-	f := filepath.Join(t.TempDir(), "refused.yaml")
-	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := stack.Kubectl("apply", "-f", f)
-	if err == nil {
-		t.Fatalf("kubectl apply was admitted:\n%s", out)
-	}
+	out := applyRefused(t, manifest)
 
 	md := &workerv1.ModelDeployment{}
 	if err := yaml.Unmarshal([]byte(manifest), md); err != nil {
