@@ -264,7 +264,6 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 	}
 }
 
-
 // observedRollout reads a role's rollout progress off its observed ModelRole.
 func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.ModelRole) RoleRollout {
 	r := RoleRollout{Desired: role.Replicas}
