@@ -71,4 +71,3 @@ func bindingNotFound(namespace, name string) Condition {
 			"or create a new deployment naming an existing Binding or without spec.kvCache (spec.kvCache is frozen)",
 		name, namespace)}
 }
-
