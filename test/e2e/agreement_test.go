@@ -93,7 +93,7 @@ const llmdRouter = "  router: {name: llm-d-router}\n"
 func TestUpstreamAgreementOnTheStack(t *testing.T) {
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-u")
-	queue(t, ctx, "gpustack-nvidia-a10g-linux-amd64", "gpustack-fnv64-7bc37bef52624161", "team-u", 8)
+	queue(t, ctx, "upstream-agreement", "gpustack-fnv64-7bc37bef52624161", "team-u", 8) // a ClusterQueue of its own: the smoke test makes the type's
 	const a10g = "instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}"
 
 	t.Run("adding a router that makes a role's --port a reserved one is refused", func(t *testing.T) {
