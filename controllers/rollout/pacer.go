@@ -126,6 +126,7 @@ type observed struct {
 // the step replaces.
 type pass struct {
 	scaledDown  []Slot
+	duplicates  []Slot // second replicas of one slot: a create whose expectation expired before the cache showed it
 	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod left
 	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
@@ -156,10 +157,21 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 func decide(o observed) pass {
 	role := o.role
 	var d pass
+	kept := map[int32]Slot{}
 	for _, s := range o.slots {
 		if s.Ordinal >= role.Spec.Replicas {
 			d.scaledDown = append(d.scaledDown, s)
+			continue
 		}
+		if k, taken := kept[s.Ordinal]; taken {
+			// One replica per slot: the one that was admitted stays, else the first by name.
+			if s.EverAdmitted && !k.EverAdmitted || s.EverAdmitted == k.EverAdmitted && s.Replica < k.Replica {
+				s, kept[s.Ordinal] = k, s
+			}
+			d.duplicates = append(d.duplicates, s)
+			continue
+		}
+		kept[s.Ordinal] = s
 	}
 	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
 	inFlight := int32(-1)
@@ -212,6 +224,11 @@ func changed(have, want map[string]string) map[string]*string {
 func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error {
 	for _, s := range d.scaledDown {
 		if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
+			return err
+		}
+	}
+	for _, s := range d.duplicates {
+		if err := p.retire(ctx, role, s.Replica, s.Ordinal, "a second replica of its slot"); err != nil {
 			return err
 		}
 	}

@@ -176,6 +176,15 @@ func TestPacerReconcile(t *testing.T) {
 			role: modelRole(1, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"), standing(2, "b")),
 			retired: []string{"md-server-r1-b", "md-server-r2-b"},
 			events:  []string{leaving(2, "the role was scaled to 1"), leaving(1, "the role was scaled to 1")}},
+		{rule: "a second replica of one slot is retired; the admitted one stays",
+			role: modelRole(2, "b", nil),
+			objs: objects(standing(0, "b"), standing(1, "b"), []client.Object{func() *v1alpha1.ModelReplica {
+				r := replicaAt(1, "b")
+				r.Name, r.UID = "md-server-r1-a-duplicate", "md-server-r1-a-duplicate"
+				return r
+			}()}),
+			retired: []string{"md-server-r1-a-duplicate"},
+			events:  []string{leaving(1, "a second replica of its slot")}},
 		{rule: "a role being deleted is left alone",
 			role: func() *v1alpha1.ModelRole {
 				r := modelRole(3, "b", nil)
