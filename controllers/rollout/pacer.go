@@ -126,7 +126,7 @@ type observed struct {
 // the step replaces.
 type pass struct {
 	scaledDown  []Slot
-	duplicates  []Slot // second replicas of one slot: a create whose expectation expired before the cache showed it
+	duplicates  []Slot             // second replicas of one slot: a create whose expectation expired before the cache showed it
 	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod left
 	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
