@@ -261,6 +261,8 @@ func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, fill
 			replica := renderroles.NewReplica(role, ordinal)
 			if err := p.Client.Create(ctx, replica); err != nil {
 				p.expected.Awaiting(role.UID, ordinal, true) // nothing is on its way
+				p.event(ctx, role, corev1.EventTypeWarning, "ReplicaCreateFailed", "Create",
+					"cannot create replica r%d of role %s: %v; the rollout controller tries again", ordinal, role.Spec.RoleName, err)
 				return fmt.Errorf("creating the ModelReplica of slot r%d of ModelRole %s/%s: %w", ordinal, role.Namespace, role.Name, err)
 			}
 			return nil
@@ -280,13 +282,18 @@ func (p *Pacer) retire(ctx context.Context, role *v1alpha1.ModelRole, name strin
 		}
 		return fmt.Errorf("retiring ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err)
 	}
+	p.event(ctx, role, corev1.EventTypeNormal, "ReplicaLeaving", "Retire",
+		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for %s, then its siblings lose them",
+		ordinal, role.Spec.RoleName, why, LeaseWindow)
+	return nil
+}
+
+// event records an event on the role's deployment, where a person looks; none when it is gone.
+func (p *Pacer) event(ctx context.Context, role *v1alpha1.ModelRole, eventType, reason, action, note string, args ...any) {
 	md := &workerv1.ModelDeployment{}
 	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, md); err == nil {
-		p.Recorder.Eventf(md, nil, corev1.EventTypeNormal, "ReplicaLeaving", "Retire",
-			"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for %s, then its siblings lose them",
-			ordinal, role.Spec.RoleName, why, LeaseWindow)
+		p.Recorder.Eventf(md, nil, eventType, reason, action, note, args...)
 	}
-	return nil
 }
 
 func slotFilled(slots []Slot, ordinal int32) bool {

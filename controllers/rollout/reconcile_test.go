@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -405,4 +406,21 @@ func TestWorkloadReaperReconcile(t *testing.T) {
 			assert.Equal(t, tc.reaped, !exists(t, c, &kueue.Workload{}, name))
 		})
 	}
+}
+
+func TestPacerReportsAReplicaItCannotCreate(t *testing.T) {
+	role := modelRole(1, "b", nil)
+	c := fakecluster.Builder(role, deployment()).Build()
+	refusing := interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return apierrors.NewForbidden(v1alpha1.SchemeGroupVersion.WithResource("modelreplicas").GroupResource(), "", errors.New("no create verb"))
+		},
+	})
+	recorder := events.NewFakeRecorder(10)
+	_, err := (&Pacer{Client: refusing, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.Error(t, err, "the pass fails and is retried")
+	got := fakecluster.Events(recorder)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "Warning ReplicaCreateFailed cannot create replica r0 of role server: ")
+	assert.Contains(t, got[0], "no create verb; the rollout controller tries again")
 }
