@@ -72,7 +72,11 @@ func TestEPPRules(t *testing.T) {
 			has: []string{"url: http://qwen-a.team-a.svc:8000\n"}},
 		{rule: "the tokenizer is https when its role serves TLS", in: qwen(workerv1.EngineVLLM, role("s", "", "--ssl-certfile", "/tls.crt")),
 			has: []string{"url: https://qwen-s.team-a.svc:8000\n"}},
-		{rule: "the serving port is the metrics port", in: func() llmd.Deployment { d := qwen(workerv1.EngineSGLang, role("s", "")); d.ServingPort = 8100; return d }(),
+		{rule: "the serving port is the metrics port", in: func() llmd.Deployment {
+			d := qwen(workerv1.EngineSGLang, role("s", ""))
+			d.ServingPort = 8100
+			return d
+		}(),
 			has: []string{"port: 8100\n"}},
 		{rule: "an engine without the metric table", in: qwen("TGI", role("s", "")),
 			wantErr: `metric "QueuedRequests" required by router "llm-d-router" is unavailable on engine "tgi"`},
