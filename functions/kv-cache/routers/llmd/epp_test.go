@@ -1,6 +1,7 @@
 package llmd_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -21,10 +22,23 @@ func qwen(e workerv1.Engine, roles ...workerv1.ModelDeploymentRole) llmd.Deploym
 
 // caseD is example D of §1.1, spelled out from its prose: C's filters and profiles, B's producer and
 // extractor, and the decider.
-var caseD = caseB[:strings.Index(caseB, "plugins:\n")] + "plugins:\n" +
-	caseC[strings.Index(caseC, "- name: decode-pods"):strings.Index(caseC, "- parameters:\n    modelName")] +
-	caseB[strings.Index(caseB, "- type: approx-prefix-cache-producer"):strings.Index(caseB, "schedulingProfiles:")] +
-	caseC[strings.Index(caseC, "- parameters:\n    nonCachedTokens"):]
+var caseD = section(caseB, "", "plugins:\n") + "plugins:\n" +
+	section(caseC, "- name: decode-pods", "- parameters:\n    modelName") +
+	section(caseB, "- type: approx-prefix-cache-producer", "schedulingProfiles:") +
+	section(caseC, "- parameters:\n    nonCachedTokens", "")
+
+// section is doc from the first from (the start when empty) up to the next to (the end when empty).
+func section(doc, from, to string) string {
+	_, rest, found := strings.Cut(doc, from)
+	if !found {
+		panic("example lacks " + from)
+	}
+	rest = from + rest
+	if to != "" {
+		rest, _, _ = strings.Cut(rest, to)
+	}
+	return rest
+}
 
 func TestEPP(t *testing.T) {
 	cases := []struct {
@@ -115,7 +129,7 @@ func TestEPPIsDeterministic(t *testing.T) {
 	scaled.Roles[0].Replicas = 7
 	for range 20 {
 		again, _ := llmd.EPP(scaled)
-		if string(again) != string(first) {
+		if !bytes.Equal(again, first) {
 			t.Fatal("the EPP document changed with a replica count or between renders")
 		}
 	}
