@@ -22,6 +22,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
+	"github.com/mdplane/mdplane/functions/kv-cache/routers"
 	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
 )
 
@@ -57,7 +58,16 @@ func TestEnvoyLoadsTheRenderedBootstrap(t *testing.T) {
 				t.Errorf("listeners = %d, want 1", n)
 			}
 			if n := len(b.GetStaticResources().GetClusters()); n != 2 {
-				t.Errorf("clusters = %d, want 2", n)
+				t.Fatalf("clusters = %d, want 2", n)
+			}
+			// The ports are literals of the template; the Deployment and Service are rendered from constants.
+			listen := b.GetStaticResources().GetListeners()[0].GetAddress().GetSocketAddress().GetPortValue()
+			if listen != routers.Port {
+				t.Errorf("Envoy listens on %d, the router Service targets %d", listen, routers.Port)
+			}
+			extProc := b.GetStaticResources().GetClusters()[1].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
+			if extProc != llmd.ExtProcPort {
+				t.Errorf("Envoy dials ext_proc on %d, the EPP's grpc port is %d", extProc, llmd.ExtProcPort)
 			}
 		})
 	}

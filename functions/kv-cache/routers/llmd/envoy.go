@@ -6,8 +6,6 @@ import (
 )
 
 const (
-	// ProxyPort is where Envoy listens; the router Service and its readiness probe point here.
-	ProxyPort = 8081
 	// ExtProcPort is the EPP's ext_proc gRPC port, dialled by Envoy over loopback.
 	ExtProcPort = 9002
 	// DefaultRouteTimeoutSeconds is the route timeout when spec.router.requestTimeoutSeconds is
