@@ -42,6 +42,10 @@ func RoleResource(role string) string { return "role-" + role }
 // pipeline, which kv-cache adds the KV event ports to.
 func RoleServiceResource(role string) string { return "service-" + role }
 
+// RouterDeploymentResource is the composition resource name of the router's Deployment: kv-cache
+// composes it, and render-roles counts its ready Pods into roleSummary.
+const RouterDeploymentResource = "router-deployment"
+
 // maxGenerateNameBase leaves room for the five characters the API server appends to a generateName,
 // so that an XR name stays a valid 63-character label value.
 const maxGenerateNameBase = 57

@@ -737,10 +737,13 @@ func validateRouter(md *workerv1.ModelDeployment) field.ErrorList {
 	}
 	for j, arg := range r.ExtraArgs {
 		name, _, _ := strings.Cut(arg, "=")
+		if r.Name == workerv1.RouterLLMD && !strings.HasPrefix(name, "--") && strings.HasPrefix(name, "-") {
+			name = "-" + name // the EPP parses Go flags, where -config-file is --config-file
+		}
 		for _, owned := range routerOwnedArgs[r.Name] {
 			if name == owned {
 				errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), arg, fmt.Sprintf(
-					"%s is rendered by mdplane on %s and cannot be passed again", owned, r.Name)))
+					"%s is rendered by mdplane on %s and cannot be passed again; remove it from spec.router.extraArgs (mdplane sets it from the deployment)", owned, r.Name)))
 			}
 		}
 	}

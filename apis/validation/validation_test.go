@@ -449,6 +449,83 @@ func TestRefusals(t *testing.T) {
 			}, role("s", "")),
 		},
 		{
+			rule: "--endpoint-selector, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--endpoint-selector=app=x"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--endpoint-selector is rendered by mdplane on llm-d-router", "--endpoint-selector=app=x", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--endpoint-selector-v2=app=x"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "--endpoint-target-ports, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--endpoint-target-ports=9000"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--endpoint-target-ports is rendered by mdplane on llm-d-router", "--endpoint-target-ports=9000", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--endpoint-target-port-names=http"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "--config-file, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--config-file=/etc/epp.yaml"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--config-file is rendered by mdplane on llm-d-router", "--config-file=/etc/epp.yaml", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--config-text=plugins: []"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "--secure-serving, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--secure-serving=true"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--secure-serving is rendered by mdplane on llm-d-router", "--secure-serving=true", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--secure-serving-cert=/tls.crt"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "--grpc-health-port, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--grpc-health-port=9100"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--grpc-health-port is rendered by mdplane on llm-d-router", "--grpc-health-port=9100", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--grpc-port=9102"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "--metrics-endpoint-auth, which mdplane renders on llm-d-router",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--metrics-endpoint-auth=true"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[1]",
+			parts: []string{"--metrics-endpoint-auth is rendered by mdplane on llm-d-router", "--metrics-endpoint-auth=true", "remove it from spec.router.extraArgs"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"--v=4", "--metrics-endpoint=/metrics"}}
+			}, role("s", "")),
+		},
+		{
+			rule: "a single-dash owned flag on llm-d-router, which Go's flag parsing reads as the same flag",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"-config-file", "/etc/epp.yaml"}}
+			}, role("s", "")),
+			path:  "spec.router.extraArgs[0]",
+			parts: []string{"--config-file is rendered by mdplane on llm-d-router"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD, ExtraArgs: []string{"-v", "4"}}
+			}, role("s", "")),
+		},
+		{
 			rule: "a disaggregation threshold on a router other than llm-d-router",
 			refused: deployment(func(md *workerv1.ModelDeployment) {
 				md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM, DisaggregationThresholdTokens: ptr.To(int32(8))}

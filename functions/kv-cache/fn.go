@@ -16,6 +16,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/functions/kv-cache/routers"
+	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
 	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -88,9 +89,9 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 			}
 		}
 	}
-	routerReady, err := composeRouter(req, md, d, desired)
-	if err != nil {
-		return err
+	rt, routerErr := composeRouter(req, md, d, desired)
+	if routerErr != nil && rt.err == nil {
+		return routerErr
 	}
 	routerRoles, err := publishKVEvents(md, d, desired)
 	if err != nil {
@@ -101,8 +102,20 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	xfn.SetCondition(rsp, "DomainRegistered", domain.Registered.Status, domain.Registered.Reason, domain.Registered.Message)
 	setConditions(rsp, md, d)
-	removed := setRouterStatus(rsp, md, routerReady, routerRoles, status)
-	return xfn.SetDesiredStatus(req, rsp, xr, status, removed...)
+	removed := setRouterStatus(rsp, md, rt, routerRoles, poolEndpoint(d, pool), status)
+	if err := xfn.SetDesiredStatus(req, rsp, xr, status, removed...); err != nil {
+		return err
+	}
+	// RouterReady and the status say why; the render still fails, so nothing is applied half-done.
+	return rt.err
+}
+
+// poolEndpoint is the client endpoint of the KVCachePool the deployment's cache domain resolved to.
+func poolEndpoint(d Deployment, pool *workerv1.KVCachePool) string {
+	if d.Binding == nil || pool == nil {
+		return ""
+	}
+	return pool.Status.ClientEndpoint
 }
 
 // readBinding requires the Binding the deployment names and, when it exists, its pool; nil for one
@@ -207,73 +220,110 @@ const (
 	routerReady
 )
 
-// composeRouter adds an argv router's objects to the desired resources and reports how far the
-// router is.
-func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) (routerState, error) {
+// router is how far the deployment's router is: its state and, once observed, its ready replicas.
+type router struct {
+	state routerState
+	ready int64
+	err   error // why the router's objects did not render
+}
+
+// composeRouter adds the router's objects to the desired resources and reports how far the router
+// is, by the ready replicas of its observed Deployment.
+func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d Deployment, desired map[resource.Name]*resource.DesiredComposed) (router, error) {
 	if md.Spec.Router == nil {
-		return routerAbsent, nil
+		return router{state: routerAbsent}, nil
 	}
-	if !routers.Renders(md.Spec.Router.Name) {
-		return routerNotRendered, nil
+	if !routers.Renders(md.Spec.Router.Name) && md.Spec.Router.Name != workerv1.RouterLLMD {
+		return router{state: routerNotRendered}, nil
 	}
-	port, err := routers.ServingPort(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles)
+	r, err := renderRouter(md, d)
 	if err != nil {
-		return 0, err
-	}
-	r, err := routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
-	if err != nil {
-		return 0, err
+		return router{state: routerNotRendered, err: err}, err
 	}
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
-		return 0, err
+		return router{}, err
 	}
-	state := routerNotDeployed
+	state := router{state: routerNotDeployed}
 	for key, obj := range r.Objects {
 		seen := observed[resource.Name(key)].Resource
 		ready := seen != nil
-		if key == "router-deployment" && seen != nil {
-			available, _ := xfn.NestedCount(seen.Object, "status", "availableReplicas")
-			ready = available > 0
-			state = routerNotReady
+		if key == naming.RouterDeploymentResource && seen != nil {
+			state.ready, _ = xfn.NestedCount(seen.Object, "status", "readyReplicas")
+			ready = state.ready > 0
+			state.state = routerNotReady
 			if ready {
-				state = routerReady
+				state.state = routerReady
 			}
 		}
 		if desired[resource.Name(key)], err = xfn.Composed(obj, ready); err != nil {
-			return 0, err
+			return router{}, err
 		}
 	}
 	return state, nil
 }
 
-// setRouterStatus reports RouterReady and, once the router serves, makes it the deployment's
-// endpoint: behind a router the deployment's address is the router's, and there is none until it
-// serves. It returns the status fields to remove.
-func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, state routerState, roles []workerv1.RouterRoleStatus, status *workerv1.ModelDeploymentStatus) (removed []string) {
-	if state == routerAbsent {
+// renderRouter renders the named router's objects on the one port every role serves on.
+func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, error) {
+	port, err := routers.ServingPort(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles)
+	if err != nil {
+		return nil, err
+	}
+	if md.Spec.Router.Name == workerv1.RouterLLMD {
+		return routers.RenderLLMD(md, port)
+	}
+	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
+}
+
+// setRouterStatus reports RouterReady and status.router and, once the router serves, makes it the
+// deployment's endpoint: behind a router the deployment's address is the router's, and there is none
+// until a router replica is ready. It returns the status fields to remove.
+func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, rt router, roles []workerv1.RouterRoleStatus, poolEndpoint string, status *workerv1.ModelDeploymentStatus) (removed []string) {
+	if rt.state == routerAbsent {
 		response.ConditionTrue(rsp, "RouterReady", "NotApplicable").WithMessage("spec.router is not set").TargetComposite()
 		return nil
 	}
-	status.Router = &workerv1.RouterStatus{Name: md.Spec.Router.Name, Roles: roles}
-	switch state {
+	name := md.Spec.Router.Name
+	status.Router = &workerv1.RouterStatus{Name: name, Roles: roles, PoolEndpoint: poolEndpoint}
+	if name == workerv1.RouterLLMD {
+		status.Router.Metrics = routerMetrics(md)
+	}
+	switch rt.state {
 	case routerNotRendered:
+		if rt.err != nil {
+			response.ConditionFalse(rsp, "RouterReady", "RenderFailed").WithMessage(rt.err.Error()).TargetComposite()
+			return []string{"endpoint"}
+		}
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").
-			WithMessage(fmt.Sprintf("this release of mdplane does not render %s's objects", md.Spec.Router.Name)).TargetComposite()
+			WithMessage(fmt.Sprintf("this release of mdplane does not render %s's objects", name)).TargetComposite()
 		return nil
 	case routerNotDeployed:
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").WithMessage("the router Deployment does not exist yet").TargetComposite()
 	case routerNotReady:
-		response.ConditionFalse(rsp, "RouterReady", "NoReadyReplicas").WithMessage("no router replica is available").TargetComposite()
+		response.ConditionFalse(rsp, "RouterReady", "NoReadyReplicas").WithMessage(fmt.Sprintf("router %q has no ready replicas", name)).TargetComposite()
 	case routerReady:
-		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage("the router serves").TargetComposite()
+		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage(fmt.Sprintf("router %q has %d ready replicas", name, rt.ready)).TargetComposite()
 	}
 	status.Router.Endpoint = routers.Endpoint(md.Namespace, md.Name)
-	if state != routerReady {
+	if rt.state != routerReady {
 		return []string{"endpoint"}
 	}
 	status.Endpoint = routers.Endpoint(md.Namespace, md.Name)
 	return nil
+}
+
+// routerMetrics are the engine metrics llm-d-router scores on, scraped on the serving port; none
+// when the roles do not share one (RouterReady then says why).
+func routerMetrics(md *workerv1.ModelDeployment) *workerv1.RouterMetricsStatus {
+	m, err := llmd.EngineMetrics(md.Spec.Engine.Name)
+	if err != nil {
+		return nil
+	}
+	port, err := routers.ServingPort(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles)
+	if err != nil {
+		return nil
+	}
+	return &workerv1.RouterMetricsStatus{Port: port, QueuedRequests: m.QueuedRequests, RunningRequests: m.RunningRequests, KVCacheUtilization: m.KVCacheUtilization}
 }
 
 // publishKVEvents declares the event ports on the Service of every role that publishes, so its

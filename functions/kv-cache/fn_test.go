@@ -81,7 +81,7 @@ func TestRouterEndpoint(t *testing.T) {
 	})
 	t.Run("the router's address once a replica is available", func(t *testing.T) {
 		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(),
-			routerRequest(t, `{apiVersion: apps/v1, kind: Deployment, metadata: {name: chat-router}, status: {availableReplicas: 1}}`))
+			routerRequest(t, `{apiVersion: apps/v1, kind: Deployment, metadata: {name: chat-router}, status: {readyReplicas: 1}}`))
 		require.NoError(t, err)
 		status := rsp.GetDesired().GetComposite().GetResource().AsMap()["status"].(map[string]any)
 		assert.Equal(t, "http://chat-router.team-a.svc:8081", status["endpoint"])

@@ -42,6 +42,8 @@ type deploymentObservation struct {
 	roles map[string]*v1alpha1.ModelRole
 	// exists tells the composed resources that are observed.
 	exists map[resource.Name]bool
+	// routerReady is the ready Pods of the router Deployment, which kv-cache composes.
+	routerReady int64
 }
 
 // observeDeployment reads the deployment, the external objects its roles bind and its observed
@@ -63,6 +65,9 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{}}
 	for key := range observed {
 		o.exists[key] = true
+	}
+	if router := observed[naming.RouterDeploymentResource].Resource; router != nil {
+		o.routerReady, _ = xfn.NestedCount(router.Object, "status", "readyReplicas")
 	}
 	for _, role := range md.Spec.Roles {
 		obs := observed[resource.Name(naming.RoleResource(role.Name))].Resource
@@ -111,7 +116,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.quota = QuotaCondition(desiredReplicas, quotaStates)
 	p.upToDate = UpToDateCondition(rollouts)
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
-	p.status.RoleSummary = roleSummary(md, p.status.Roles)
+	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
 	return p, nil
 }
 
@@ -295,7 +300,8 @@ func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.
-func roleSummary(md *workerv1.ModelDeployment, statuses []workerv1.RoleStatus) string {
+// routerReady is the ready Pods of the router Deployment kv-cache composes.
+func roleSummary(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus) string {
 	ready := map[workerv1.RoleKind]int64{}
 	present := map[workerv1.RoleKind]bool{}
 	for _, s := range statuses {
@@ -304,7 +310,7 @@ func roleSummary(md *workerv1.ModelDeployment, statuses []workerv1.RoleStatus) s
 	}
 	summary := ""
 	if md.Spec.Router != nil {
-		summary += "0R" // the router is not rendered yet, so none of its Pods is Ready
+		summary += fmt.Sprintf("%dR", routerReady)
 	}
 	kinds := []workerv1.RoleKind{workerv1.RoleKindServer, workerv1.RoleKindPrefill, workerv1.RoleKindDecode, workerv1.RoleKindEncode}
 	letters := map[workerv1.RoleKind]string{workerv1.RoleKindServer: "S", workerv1.RoleKindPrefill: "P", workerv1.RoleKindDecode: "D", workerv1.RoleKindEncode: "E"}

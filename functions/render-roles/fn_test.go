@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,21 @@ func TestDeploymentStep(t *testing.T) {
 		assert.Equal(t, "2S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
 		roles := field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)
 		assert.EqualValues(t, 2, roles[0].(map[string]any)["ready"])
+	})
+	t.Run("roleSummary's R counts the router Deployment's ready Pods", func(t *testing.T) {
+		routed := strings.Replace(deployment, "  roles:\n", "  router: {name: llm-d-router}\n  roles:\n", 1)
+		require.NotEqual(t, deployment, routed)
+		for _, tc := range []struct{ observed, want string }{
+			{"", "0R0S"},
+			{`{apiVersion: apps/v1, kind: Deployment, metadata: {name: chat-router}, status: {replicas: 3, readyReplicas: 2}}`, "2R0S"},
+		} {
+			observed := map[string]string{}
+			if tc.observed != "" {
+				observed["router-deployment"] = tc.observed
+			}
+			rsp := run(t, request{composite: routed, required: resolvedDeploymentInputs(), observed: observed})
+			assert.Equal(t, tc.want, field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
+		}
 	})
 	t.Run("a missing InstanceType fails the render with RenderFailed", func(t *testing.T) {
 		inputs := resolvedDeploymentInputs()

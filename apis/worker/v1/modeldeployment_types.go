@@ -677,6 +677,25 @@ type RouterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Roles []RouterRoleStatus `json:"roles,omitempty"`
+	// Metrics are the engine metrics the router scores endpoints on; llm-d-router only.
+	// +optional
+	Metrics *RouterMetricsStatus `json:"metrics,omitempty"`
+}
+
+// RouterMetricsStatus names the engine metrics a router reads, and the port it scrapes them on.
+type RouterMetricsStatus struct {
+	// Port is the engine port the metrics are scraped on.
+	// +optional
+	Port int32 `json:"port,omitempty"`
+	// QueuedRequests is the metric counting requests waiting in the engine.
+	// +optional
+	QueuedRequests string `json:"queuedRequests,omitempty"`
+	// RunningRequests is the metric counting requests the engine is running.
+	// +optional
+	RunningRequests string `json:"runningRequests,omitempty"`
+	// KVCacheUtilization is the metric of the engine's KV cache usage.
+	// +optional
+	KVCacheUtilization string `json:"kvCacheUtilization,omitempty"`
 }
 
 // RouterRoleStatus is one role as the router sees it.

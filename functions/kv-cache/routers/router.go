@@ -68,14 +68,21 @@ func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, rol
 	if err != nil {
 		return nil, err
 	}
+	return &Router{Objects: objects(namespace, deployment, r, func(meta metav1.ObjectMeta) *appsv1.Deployment {
+		return routerDeployment(meta, r, []corev1.Container{container}, nil, hash)
+	})}, nil
+}
+
+// objects are every router's objects: the Deployment deploy builds from the shared metadata, its
+// Service on Port, and the ServiceAccount, Role and RoleBinding that let it watch Pods.
+func objects(namespace, deployment string, r *workerv1.ModelDeploymentRouter, deploy func(metav1.ObjectMeta) *appsv1.Deployment) map[string]any {
 	name := naming.RouterName(deployment)
-	labels := naming.DeploymentLabels(deployment)
-	labels[LabelRouter] = string(r.Name)
+	labels := Labels(deployment, r.Name)
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
 	}
-	return &Router{Objects: map[string]any{
-		"router-deployment": routerDeployment(meta(), r, container, hash),
+	return map[string]any{
+		naming.RouterDeploymentResource: deploy(meta()),
 		"router-service": &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: meta(),
@@ -95,7 +102,15 @@ func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, rol
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		},
-	}}, nil
+	}
+}
+
+// Labels label and select a deployment's router objects and Pods: the deployment's labels and the
+// router's name. Router Pods carry no member index, so no endpoint selector picks them.
+func Labels(deployment string, router workerv1.RouterName) map[string]string {
+	labels := naming.DeploymentLabels(deployment)
+	labels[LabelRouter] = string(router)
+	return labels
 }
 
 // routerArgs are the router's own flags, then the user's extraArgs: where it listens, where it
@@ -146,7 +161,7 @@ func routerContainerOf(r *workerv1.ModelDeploymentRouter, command string, args [
 
 // routerDeployment runs the router's replicas, keyed to their configuration by hash so a change
 // rolls them, and scraped on the metrics port.
-func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter, container corev1.Container, hash string) *appsv1.Deployment {
+func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter, containers []corev1.Container, volumes []corev1.Volume, hash string) *appsv1.Deployment {
 	replicas := int32(routerDefaultReplicaSize)
 	if r.Replicas != nil {
 		replicas = *r.Replicas
@@ -166,7 +181,8 @@ func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter,
 				Spec: corev1.PodSpec{
 					ServiceAccountName: meta.Name,
 					ImagePullSecrets:   r.ImagePullSecrets,
-					Containers:         []corev1.Container{container},
+					Containers:         containers,
+					Volumes:            volumes,
 				},
 			},
 		},
