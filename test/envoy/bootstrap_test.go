@@ -37,7 +37,10 @@ func load(doc string) (*bootstrapv3.Bootstrap, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(js, b); err != nil {
 		return nil, err
 	}
-	return b, b.ValidateAll()
+	if err := b.ValidateAll(); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func TestEnvoyLoadsTheRenderedBootstrap(t *testing.T) {
