@@ -154,11 +154,12 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []stri
 }
 
 // startControllerManager runs the controllers the tests rely on: garbage collection (owner
-// references, foreground deletion), namespace deletion, Service endpoints, and node lifecycle, which
-// lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready.
+// references, foreground deletion), namespace deletion, Service endpoints, node lifecycle, which
+// lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready, and the
+// Deployment and ReplicaSet controllers, which run the routers' Deployments.
 func (s *Stack) startControllerManager(ctx context.Context) error {
 	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), []string{
-		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller",
+		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller",
 	})
 }
 
