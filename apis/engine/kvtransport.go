@@ -31,6 +31,21 @@ func StoreProtocol(api string) string {
 	return storeProtocols[api]
 }
 
+// APIProtocol is the API spelling of a store protocol (tcp is TCP); "" for one it does not know.
+func APIProtocol(store string) workerv1.TransferProtocol {
+	return workerv1.TransferProtocol(apiProtocol(store))
+}
+
+// ClientTransport is the protocol, in the API's spelling, a role's cache client speaks on a
+// backend: the first group offer its engine accepts; "" when none is (the render fails for it).
+func ClientTransport(e workerv1.Engine, manufacturer string, b *workerv1.KVCacheBackend) workerv1.TransferProtocol {
+	matched, err := MatchTransport(ClientEngineOf(e, manufacturer), BackendOffers(b))
+	if err != nil {
+		return ""
+	}
+	return APIProtocol(matched)
+}
+
 // apiProtocol is the API spelling of a store protocol, for messages that tell the user what to write.
 func apiProtocol(store string) string {
 	for _, api := range []string{workerv1.TransportTCP, workerv1.TransportRDMA, workerv1.TransportEFA, workerv1.TransportCANN,
