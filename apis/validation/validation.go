@@ -92,7 +92,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		errs = append(errs, validateReservedPorts(md, role, path, storedCollision(old, stored, had))...)
 		errs = append(errs, validateResources(role, path)...)
 		errs = append(errs, validateVolumes(role, path)...)
-		if !had || !sameFabricPath(md, old, role, stored, c) {
+		if !had || !sameFabricPath(md, old, role, stored) {
 			errs = append(errs, validateInterface(md, role, path, c)...)
 		}
 		if !had || !sameWidthInputs(role, stored) {
@@ -557,7 +557,7 @@ func (p fabricPath) allocates() bool {
 // sameFabricPath: the interface check re-runs only for a role whose own interface request, type or
 // command presence moved, or whose rendered transfer path an edit changed — a drifted store is
 // repaired at the pool, not refused at the next unrelated edit.
-func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.ModelDeploymentRole, c Cluster) bool {
+func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.ModelDeploymentRole) bool {
 	var a, b *resource.Quantity
 	if role.Resources != nil {
 		a = role.Resources.Interface
@@ -598,6 +598,13 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 	case p.allocates():
 		return nil
 	}
+	return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
+		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for (no effective RDMA or EFA transfer leg uses the requested interfaces): %s",
+		role.Name, noFabricPath(p, role)))}
+}
+
+// noFabricPath says why a role has no fabric for its interfaces, and the ways out.
+func noFabricPath(p fabricPath, role workerv1.ModelDeploymentRole) string {
 	var why string
 	clientUses := fmt.Sprintf("protocol %s (%s)", p.clientProtocol, p.clientSource)
 	legUses := fmt.Sprintf("protocol %s (spec.kvTransfer.protocol)", p.legProtocol)
@@ -619,9 +626,7 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 	if p.client && p.clientSource != "spec.kvTransfer.protocol" {
 		fix = fmt.Sprintf("set spec.kvTransfer.protocol to RDMA or EFA for its transfer, or %s's spec.transport.protocol (and its groups') for its cache client", p.clientSource)
 	}
-	return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
-		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for (no effective RDMA or EFA transfer leg uses the requested interfaces): %s; %s, or remove the interface request",
-		role.Name, why, fix))}
+	return why + "; " + fix + ", or remove the interface request"
 }
 
 // sameWidthInputs: a stored role's width is judged again only when its arguments, environment

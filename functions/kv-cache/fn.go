@@ -161,28 +161,41 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	if err := xfn.Decode(obj.Object, out.backend); err != nil {
 		return out, false, err
 	}
-	out.manufacturers = map[string]string{}
-	for _, role := range md.Spec.Roles {
-		if _, seen := out.manufacturers[role.InstanceType]; seen || md.Spec.Engine.Name != workerv1.EngineVLLM {
-			continue // only vLLM has a build of its own per manufacturer
-		}
-		obj, err := r.ByName("instancetype/"+role.InstanceType, api, workerv1.InstanceTypeKind, "", role.InstanceType)
-		if err != nil {
-			return out, false, err
-		}
-		it := &workerv1.InstanceType{}
-		if obj != nil {
-			if err := xfn.Decode(obj.Object, it); err != nil {
-				return out, false, err
-			}
-		}
-		if it.Status.Detail != nil {
-			out.manufacturers[role.InstanceType] = it.Status.Detail.Manufacturer
-		} else {
-			out.manufacturers[role.InstanceType] = ""
-		}
+	out.manufacturers, err = readManufacturers(r, md)
+	if err != nil {
+		return out, false, err
 	}
 	return out, r.Pending, nil
+}
+
+// readManufacturers requires, for vLLM, the InstanceType of every role and maps it to its accelerator
+// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer.
+func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]string, error) {
+	out := map[string]string{}
+	if md.Spec.Engine.Name != workerv1.EngineVLLM {
+		return out, nil
+	}
+	for _, role := range md.Spec.Roles {
+		if _, seen := out[role.InstanceType]; seen {
+			continue
+		}
+		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
+		if err != nil {
+			return nil, err
+		}
+		out[role.InstanceType] = ""
+		if obj == nil {
+			continue
+		}
+		it := &workerv1.InstanceType{}
+		if err := xfn.Decode(obj.Object, it); err != nil {
+			return nil, err
+		}
+		if it.Status.Detail != nil {
+			out[role.InstanceType] = it.Status.Detail.Manufacturer
+		}
+	}
+	return out, nil
 }
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts

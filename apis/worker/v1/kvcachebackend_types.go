@@ -39,7 +39,7 @@ type KVCacheBackendList struct {
 	Items []KVCacheBackend `json:"items"`
 }
 
-// The store implementations a backend may name.
+// KVCacheBackendTypeMooncake is the one store implementation a backend may name.
 const KVCacheBackendTypeMooncake = "Mooncake"
 
 // The transport protocols of a backend or a group, in the API's spelling (case-sensitive).
