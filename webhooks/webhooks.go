@@ -1,5 +1,6 @@
 // Package webhooks is mdplane's admission surface for ModelDeployments: the validating webhook runs
-// the rules of apis/validation with the InstanceTypes read straight from the API server, and the
+// the rules of apis/validation with the InstanceTypes and the KV cache Binding, pool and backend
+// read straight from the API server, and the
 // mutating webhook defaults each role's accelerator count from its InstanceType.
 package webhooks
 
@@ -51,6 +52,43 @@ func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) 
 	return out, nil
 }
 
+// kvCacheChain reads spec.kvCache's Binding, its pool and the pool's backend; a link that does not
+// exist is left nil, and so are the links after it, which the rules report or skip.
+func kvCacheChain(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (*validation.KVCacheChain, error) {
+	ch := &validation.KVCacheChain{}
+	binding := &workerv1.KVCachePoolBinding{}
+	if found, err := get(ctx, r, client.ObjectKey{Namespace: md.Namespace, Name: md.Spec.KVCache.PoolRef.Name}, binding); !found || err != nil {
+		return ch, err
+	}
+	ch.Binding = binding
+	pool := &workerv1.KVCachePool{}
+	if found, err := get(ctx, r, client.ObjectKey{Name: binding.Spec.PoolRef.Name}, pool); !found || err != nil {
+		return ch, err
+	}
+	ch.Pool = pool
+	if len(pool.Spec.Backends) == 0 {
+		return ch, nil
+	}
+	backend := &workerv1.KVCacheBackend{}
+	if found, err := get(ctx, r, client.ObjectKey{Name: pool.Spec.Backends[0]}, backend); !found || err != nil {
+		return ch, err
+	}
+	ch.Backend = backend
+	return ch, nil
+}
+
+// get reads one object; found is false when it does not exist.
+func get(ctx context.Context, r Reader, key client.ObjectKey, obj client.Object) (bool, error) {
+	err := r.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %T %s: %w", obj, key, err)
+	}
+	return true, nil
+}
+
 func decode(raw []byte) (*workerv1.ModelDeployment, error) {
 	md := &workerv1.ModelDeployment{}
 	return md, json.Unmarshal(raw, md)
@@ -72,6 +110,11 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if md.DeletionTimestamp == nil {
 		if cluster.InstanceTypes, err = instanceTypes(ctx, v.Reader, md); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if md.Spec.KVCache != nil {
+			if cluster.KVCache, err = kvCacheChain(ctx, v.Reader, md); err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
 		}
 	}
 	var errs = validation.ValidateCreate(md, cluster)

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -20,7 +21,7 @@ import (
 )
 
 // A fake client stands in for the API server here; the e2e suite proves the webhooks on a real one.
-func reader(t *testing.T, objs ...*workerv1.InstanceType) webhooks.Reader {
+func reader(t *testing.T, objs ...client.Object) webhooks.Reader {
 	s := runtime.NewScheme()
 	require.NoError(t, workerv1.AddToScheme(s))
 	b := fake.NewClientBuilder().WithScheme(s)
@@ -89,4 +90,37 @@ func TestValidatorAdmitsTheFinalizerReleaseOfADeploymentBeingDeleted(t *testing.
 	rsp := review(`[]`, `,"replicas":2`)
 	require.False(t, rsp.Allowed, "an edit of the spec in the deletion window is judged")
 	assert.Contains(t, rsp.Result.Message, "carries the KVCachePoolBinding's dtype")
+}
+
+// The validator reads the Binding, pool and backend a deployment names and refuses a new binding to
+// a backend whose groups mix transports; the near miss, one transport, is admitted.
+func TestValidatorReadsTheCacheChain(t *testing.T) {
+	cached := `{"apiVersion":"worker.gpustack.ai/v1","kind":"ModelDeployment",
+ "metadata":{"name":"qwen","namespace":"team-a"},
+ "spec":{"model":{"name":"m"},"engine":{"name":"vLLM","image":"i"},"kvCache":{"poolRef":{"name":"team"}},
+  "roles":[{"name":"server","instanceType":"h100"}]}}`
+	binding := &workerv1.KVCachePoolBinding{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: "team-a"},
+		Spec: workerv1.KVCachePoolBindingSpec{PoolRef: workerv1.KVCachePoolReference{Name: "dram"}}}
+	pool := &workerv1.KVCachePool{ObjectMeta: metav1.ObjectMeta{Name: "dram"}, Spec: workerv1.KVCachePoolSpec{Backends: []string{"mooncake"}}}
+	backend := func(second string) *workerv1.KVCacheBackend {
+		return &workerv1.KVCacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "mooncake"}, Spec: workerv1.KVCacheBackendSpec{
+			Transport: workerv1.KVCacheBackendTransport{Protocol: workerv1.TransportTCP},
+			Connection: workerv1.KVCacheBackendConnection{Managed: &workerv1.KVCacheBackendManaged{Members: []workerv1.KVCacheBackendMember{
+				{}, {Transport: &workerv1.KVCacheBackendMemberTransport{Protocol: second}},
+			}}},
+		}}
+	}
+	review := func(objs ...client.Object) admission.Response {
+		v := &webhooks.Validator{Reader: reader(t, objs...)}
+		var md map[string]any
+		require.NoError(t, json.Unmarshal([]byte(cached), &md))
+		return v.Handle(context.Background(), request(t, admissionv1.Create, md))
+	}
+	rsp := review(gpuType(), binding, pool, backend(workerv1.TransportRDMA))
+	require.False(t, rsp.Allowed)
+	require.NotNil(t, rsp.Result.Details)
+	assert.Equal(t, "spec.kvCache.poolRef.name", rsp.Result.Details.Causes[0].Field)
+	assert.Contains(t, rsp.Result.Message, "TransportUnsupported")
+	assert.True(t, review(gpuType(), binding, pool, backend(workerv1.TransportTCP)).Allowed, "one transport is admitted")
+	assert.True(t, review(gpuType(), binding, pool).Allowed, "a backend that does not exist runs no check")
 }

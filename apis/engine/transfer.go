@@ -43,12 +43,16 @@ func IsFabric(p workerv1.TransferProtocol) bool {
 }
 
 // FabricTransport is the fabric a role's rendered transfers run on, or "" when it has none to be
-// given interfaces for: no direct leg and no cache client (client says whether one is rendered), or
-// a TCP path.
-func FabricTransport(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole, client bool) workerv1.TransferProtocol {
-	leg := RendersDirectLeg(spec.Engine.Name, spec.Router != nil, spec.Roles, role)
-	if p := TransferProtocolOf(spec); (leg || client) && IsFabric(p) {
-		return p
+// given interfaces for: no direct leg and no cache client, or a TCP path. client is the protocol
+// its cache client speaks (API spelling), "" when none is rendered: the first group transport of
+// the pool's backend its engine accepts (ClientTransport). The direct leg's fabric comes first;
+// admission refuses a role whose two legs run on different fabrics.
+func FabricTransport(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole, client workerv1.TransferProtocol) workerv1.TransferProtocol {
+	if leg := TransferProtocolOf(spec); RendersDirectLeg(spec.Engine.Name, spec.Router != nil, spec.Roles, role) && IsFabric(leg) {
+		return leg
+	}
+	if IsFabric(client) {
+		return client
 	}
 	return ""
 }

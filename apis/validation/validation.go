@@ -27,6 +27,10 @@ import (
 // did not fetch that kind, and its rules are skipped.
 type Cluster struct {
 	InstanceTypes map[string]*workerv1.InstanceType
+	// KVCache is spec.kvCache's Binding, pool and backend; nil when not read (an offline check),
+	// and then a cache client is judged to speak spec.kvTransfer.protocol, as before the backend
+	// was readable.
+	KVCache *KVCacheChain
 }
 
 // ValidateCreate judges a new deployment.
@@ -89,7 +93,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		errs = append(errs, validateResources(role, path)...)
 		errs = append(errs, validateVolumes(role, path)...)
 		if !had || !sameFabricPath(md, old, role, stored) {
-			errs = append(errs, validateInterface(md, role, path)...)
+			errs = append(errs, validateInterface(md, role, path, c)...)
 		}
 		if !had || !sameWidthInputs(role, stored) {
 			errs = append(errs, validateWidth(md, role, path, c)...)
@@ -104,6 +108,10 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	// type must not block the update that clears the deployment's finalizer.
 	if md.DeletionTimestamp == nil && c.InstanceTypes != nil {
 		errs = append(errs, validateInstanceTypes(md, roles, c)...)
+	}
+	// Only once every other rule passed, as upstream orders it: a refusal names one thing to fix.
+	if len(errs) == 0 {
+		errs = append(errs, validateBindingTransport(md, old, c)...)
 	}
 	return errs
 }
@@ -500,27 +508,50 @@ func sharesOneCard(res *workerv1.ModelDeploymentRoleResources) bool {
 	return res != nil && (res.AcceleratorPartitionedProfile != "" || res.AcceleratorSlicedMemoryPercentage != nil || res.AcceleratorSlicedCoresPercentage != nil)
 }
 
-// fabricPath is the transport a role's fabric interfaces would serve. Both transports a managed role
-// can be given — the direct prefill/decode transfer and the cache pool's client — speak the
-// deployment's spec.kvTransfer.protocol (unset is TCP): the cache client is rendered on it too. A
-// replaced command is given neither.
+// fabricPath is the transport a role's fabric interfaces would serve. The direct prefill/decode
+// transfer speaks the deployment's spec.kvTransfer.protocol (unset is TCP). The cache client speaks
+// the transport it is rendered on: the first group protocol of the pool's backend its engine accepts
+// (engine.MatchTransport), or, when the backend was not read, spec.kvTransfer.protocol. A replaced
+// command is given neither.
 type fabricPath struct {
-	leg      bool
-	client   bool
-	protocol workerv1.TransferProtocol
+	leg, client                 bool
+	legProtocol, clientProtocol workerv1.TransferProtocol
+	// clientSource names where clientProtocol was read, for the message.
+	clientSource string
+	// unresolved is the named refusal of a cache chain that does not resolve; conflict lists the
+	// backend's distinct group protocols when they disagree for an engine that speaks one.
+	unresolved, conflict string
 }
 
-func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole) fabricPath {
-	return fabricPath{
-		leg:      engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
-		client:   md.Spec.KVCache != nil && !role.TakesOver(),
-		protocol: engine.TransferProtocolOf(&md.Spec),
+func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, c Cluster) fabricPath {
+	p := fabricPath{
+		leg:          engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
+		client:       md.Spec.KVCache != nil && !role.TakesOver(),
+		legProtocol:  engine.TransferProtocolOf(&md.Spec),
+		clientSource: "spec.kvTransfer.protocol",
 	}
+	p.clientProtocol = p.legProtocol
+	if !p.client || c.KVCache == nil {
+		return p
+	}
+	if p.unresolved = c.KVCache.unresolved(); p.unresolved != "" {
+		p.clientProtocol = ""
+		return p
+	}
+	offers := engine.BackendOffers(c.KVCache.Backend)
+	e := engine.ClientEngineOf(md.Spec.Engine.Name, manufacturerOf(c, role.InstanceType))
+	if engine.ValidateBindingTransport(e, offers) != nil {
+		p.conflict = strings.Join(distinct(offers), ", ")
+	}
+	matched, _ := engine.MatchTransport(e, offers) // a vLLM-Ascend mismatch fails the render
+	p.clientProtocol = apiSpelling(matched)
+	p.clientSource = fmt.Sprintf("KVCacheBackend %q", c.KVCache.Backend.Name)
+	return p
 }
 
 // allocates reports whether the path has a fabric to allocate interfaces for: RDMA or EFA.
 func (p fabricPath) allocates() bool {
-	return (p.leg || p.client) && engine.IsFabric(p.protocol)
+	return (p.leg && engine.IsFabric(p.legProtocol)) || (p.client && engine.IsFabric(p.clientProtocol))
 }
 
 // sameFabricPath: the interface check re-runs only for a role whose own interface request, type or
@@ -536,36 +567,66 @@ func sameFabricPath(md, old *workerv1.ModelDeployment, role, stored workerv1.Mod
 	}
 	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0) &&
 		role.InstanceType == stored.InstanceType && role.TakesOver() == stored.TakesOver() &&
-		fabricPathOf(md, role) == fabricPathOf(old, stored)
+		equality.Semantic.DeepEqual(md.Spec.KVCache, old.Spec.KVCache) &&
+		fabricPathOf(md, role, Cluster{}) == fabricPathOf(old, stored, Cluster{})
 }
 
-// validateInterface: a positive fabric interface count must have an RDMA or EFA path to allocate for:
-// a direct transfer or a cache client the role is actually given, on RDMA or EFA. A TCP client would
-// hold the device and never use it.
-func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+// validateInterface: a positive fabric interface count must have one RDMA or EFA path to allocate
+// for: a direct transfer or a cache client the role is actually given, on RDMA or EFA, and not two
+// paths on different fabrics (one interface resource serves one). A TCP client would hold the
+// device and never use it.
+func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path, c Cluster) field.ErrorList {
 	if role.Resources == nil || role.Resources.Interface == nil || role.Resources.Interface.Sign() <= 0 {
 		return nil
 	}
-	p := fabricPathOf(md, role)
-	if p.allocates() {
+	at := path.Child("resources", "interface")
+	count := role.Resources.Interface.String()
+	p := fabricPathOf(md, role, c)
+	switch {
+	case p.unresolved != "":
+		return field.ErrorList{field.Forbidden(at, fmt.Sprintf(
+			"%s: role %q requests %s fabric interface(s) for its cache client, whose transport is read from KVCachePoolBinding %q, its KVCachePool and that pool's KVCacheBackend; create the missing object or remove the interface request",
+			p.unresolved, role.Name, count, md.Spec.KVCache.PoolRef.Name))}
+	case p.conflict != "":
+		return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
+			"cache member groups use conflicting protocols: %s; role %q cannot be given interfaces for one of them; set one common protocol on %s and every group that overrides it, or remove the interface request",
+			p.conflict, role.Name, p.clientSource))}
+	case p.leg && p.client && engine.IsFabric(p.legProtocol) && engine.IsFabric(p.clientProtocol) && p.legProtocol != p.clientProtocol:
+		return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
+			"cache and direct-transfer legs use %s and %s: role %q's interfaces serve one fabric; set spec.kvTransfer.protocol to %s, or bind a pool whose backend uses %s",
+			p.clientProtocol, p.legProtocol, role.Name, p.clientProtocol, p.legProtocol))}
+	case p.allocates():
 		return nil
 	}
+	return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
+		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for (no effective RDMA or EFA transfer leg uses the requested interfaces): %s",
+		role.Name, noFabricPath(p, role)))}
+}
+
+// noFabricPath says why a role has no fabric for its interfaces, and the ways out.
+func noFabricPath(p fabricPath, role workerv1.ModelDeploymentRole) string {
 	var why string
+	clientUses := fmt.Sprintf("protocol %s (%s)", p.clientProtocol, p.clientSource)
+	legUses := fmt.Sprintf("protocol %s (spec.kvTransfer.protocol)", p.legProtocol)
 	switch {
+	case p.leg && p.client && p.clientProtocol == p.legProtocol && p.clientSource == "spec.kvTransfer.protocol":
+		why = "its direct prefill/decode transfer and its cache pool client both use " + legUses
 	case p.leg && p.client:
-		why = fmt.Sprintf("its direct prefill/decode transfer and its cache pool client both use protocol %s (spec.kvTransfer.protocol)", p.protocol)
+		why = "its direct prefill/decode transfer uses " + legUses + " and its cache pool client uses " + clientUses
 	case p.leg:
-		why = fmt.Sprintf("its direct prefill/decode transfer uses protocol %s (spec.kvTransfer.protocol)", p.protocol)
+		why = "its direct prefill/decode transfer uses " + legUses
 	case p.client:
-		why = fmt.Sprintf("its only transfer path is its cache pool client, which uses protocol %s (spec.kvTransfer.protocol)", p.protocol)
+		why = "its only transfer path is its cache pool client, which uses " + clientUses
 	case role.TakesOver():
 		why = "its replaced command is given no transfer and no cache client"
 	default:
 		why = "it is given no direct prefill/decode transfer and binds no cache pool"
 	}
-	return field.ErrorList{field.Invalid(path.Child("resources", "interface"), role.Resources.Interface.String(), fmt.Sprintf(
-		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for: %s; set spec.kvTransfer.protocol to RDMA or EFA for its transfer or cache client, or remove the interface request",
-		role.Name, why))}
+	fix := "set spec.kvTransfer.protocol to RDMA or EFA for its transfer or cache client"
+	if p.client && p.clientSource != "spec.kvTransfer.protocol" {
+		fix = fmt.Sprintf("set spec.kvTransfer.protocol to RDMA or EFA for its transfer, or %s's spec.transport.protocol (and its groups') for its cache client", p.clientSource)
+	}
+	return why + "; " + fix + ", or remove the interface request"
 }
 
 // sameWidthInputs: a stored role's width is judged again only when its arguments, environment

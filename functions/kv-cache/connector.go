@@ -24,8 +24,9 @@ const (
 type roleCache struct {
 	d    Deployment
 	role workerv1.ModelDeploymentRole
-	// protocol is Mooncake's spelling of the transfer protocol.
-	protocol string
+	// protocol is Mooncake's spelling of the direct leg's transfer protocol (spec.kvTransfer);
+	// storeProtocol the one the cache client speaks, picked from the backend's group offers.
+	protocol, storeProtocol string
 	// store is true when a pool is bound; leg when a direct prefill/decode transfer is rendered.
 	store, leg bool
 }
@@ -38,8 +39,11 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 	if role.TakesOver() || role.Kind == workerv1.RoleKindEncode {
 		return a
 	}
-	c := roleCache{d: d, role: role, protocol: mooncakeProtocol(d.KVTransfer), store: d.Binding != nil,
-		leg: engine.RendersDirectLeg(d.Engine, d.Router != nil, d.Roles, role)}
+	c := roleCache{d: d, role: role, protocol: mooncakeProtocol(d.KVTransfer), storeProtocol: d.StoreProtocols[role.Name],
+		store: d.Binding != nil, leg: engine.RendersDirectLeg(d.Engine, d.Router != nil, d.Roles, role)}
+	if c.storeProtocol == "" {
+		c.storeProtocol = "tcp"
+	}
 	switch d.Engine {
 	case workerv1.EngineVLLM:
 		a.vllm(c)
@@ -59,7 +63,7 @@ func (a *Amendment) vllm(c roleCache) {
 		a.Args = append(a.Args, "--kv-transfer-config", doc)
 	}
 	if c.store {
-		a.vllmClientFile(c.d.Binding, c.protocol)
+		a.vllmClientFile(c.d.Binding, c.storeProtocol)
 	}
 	if engine.OpensBootstrap(c.d.Engine, c.d.Router != nil, c.d.Roles, c.role) {
 		a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
@@ -113,7 +117,7 @@ func (a *Amendment) sglangStore(c roleCache) {
 	a.Env = append(a.Env,
 		corev1.EnvVar{Name: "MOONCAKE_MASTER", Value: b.Endpoint},
 		corev1.EnvVar{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: "P2PHANDSHAKE"},
-		corev1.EnvVar{Name: "MOONCAKE_PROTOCOL", Value: c.protocol},
+		corev1.EnvVar{Name: "MOONCAKE_PROTOCOL", Value: c.storeProtocol},
 		corev1.EnvVar{Name: "MOONCAKE_DEVICE", Value: ""},
 		corev1.EnvVar{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: "0"},
 		// A file or an argument is fixed before the Pod has an IP; only the downward API can
@@ -145,8 +149,10 @@ func (a *Amendment) sglangPair(c roleCache) {
 	}
 }
 
-// transferEnv defaults the Mooncake transfer engine's metrics and, on tcp, forces its TCP transport,
-// wherever a pool or a direct leg uses it; a variable the user sets wins.
+// transferEnv defaults the Mooncake transfer engine's metrics and, when every transfer the container
+// makes is tcp, forces its TCP transport, wherever a pool or a direct leg uses it; a variable the
+// user sets wins. MC_FORCE_TCP is process-wide, so a store client on tcp beside an RDMA leg (or the
+// reverse) must not set it.
 func (a *Amendment) transferEnv(c roleCache) {
 	if !c.store && !c.leg {
 		return
@@ -161,7 +167,7 @@ func (a *Amendment) transferEnv(c roleCache) {
 		}
 	}
 	defaulted("MC_TE_METRIC", "1")
-	if c.protocol == "tcp" {
+	if (!c.leg || c.protocol == "tcp") && (!c.store || c.storeProtocol == "tcp") {
 		defaulted("MC_FORCE_TCP", "1")
 	}
 }

@@ -124,9 +124,23 @@ func TestCacheClientRules(t *testing.T) {
 		_, tcp := env(kvcache.RenderRole(vllm, role("s", "")), "MC_FORCE_TCP")
 		assert.True(t, tcp)
 		rdma := vllm
-		rdma.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: workerv1.TransferRDMA}
+		rdma.StoreProtocols = map[string]string{"s": "rdma"}
 		_, forced := env(kvcache.RenderRole(rdma, role("s", "")), "MC_FORCE_TCP")
 		assert.False(t, forced)
+		// The store client speaks the backend's transport; spec.kvTransfer is the direct leg's only.
+		legOnly := vllm
+		legOnly.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: workerv1.TransferRDMA}
+		_, forced = env(kvcache.RenderRole(legOnly, role("s", "")), "MC_FORCE_TCP")
+		assert.True(t, forced, "a lone Server has no direct leg, so its only path is the tcp store")
+	})
+	t.Run("the store client speaks the matched backend transport", func(t *testing.T) {
+		rdma := sglang
+		rdma.StoreProtocols = map[string]string{"s": "rdma"}
+		protocol, _ := env(kvcache.RenderRole(rdma, role("s", "")), "MOONCAKE_PROTOCOL")
+		assert.Equal(t, "rdma", protocol)
+		v := vllm
+		v.StoreProtocols = map[string]string{"s": "efa"}
+		assert.Contains(t, kvcache.RenderRole(v, role("s", "")).Annotations[kvcache.AnnotationClientConfig], `"protocol":"efa"`)
 	})
 	t.Run("nothing is rendered on a take-over role", func(t *testing.T) {
 		r := role("s", "")
@@ -156,4 +170,41 @@ func TestCacheClientRules(t *testing.T) {
 		lone.Roles = pair.Roles[:1]
 		assert.NotContains(t, kvcache.RenderRole(lone, lone.Roles[0]).Args, "--disaggregation-mode", "half a pair is no pair")
 	})
+}
+
+func TestMatchStoreTransports(t *testing.T) {
+	roles := []workerv1.ModelDeploymentRole{
+		{Name: "prefill", Kind: workerv1.RoleKindPrefill, InstanceType: "910b"},
+		{Name: "decode", Kind: workerv1.RoleKindDecode, InstanceType: "h100"},
+		{Name: "mine", InstanceType: "910b", Command: []string{"serve"}},
+	}
+	ascend := map[string]string{"910b": "ascend", "h100": "nvidia"}
+	t.Run("each role takes the first offer its engine accepts", func(t *testing.T) {
+		got, err := kvcache.MatchStoreTransports(workerv1.EngineVLLM, roles, ascend, []string{"rdma", "ascend"})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"prefill": "ascend", "decode": "rdma"}, got, "a take-over role gets no client")
+	})
+	t.Run("vLLM-Ascend without a CANN group fails the render", func(t *testing.T) {
+		_, err := kvcache.MatchStoreTransports(workerv1.EngineVLLM, roles, ascend, []string{"tcp"})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `role "prefill" on InstanceType "910b"`)
+		assert.Contains(t, err.Error(), "TransportUnsupported")
+		assert.Contains(t, err.Error(), "to CANN")
+	})
+	t.Run("near miss: SGLang on Ascend is not vllm-ascend", func(t *testing.T) {
+		got, err := kvcache.MatchStoreTransports(workerv1.EngineSGLang, roles, ascend, []string{"tcp"})
+		require.NoError(t, err)
+		assert.Equal(t, "tcp", got["prefill"])
+	})
+}
+
+func TestBackendOffersNeedTheBackend(t *testing.T) {
+	pool := &workerv1.KVCachePool{Spec: workerv1.KVCachePoolSpec{Backends: []string{"mooncake-dram"}}}
+	pool.Name = "dram"
+	_, err := kvcache.BackendOffers(pool, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `KVCachePool dram names KVCacheBackend "mooncake-dram" in spec.backends, which does not exist`)
+	offers, err := kvcache.BackendOffers(pool, &workerv1.KVCacheBackend{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tcp"}, offers, "near miss: an existing backend with no protocol offers tcp")
 }

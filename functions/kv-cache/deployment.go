@@ -1,6 +1,11 @@
 package kvcache
 
-import workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+import (
+	"fmt"
+
+	"github.com/mdplane/mdplane/apis/engine"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
 
 // Binding is the resolved cache binding a deployment renders its clients from.
 type Binding struct {
@@ -19,6 +24,29 @@ type Deployment struct {
 	Roles      []workerv1.ModelDeploymentRole
 	// Binding is nil when the deployment runs without a shared pool.
 	Binding *Binding
+	// StoreProtocols is the transport, in Mooncake's spelling, each role's cache client speaks on
+	// the pool's backend, keyed by role name (MatchStoreTransports). A bound role missing from it
+	// speaks tcp, what an unset backend protocol resolves to.
+	StoreProtocols map[string]string
+}
+
+// MatchStoreTransports picks each cache-client role's transport among the backend's group offers:
+// the first offer the role's engine accepts (vLLM on an Ascend InstanceType accepts only ascend).
+// manufacturers maps an InstanceType name to its accelerator manufacturer. A role no offer suits
+// fails the render: it names the role and the way out.
+func MatchStoreTransports(e workerv1.Engine, roles []workerv1.ModelDeploymentRole, manufacturers map[string]string, offers []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, role := range roles {
+		if role.TakesOver() || role.Kind == workerv1.RoleKindEncode {
+			continue // no cache client is rendered for it
+		}
+		protocol, err := engine.MatchTransport(engine.ClientEngineOf(e, manufacturers[role.InstanceType]), offers)
+		if err != nil {
+			return nil, fmt.Errorf("role %q on InstanceType %q: %w", role.Name, role.InstanceType, err)
+		}
+		out[role.Name] = protocol
+	}
+	return out, nil
 }
 
 // mooncakeProtocol maps the API's transfer protocol to Mooncake's; unset and Auto are tcp.

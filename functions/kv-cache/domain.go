@@ -3,6 +3,7 @@ package kvcache
 import (
 	"fmt"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -70,4 +71,18 @@ func bindingNotFound(namespace, name string) Condition {
 			"an administrator grants this namespace a pool by creating that Binding (the roles then roll onto the cache client), "+
 			"or create a new deployment naming an existing Binding or without spec.kvCache (spec.kvCache is frozen)",
 		name, namespace)}
+}
+
+// BackendOffers are the transports the pool's backend offers its clients (engine.BackendOffers). A
+// pool whose backend does not exist fails the render, as a missing pool does: the transport a client
+// speaks is read from the backend's spec, never guessed (backend-devices-settings §1.4).
+func BackendOffers(pool *workerv1.KVCachePool, backend *workerv1.KVCacheBackend) ([]string, error) {
+	if backend == nil {
+		name := ""
+		if len(pool.Spec.Backends) > 0 {
+			name = pool.Spec.Backends[0]
+		}
+		return nil, fmt.Errorf("KVCachePool %s names KVCacheBackend %q in spec.backends, which does not exist, so no cache client transport can be chosen; the render waits for the backend", pool.Name, name)
+	}
+	return engine.BackendOffers(backend), nil
 }

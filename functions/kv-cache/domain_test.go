@@ -124,6 +124,9 @@ spec:
 				  spec: {poolRef: {name: dram}, domain: {name: chat, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}}`)}},
 				"pool": {Items: []*fnv1.Resource{res(t, `{apiVersion: worker.gpustack.ai/v1, kind: KVCachePool, metadata: {name: dram},
 				  spec: {backends: [m], quota: {total: 1Ti}}, status: {clientEndpoint: "mooncake-master:50051"}}`)}},
+				"backend": {Items: []*fnv1.Resource{res(t, `{apiVersion: worker.gpustack.ai/v1, kind: KVCacheBackend, metadata: {name: m},
+				  spec: {transport: {protocol: Auto}, connection: {external: {endpoints: [{name: Client, address: "m:50051"}, {name: Admin, address: "m:9003"}]}}}}`)}},
+				"instancetype/a10g": {},
 			},
 			wantStatus: fnv1.Status_STATUS_CONDITION_TRUE, wantReason: "Registered", wantClient: true},
 	} {

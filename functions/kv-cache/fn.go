@@ -56,15 +56,24 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
-	binding, pool, pending, err := readBinding(req, rsp, md)
+	objs, pending, err := readBinding(req, rsp, md)
 	if err != nil || pending {
 		return err
 	}
-	domain, err := ResolveDomain(md, binding, pool)
+	domain, err := ResolveDomain(md, objs.binding, objs.pool)
 	if err != nil {
 		return err
 	}
 	d.Binding = domain.Binding
+	if d.Binding != nil {
+		offers, err := BackendOffers(objs.pool, objs.backend)
+		if err != nil {
+			return err
+		}
+		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, objs.manufacturers, offers); err != nil {
+			return err
+		}
+	}
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
 	desired, err := request.GetDesiredComposedResources(req)
@@ -118,31 +127,88 @@ func poolEndpoint(d Deployment, pool *workerv1.KVCachePool) string {
 	return pool.Status.ClientEndpoint
 }
 
-// readBinding requires the Binding the deployment names and, when it exists, its pool; nil for one
-// that does not exist. pending is true while Crossplane has not fetched them yet.
-func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (*workerv1.KVCachePoolBinding, *workerv1.KVCachePool, bool, error) {
+// cacheObjects are the cluster objects a bound deployment's cache clients are rendered from.
+type cacheObjects struct {
+	binding *workerv1.KVCachePoolBinding
+	pool    *workerv1.KVCachePool
+	backend *workerv1.KVCacheBackend
+	// manufacturers maps each role's InstanceType to its accelerator manufacturer: vLLM on Ascend
+	// is vllm-ascend, which speaks only the ascend transport.
+	manufacturers map[string]string
+}
+
+// readBinding requires the Binding the deployment names and, as each exists, its pool, the pool's
+// backend and its roles' InstanceTypes; nil for one that does not exist. pending is true while
+// Crossplane has not fetched them yet.
+func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (cacheObjects, bool, error) {
+	var out cacheObjects
 	if md.Spec.KVCache == nil {
-		return nil, nil, false, nil
+		return out, false, nil
 	}
 	r := xfn.NewRequirements(req, rsp)
 	api := workerv1.SchemeGroupVersion.String()
 	obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, md.Spec.KVCache.PoolRef.Name)
 	if err != nil || r.Pending || obj == nil {
-		return nil, nil, r.Pending, err
+		return out, r.Pending, err
 	}
-	binding := &workerv1.KVCachePoolBinding{}
-	if err := xfn.Decode(obj.Object, binding); err != nil {
-		return nil, nil, false, err
+	out.binding = &workerv1.KVCachePoolBinding{}
+	if err := xfn.Decode(obj.Object, out.binding); err != nil {
+		return out, false, err
 	}
-	obj, err = r.ByName("pool", api, workerv1.KVCachePoolKind, "", binding.Spec.PoolRef.Name)
+	obj, err = r.ByName("pool", api, workerv1.KVCachePoolKind, "", out.binding.Spec.PoolRef.Name)
 	if err != nil || r.Pending || obj == nil {
-		return binding, nil, r.Pending, err
+		return out, r.Pending, err
 	}
-	pool := &workerv1.KVCachePool{}
-	if err := xfn.Decode(obj.Object, pool); err != nil {
-		return nil, nil, false, err
+	out.pool = &workerv1.KVCachePool{}
+	if err := xfn.Decode(obj.Object, out.pool); err != nil {
+		return out, false, err
 	}
-	return binding, pool, false, nil
+	if len(out.pool.Spec.Backends) == 0 {
+		return out, false, nil
+	}
+	obj, err = r.ByName("backend", api, workerv1.KVCacheBackendKind, "", out.pool.Spec.Backends[0])
+	if err != nil || r.Pending || obj == nil {
+		return out, r.Pending, err
+	}
+	out.backend = &workerv1.KVCacheBackend{}
+	if err := xfn.Decode(obj.Object, out.backend); err != nil {
+		return out, false, err
+	}
+	out.manufacturers, err = readManufacturers(r, md)
+	if err != nil {
+		return out, false, err
+	}
+	return out, r.Pending, nil
+}
+
+// readManufacturers requires, for vLLM, the InstanceType of every role and maps it to its accelerator
+// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer.
+func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]string, error) {
+	out := map[string]string{}
+	if md.Spec.Engine.Name != workerv1.EngineVLLM {
+		return out, nil
+	}
+	for _, role := range md.Spec.Roles {
+		if _, seen := out[role.InstanceType]; seen {
+			continue
+		}
+		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
+		if err != nil {
+			return nil, err
+		}
+		out[role.InstanceType] = ""
+		if obj == nil {
+			continue
+		}
+		it := &workerv1.InstanceType{}
+		if err := xfn.Decode(obj.Object, it); err != nil {
+			return nil, err
+		}
+		if it.Status.Detail != nil {
+			out[role.InstanceType] = it.Status.Detail.Manufacturer
+		}
+	}
+	return out, nil
 }
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts

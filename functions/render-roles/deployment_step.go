@@ -27,6 +27,7 @@ type deploymentInputs struct {
 	instanceTypes map[string]*workerv1.InstanceType
 	binding       *workerv1.KVCachePoolBinding
 	pool          *workerv1.KVCachePool
+	backend       *workerv1.KVCacheBackend
 	artifact      *workerv1.ModelArtifact
 }
 
@@ -166,7 +167,7 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 }
 
 // readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
-// its pool and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
+// its pool, the pool's backend and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
 func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
 	instanceTypes, err := readInstanceTypes(r, md)
 	if err != nil {
@@ -182,6 +183,13 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 		if in.binding != nil {
 			obj, err := r.ByName("pool", api, workerv1.KVCachePoolKind, "", in.binding.Spec.PoolRef.Name)
 			if err := decodeInto(obj, err, &in.pool); err != nil {
+				return nil, err
+			}
+		}
+		// The backend's group transports decide the fabric a cache client is given interfaces on.
+		if in.pool != nil && len(in.pool.Spec.Backends) > 0 {
+			obj, err := r.ByName("backend", api, workerv1.KVCacheBackendKind, "", in.pool.Spec.Backends[0])
+			if err := decodeInto(obj, err, &in.backend); err != nil {
 				return nil, err
 			}
 		}
@@ -238,6 +246,7 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 			InstanceType: in.instanceTypes[role.InstanceType],
 			Binding:      in.binding,
 			Pool:         in.pool,
+			Backend:      in.backend,
 			Artifact:     in.artifact,
 		})
 		if err != nil {

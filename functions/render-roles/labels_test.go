@@ -263,19 +263,37 @@ func TestFabricInterfacesFollowTheTransferPath(t *testing.T) {
 		}
 		return s
 	}
+	// A lone server bound to a pool: its only path is the cache client, which speaks the backend's
+	// transport, not spec.kvTransfer's.
+	pooled := func(protocol workerv1.TransferProtocol) *workerv1.ModelDeploymentSpec {
+		s := spec(workerv1.ModelDeploymentRole{Name: "server", Resources: &workerv1.ModelDeploymentRoleResources{Interface: &one}})
+		s.KVCache = &workerv1.ModelDeploymentKVCache{PoolRef: workerv1.KVCachePoolBindingReference{Name: "team"}}
+		s.KVTransfer = &workerv1.ModelDeploymentKVTransfer{Protocol: protocol}
+		return s
+	}
+	backend := func(protocol string) *workerv1.KVCacheBackend {
+		return &workerv1.KVCacheBackend{Spec: workerv1.KVCacheBackendSpec{Transport: workerv1.KVCacheBackendTransport{Protocol: protocol}}}
+	}
+	binding := &workerv1.KVCachePoolBinding{}
 	for _, tc := range []struct {
-		rule string
-		spec *workerv1.ModelDeploymentSpec
-		key  corev1.ResourceName
+		rule    string
+		spec    *workerv1.ModelDeploymentSpec
+		binding *workerv1.KVCachePoolBinding
+		backend *workerv1.KVCacheBackend
+		key     corev1.ResourceName
 	}{
-		{"an RDMA leg gets the shared RDMA device", pair(workerv1.TransferRDMA), "device.gpustack.ai/rdma.shared"},
-		{"an EFA leg gets an EFA interface", pair(workerv1.TransferEFA), "vpc.amazonaws.com/efa"},
-		{"a TCP leg gets none", pair(workerv1.TransferTCP), ""},
-		{"an unset protocol is TCP: none", pair(""), ""},
+		{"an RDMA leg gets the shared RDMA device", pair(workerv1.TransferRDMA), nil, nil, "device.gpustack.ai/rdma.shared"},
+		{"an EFA leg gets an EFA interface", pair(workerv1.TransferEFA), nil, nil, "vpc.amazonaws.com/efa"},
+		{"a TCP leg gets none", pair(workerv1.TransferTCP), nil, nil, ""},
+		{"an unset protocol is TCP: none", pair(""), nil, nil, ""},
+		{"a cache client on an RDMA backend gets the RDMA device", pooled(workerv1.TransferTCP), binding, backend(workerv1.TransportRDMA), "device.gpustack.ai/rdma.shared"},
+		{"a cache client on a TCP backend gets none, whatever spec.kvTransfer says", pooled(workerv1.TransferRDMA), binding, backend(workerv1.TransportTCP), ""},
+		{"a cache client whose backend is unread speaks spec.kvTransfer", pooled(workerv1.TransferEFA), binding, nil, "vpc.amazonaws.com/efa"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			role := tc.spec.Roles[0]
-			rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: tc.spec, Role: role, InstanceType: h100()})
+			rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: tc.spec, Role: role, InstanceType: h100(),
+				Binding: tc.binding, Backend: tc.backend})
 			require.NoError(t, err)
 			requests := rendered.Template.Spec.Containers[0].Resources.Requests
 			var fabric []corev1.ResourceName

@@ -42,6 +42,7 @@ type Role struct {
 	InstanceType *workerv1.InstanceType
 	Binding      *workerv1.KVCachePoolBinding
 	Pool         *workerv1.KVCachePool
+	Backend      *workerv1.KVCacheBackend
 	Artifact     *workerv1.ModelArtifact
 }
 
@@ -87,7 +88,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main := mainContainer(in, role, ports)
-	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, role, in.Binding != nil && !role.TakesOver()))
+	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, role, cacheClientTransport(in, role)))
 	if err != nil {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
 	}
@@ -450,4 +451,21 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		return "", err
 	}
 	return sha256Hex(doc), nil
+}
+
+// cacheClientTransport is the protocol a role's cache client speaks, "" when it is given none: the
+// backend's group transport its engine accepts (the kv-cache step renders the client on the same
+// one), or spec.kvTransfer's while the backend has not been read.
+func cacheClientTransport(in Role, role workerv1.ModelDeploymentRole) workerv1.TransferProtocol {
+	if in.Binding == nil || role.TakesOver() {
+		return ""
+	}
+	if in.Backend == nil {
+		return engine.TransferProtocolOf(in.Spec)
+	}
+	manufacturer := ""
+	if in.InstanceType != nil && in.InstanceType.Status.Detail != nil {
+		manufacturer = in.InstanceType.Status.Detail.Manufacturer
+	}
+	return engine.ClientTransport(in.Spec.Engine.Name, manufacturer, in.Backend)
 }

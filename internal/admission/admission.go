@@ -41,6 +41,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	var objects []*unstructured.Unstructured
 	var refusals []Refusal
 	cluster := validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{}}
+	cache := cacheObjects{bindings: map[string]*workerv1.KVCachePoolBinding{}, pools: map[string]*workerv1.KVCachePool{}, backends: map[string]*workerv1.KVCacheBackend{}}
 	for _, d := range docs {
 		if checker.Knows(d.Object.GroupVersionKind()) {
 			_, violations, err := checker.Check(d.Object, old[schemacheck.Key(d.Object)])
@@ -60,6 +61,9 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 			}
 			cluster.InstanceTypes[it.Name] = it
 		}
+		if err := cache.add(obj); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+		}
 	}
 	if len(refusals) > 0 {
 		return objects, refusals, nil // the rules below read objects the schema would have refused
@@ -73,6 +77,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, md); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 		}
+		cluster.KVCache = cache.chain(md)
 		errs := validation.ValidateCreate(md, cluster)
 		if prev, ok := old[schemacheck.Key(d.Object)]; ok {
 			stored := &workerv1.ModelDeployment{}
@@ -86,4 +91,48 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		}
 	}
 	return objects, refusals, nil
+}
+
+// cacheObjects are the KV cache Bindings, pools and backends among the judged documents.
+type cacheObjects struct {
+	bindings map[string]*workerv1.KVCachePoolBinding // by namespace/name
+	pools    map[string]*workerv1.KVCachePool
+	backends map[string]*workerv1.KVCacheBackend
+}
+
+func (c cacheObjects) add(obj *unstructured.Unstructured) error {
+	var err error
+	switch obj.GroupVersionKind() {
+	case workerv1.SchemeGroupVersion.WithKind(workerv1.KVCachePoolBindingKind):
+		b := &workerv1.KVCachePoolBinding{}
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b)
+		c.bindings[b.Namespace+"/"+b.Name] = b
+	case workerv1.SchemeGroupVersion.WithKind(workerv1.KVCachePoolKind):
+		p := &workerv1.KVCachePool{}
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, p)
+		c.pools[p.Name] = p
+	case workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind):
+		b := &workerv1.KVCacheBackend{}
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b)
+		c.backends[b.Name] = b
+	}
+	return err
+}
+
+// chain is what the webhook would read for a deployment's spec.kvCache. When the documents carry
+// no Binding at all, nothing was given to read, and the chain is left unread (nil) rather than
+// reported missing: an offline check of a lone deployment judges as it always did.
+func (c cacheObjects) chain(md *workerv1.ModelDeployment) *validation.KVCacheChain {
+	if md.Spec.KVCache == nil || len(c.bindings) == 0 {
+		return nil
+	}
+	ch := &validation.KVCacheChain{Binding: c.bindings[md.Namespace+"/"+md.Spec.KVCache.PoolRef.Name]}
+	if ch.Binding == nil {
+		return ch
+	}
+	if ch.Pool = c.pools[ch.Binding.Spec.PoolRef.Name]; ch.Pool == nil || len(ch.Pool.Spec.Backends) == 0 {
+		return ch
+	}
+	ch.Backend = c.backends[ch.Pool.Spec.Backends[0]]
+	return ch
 }

@@ -68,6 +68,7 @@ func TestDefinitionsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{
 		"modeldeployments.worker.gpustack.ai":    true,
+		"kvcachebackends.worker.gpustack.ai":     true,
 		"kvcachepools.worker.gpustack.ai":        true,
 		"kvcachepoolbindings.worker.gpustack.ai": true,
 		"instancetypes.worker.gpustack.ai":       true,
@@ -469,6 +470,79 @@ spec:
 			_, v, err := c.Check(object(t, edited), object(t, stored))
 			require.NoError(t, err)
 			assertViolation(t, v, "spec", "an InstanceType is frozen but for displayName, description and inactive")
+		})
+	}
+}
+
+func TestBackendRules(t *testing.T) {
+	managed := `apiVersion: worker.gpustack.ai/v1
+kind: KVCacheBackend
+metadata: {name: dram}
+spec:
+  connection:
+    managed:
+      leader: {}
+      members:
+        - {nodeSelector: {pool: dram}, medium: DRAM, capacityPerMember: 8Gi}
+`
+	external := `apiVersion: worker.gpustack.ai/v1
+kind: KVCacheBackend
+metadata: {name: far}
+spec:
+  connection:
+    external:
+      endpoints:
+        - {name: Client, address: "store.example:50051"}
+        - {name: Admin, address: "store.example:9003"}
+`
+	c := checker(t)
+	rows := []struct {
+		rule, manifest, path, reason string
+	}{
+		{"connection needs managed or external", strings.Replace(managed, "    managed:\n      leader: {}\n      members:\n        - {nodeSelector: {pool: dram}, medium: DRAM, capacityPerMember: 8Gi}\n", "    {}\n", 1),
+			"spec.connection", `one of "managed" or "external" must be set`},
+		{"connection takes one of managed and external", strings.Replace(external, "    external:\n", "    managed: {leader: {}, members: [{nodeSelector: {a: b}, medium: DRAM, capacityPerMember: 1Gi}]}\n    external:\n", 1),
+			"spec.connection", `only one of "managed" or "external" may be set`},
+		{"external needs Client and Admin", strings.Replace(external, "        - {name: Admin, address: \"store.example:9003\"}\n", "", 1),
+			"spec.connection.external.endpoints", "needs both a Client and an Admin endpoint"},
+		{"an endpoint address is a clean host:port", strings.Replace(external, "store.example:9003", "http://store.example:9003", 1),
+			"spec.connection.external.endpoints", "clean host:port"},
+		{"protocol is in the API spelling", strings.Replace(managed, "spec:\n", "spec:\n  transport: {protocol: rdma}\n", 1),
+			"spec.transport.protocol", `Unsupported value: "rdma"`},
+		{"a group protocol is in the API spelling", strings.Replace(managed, "capacityPerMember: 8Gi}", "capacityPerMember: 8Gi, transport: {protocol: ascend}}", 1),
+			"spec.connection.managed.members[0].transport.protocol", `Unsupported value: "ascend"`},
+		{"leader replicas above 1 need highAvailability", strings.Replace(managed, "leader: {}", "leader: {replicas: 3}", 1),
+			"spec.connection.managed.leader", "needs leader.highAvailability"},
+		{"a blank image is refused", strings.Replace(managed, "spec:\n", "spec:\n  image: \"  \"\n", 1),
+			"spec.image", "spec.image is blank"},
+		{"one group carries the disk tier", strings.Replace(managed, "        - {nodeSelector: {pool: dram}, medium: DRAM, capacityPerMember: 8Gi}\n",
+			"        - {nodeSelector: {pool: a}, medium: DRAM, capacityPerMember: 8Gi, localDisks: [{path: /d}]}\n        - {nodeSelector: {pool: b}, medium: DRAM, capacityPerMember: 8Gi, localDisks: [{path: /d}]}\n", 1),
+			"spec.connection.managed.members", "only one group"},
+		{"no host mount of /dev/infiniband", strings.Replace(managed, "capacityPerMember: 8Gi}", "capacityPerMember: 8Gi, hostPaths: [{path: /dev/infiniband, mountPath: /dev/infiniband}]}", 1),
+			"spec.connection.managed.members[0].hostPaths[0]", "/dev/infiniband is refused"},
+	}
+	for _, row := range rows {
+		t.Run(row.rule, func(t *testing.T) {
+			_, v, err := c.Check(object(t, row.manifest), nil)
+			require.NoError(t, err)
+			assertViolation(t, v, row.path, row.reason)
+		})
+	}
+	// The near-misses of the rows above: each admitted.
+	admitted := map[string]string{
+		"a managed backend":                             managed,
+		"an external backend":                           external,
+		"mixed group protocols are schema-valid":        strings.Replace(managed, "capacityPerMember: 8Gi}", "capacityPerMember: 8Gi, transport: {protocol: RDMA}}", 1),
+		"leader replicas above 1 with highAvailability": strings.Replace(managed, "leader: {}", "leader: {replicas: 3, highAvailability: {}}", 1),
+		"one group with a disk tier":                    strings.Replace(managed, "capacityPerMember: 8Gi}", "capacityPerMember: 8Gi, localDisks: [{path: /d}]}", 1),
+	}
+	for name, manifest := range admitted {
+		t.Run(name, func(t *testing.T) {
+			stored, v, err := c.Check(object(t, manifest), nil)
+			require.NoError(t, err)
+			require.Empty(t, v)
+			protocol, _, _ := unstructured.NestedString(stored.Object, "spec", "transport", "protocol")
+			assert.Equal(t, "Auto", protocol, "spec.transport defaults to {} so its protocol defaults to Auto")
 		})
 	}
 }

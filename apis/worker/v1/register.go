@@ -21,6 +21,7 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion,
 		&ModelDeployment{}, &ModelDeploymentList{},
+		&KVCacheBackend{}, &KVCacheBackendList{},
 		&KVCachePool{}, &KVCachePoolList{},
 		&KVCachePoolBinding{}, &KVCachePoolBindingList{},
 		&InstanceType{}, &InstanceTypeList{},
@@ -34,6 +35,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 // Kind names, for the places that build GroupVersionKinds or refer to a kind in a message.
 const (
 	ModelDeploymentKind    = "ModelDeployment"
+	KVCacheBackendKind     = "KVCacheBackend"
 	KVCachePoolKind        = "KVCachePool"
 	KVCachePoolBindingKind = "KVCachePoolBinding"
 	InstanceTypeKind       = "InstanceType"

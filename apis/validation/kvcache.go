@@ -1,0 +1,99 @@
+package validation
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mdplane/mdplane/apis/engine"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// KVCacheChain is what spec.kvCache resolves to, read through the API server: the Binding, its pool
+// and the pool's backend. A link is nil when it does not exist, and so are the links after it.
+type KVCacheChain struct {
+	Binding *workerv1.KVCachePoolBinding
+	Pool    *workerv1.KVCachePool
+	Backend *workerv1.KVCacheBackend
+}
+
+// unresolved is the named refusal of an interface request whose cache chain breaks, "" when it
+// resolves (backend-devices-settings §1.6).
+func (ch *KVCacheChain) unresolved() string {
+	switch {
+	case ch.Binding == nil:
+		return "cache binding must resolve before requesting interfaces"
+	case ch.Pool == nil:
+		return "cache pool must resolve before requesting interfaces"
+	case ch.Backend == nil:
+		return "cache backend must resolve before requesting interfaces"
+	}
+	return ""
+}
+
+// manufacturerOf is the accelerator manufacturer of a role's InstanceType; "" when unknown.
+func manufacturerOf(c Cluster, instanceType string) string {
+	if it := c.InstanceTypes[instanceType]; it != nil && it.Status.Detail != nil {
+		return it.Status.Detail.Manufacturer
+	}
+	return ""
+}
+
+// apiSpelling is the API spelling of a store protocol, for messages that tell the user what to
+// write; unknown spellings pass through.
+func apiSpelling(store string) workerv1.TransferProtocol {
+	for _, api := range []string{workerv1.TransportTCP, workerv1.TransportRDMA, workerv1.TransportEFA, workerv1.TransportCANN,
+		workerv1.TransportROCM, workerv1.TransportMUSA, workerv1.TransportMACA} {
+		if engine.StoreProtocol(api) == store {
+			return workerv1.TransferProtocol(api)
+		}
+	}
+	return workerv1.TransferProtocol(store)
+}
+
+// distinct are the non-empty values, first occurrence kept.
+func distinct(values []string) []string {
+	var out []string
+	for _, v := range values {
+		if v != "" && !strings.Contains(","+strings.Join(out, ",")+",", ","+v+",") {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// validateBindingTransport refuses a new or changed binding whose backend groups offer more than
+// one transport to an engine whose client speaks one (backend-devices-settings §1.6 steps 1–4). It
+// runs only when the chain was read and resolves, and an unchanged binding stays editable after its
+// backend became mixed. vLLM-Ascend's need for a CANN group is judged at render time
+// (docs/architecture.md, "The cache client's transport").
+func validateBindingTransport(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	if md.Spec.KVCache == nil || md.DeletionTimestamp != nil || c.KVCache == nil || c.KVCache.unresolved() != "" {
+		return nil
+	}
+	if old != nil && equality.Semantic.DeepEqual(md.Spec.KVCache, old.Spec.KVCache) {
+		return nil
+	}
+	offers := engine.BackendOffers(c.KVCache.Backend)
+	if len(distinct(offers)) < 2 {
+		return nil
+	}
+	var errs field.ErrorList
+	judged := map[string]bool{}
+	for _, role := range md.Spec.Roles {
+		if judged[role.InstanceType] {
+			continue
+		}
+		judged[role.InstanceType] = true
+		e := engine.ClientEngineOf(md.Spec.Engine.Name, manufacturerOf(c, role.InstanceType))
+		if err := engine.ValidateBindingTransport(e, offers); err != nil {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "kvCache", "poolRef", "name"), fmt.Sprintf(
+				"KVCachePoolBinding %q names KVCachePool %q on KVCacheBackend %q: %v",
+				md.Spec.KVCache.PoolRef.Name, c.KVCache.Pool.Name, c.KVCache.Backend.Name, err)))
+			break // one refusal names the pool; every role shares it
+		}
+	}
+	return errs
+}
