@@ -111,7 +111,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	xfn.SetCondition(rsp, "DomainRegistered", domain.Registered.Status, domain.Registered.Reason, domain.Registered.Message)
 	setConditions(rsp, md, d)
-	removed := setRouterStatus(rsp, md, rt, routerRoles, poolEndpoint(d, pool), status)
+	removed := setRouterStatus(rsp, md, rt, routerRoles, poolEndpoint(d, objs.pool), status)
 	if err := xfn.SetDesiredStatus(req, rsp, xr, status, removed...); err != nil {
 		return err
 	}
