@@ -80,23 +80,8 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
-	for _, role := range md.Spec.Roles {
-		key := resource.Name(naming.RoleResource(role.Name))
-		dr, ok := desired[key]
-		if !ok {
-			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
-		}
-		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
-			return fmt.Errorf("role %q: %w", role.Name, err)
-		}
-		if domain.Registered.Status == "False" {
-			// The roles render without a cache client; their running replicas keep the one they
-			// have (RolloutHeldByCache) rather than being replaced onto none.
-			held := RolloutHeldByCache + ": " + domain.Registered.Reason + ": " + domain.Registered.Message
-			if err := dr.Resource.SetValue("metadata.annotations["+workerv1.AnnotationRolloutHeld+"]", held); err != nil {
-				return err
-			}
-		}
+	if err := amendRoles(desired, md, d, domain.Registered); err != nil {
+		return err
 	}
 	rt, routerErr := composeRouter(req, md, d, desired)
 	if routerErr != nil && rt.err == nil {
@@ -209,6 +194,29 @@ func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[s
 		}
 	}
 	return out, nil
+}
+
+// amendRoles amends each role's desired ModelRole. While the Binding is unresolved the roles render
+// without a cache client, and their running replicas keep the one they have (RolloutHeldByCache)
+// rather than being replaced onto none.
+func amendRoles(desired map[resource.Name]*resource.DesiredComposed, md *workerv1.ModelDeployment, d Deployment, registered Condition) error {
+	for _, role := range md.Spec.Roles {
+		key := resource.Name(naming.RoleResource(role.Name))
+		dr, ok := desired[key]
+		if !ok {
+			return fmt.Errorf("role %q: no desired ModelRole %s; the kv-cache step runs after render-roles", role.Name, key)
+		}
+		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
+			return fmt.Errorf("role %q: %w", role.Name, err)
+		}
+		if registered.Status == "False" {
+			held := RolloutHeldByCache + ": " + registered.Reason + ": " + registered.Message
+			if err := dr.Resource.SetValue("metadata.annotations["+workerv1.AnnotationRolloutHeld+"]", held); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // amend applies an amendment to the template of a desired ModelRole and, on a proxied decoder, puts
