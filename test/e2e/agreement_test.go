@@ -14,8 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -247,4 +250,83 @@ func storeUnjudged(t *testing.T, ctx context.Context, manifest string) {
 	})
 	patch("remove", nil)
 	restored = true
+}
+
+// TestAMixedTransportBackendRefusesANewBinding: a deployment binding a pool whose backend's groups
+// mix transports is refused by kubectl with the lines `mdplane validate` prints offline
+// (backend-devices-settings §1.6), and one on a single transport is admitted.
+func TestAMixedTransportBackendRefusesANewBinding(t *testing.T) {
+	ctx := context.Background()
+	applyCluster(t, ctx, "team-m")
+	chain := `apiVersion: worker.gpustack.ai/v1
+kind: KVCacheBackend
+metadata: {name: mixed-%[1]s}
+spec:
+  transport: {protocol: RDMA}
+  connection:
+    managed:
+      leader: {}
+      members:
+        - {nodeSelector: {gpustack.ai/kv-cache: a}, medium: DRAM, capacityPerMember: 64Gi}
+        - {nodeSelector: {gpustack.ai/kv-cache: b}, medium: DRAM, capacityPerMember: 64Gi, transport: {protocol: %[2]s}}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: KVCachePool
+metadata: {name: mixed-%[1]s}
+spec: {backends: [mixed-%[1]s], quota: {total: 1Ti}}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: mixed-%[1]s, namespace: team-m}
+spec: {poolRef: {name: mixed-%[1]s}, domain: {name: chat, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}
+`
+	deployment := `apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: bound-%[1]s, namespace: team-m}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  kvCache: {poolRef: {name: mixed-%[1]s}}
+  roles:
+    - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}}
+`
+	kubectlApply(t, fmt.Sprintf(chain, "tcp", "TCP"))
+	kubectlApply(t, fmt.Sprintf(chain, "rdma", "RDMA"))
+	out := applyRefused(t, fmt.Sprintf(deployment, "tcp"))
+
+	md := &workerv1.ModelDeployment{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(deployment, "tcp")), md); err != nil {
+		t.Fatal(err)
+	}
+	chainOf := func(name string) validation.KVCacheChain {
+		t.Helper()
+		c := validation.KVCacheChain{Binding: &workerv1.KVCachePoolBinding{}, Pool: &workerv1.KVCachePool{}, Backend: &workerv1.KVCacheBackend{}}
+		for _, o := range []client.Object{c.Binding, c.Pool, c.Backend} {
+			key := client.ObjectKey{Name: name}
+			if _, namespaced := o.(*workerv1.KVCachePoolBinding); namespaced {
+				key.Namespace = "team-m"
+			}
+			if err := stack.Client.Get(ctx, key, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	it := &workerv1.InstanceType{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Name: "gpustack-nvidia-a10g-linux-amd64"}, it); err != nil {
+		t.Fatal(err)
+	}
+	errs := validation.ValidateCreate(md, validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{it.Name: it}, KVCache: ptr.To(chainOf("mixed-tcp"))})
+	if len(errs) == 0 {
+		t.Fatal("mdplane validate admits what kubectl refused")
+	}
+	for _, e := range errs {
+		if !strings.Contains(out, e.Error()) {
+			t.Errorf("kubectl did not print %q:\n%s", e.Error(), out)
+		}
+	}
+	kubectlApply(t, fmt.Sprintf(deployment, "rdma")) // one transport: admitted
+	if _, err := stack.Kubectl("delete", "modeldeployment", "bound-rdma", "-n", "team-m", "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
 }
