@@ -169,12 +169,13 @@ func TestUpstreamAgreementOnTheStack(t *testing.T) {
 		withCache := strings.Replace(agreementManifest("stored-dtype", "vLLM", "  kvCache: {poolRef: {name: team-a-dram}}\n",
 			"    - {name: server, "+a10g+`, extraArgs: ["--kv-cache-dtype", "fp8"]}`+"\n"),
 			"namespace: team-u}", "namespace: team-u, labels: {e2e.mdplane.io/stored-before-the-refusal: \"true\"}}", 1)
-		storeUnjudged(t, ctx, withCache)
 		md := &unstructured.Unstructured{}
 		md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
 		md.SetKind(workerv1.ModelDeploymentKind)
 		key := client.ObjectKey{Namespace: "team-u", Name: "stored-dtype"}
-		eventually(t, time.Minute, "Crossplane's finalizer on the deployment", func() error {
+		// As an older release would have left it: stored, and reconciled by Crossplane (its finalizer
+		// added) before today's refusal judged the object's updates.
+		storeUnjudged(t, ctx, withCache, func() error {
 			if err := stack.Client.Get(ctx, key, md); err != nil {
 				return err
 			}
@@ -210,9 +211,9 @@ func TestUpstreamAgreementOnTheStack(t *testing.T) {
 }
 
 // storeUnjudged stores a labelled manifest as a release before today's refusals would have: the
-// validating webhook is told to skip objects with the label while it is applied, then judges
-// everything again.
-func storeUnjudged(t *testing.T, ctx context.Context, manifest string) {
+// validating webhook is told to skip objects with the label while it is applied and until settled
+// holds, then judges everything again.
+func storeUnjudged(t *testing.T, ctx context.Context, manifest string, settled func() error) {
 	t.Helper()
 	cfg := &unstructured.Unstructured{}
 	cfg.SetAPIVersion("admissionregistration.k8s.io/v1")
@@ -248,6 +249,7 @@ func storeUnjudged(t *testing.T, ctx context.Context, manifest string) {
 		_, err := stack.Kubectl("apply", "-f", f)
 		return err
 	})
+	eventually(t, time.Minute, "the stored object settled", settled)
 	patch("remove", nil)
 	restored = true
 }
