@@ -76,8 +76,8 @@ func BackendOffers(b *workerv1.KVCacheBackend) []string {
 	return offers
 }
 
-// distinctOffers are the non-empty offers, first occurrence kept.
-func distinctOffers(offers []string) []string {
+// DistinctOffers are the non-empty offers, first occurrence kept.
+func DistinctOffers(offers []string) []string {
 	var out []string
 	for _, o := range offers {
 		if o != "" && !slices.Contains(out, o) {
@@ -126,7 +126,7 @@ var transportConstraints = map[ClientEngine]transportConstraint{
 // MatchTransport is the transport a client engine's cache client uses on a pool: the first offer, in
 // declaration order, the engine accepts. No offers is ("", nil): the no-store shape.
 func MatchTransport(e ClientEngine, offers []string) (string, error) {
-	distinct := distinctOffers(offers)
+	distinct := DistinctOffers(offers)
 	if len(distinct) == 0 {
 		return "", nil
 	}
@@ -151,7 +151,7 @@ func ValidateBindingTransport(e ClientEngine, offers []string) error {
 	if transportConstraints[e].required != "" {
 		return nil
 	}
-	distinct := distinctOffers(offers)
+	distinct := DistinctOffers(offers)
 	if len(distinct) < 2 {
 		return nil
 	}

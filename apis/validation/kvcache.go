@@ -2,7 +2,6 @@ package validation
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -41,29 +40,6 @@ func manufacturerOf(c Cluster, instanceType string) string {
 	return ""
 }
 
-// apiSpelling is the API spelling of a store protocol, for messages that tell the user what to
-// write; unknown spellings pass through.
-func apiSpelling(store string) workerv1.TransferProtocol {
-	for _, api := range []string{workerv1.TransportTCP, workerv1.TransportRDMA, workerv1.TransportEFA, workerv1.TransportCANN,
-		workerv1.TransportROCM, workerv1.TransportMUSA, workerv1.TransportMACA} {
-		if engine.StoreProtocol(api) == store {
-			return workerv1.TransferProtocol(api)
-		}
-	}
-	return workerv1.TransferProtocol(store)
-}
-
-// distinct are the non-empty values, first occurrence kept.
-func distinct(values []string) []string {
-	var out []string
-	for _, v := range values {
-		if v != "" && !strings.Contains(","+strings.Join(out, ",")+",", ","+v+",") {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // validateBindingTransport refuses a new or changed binding whose backend groups offer more than
 // one transport to an engine whose client speaks one (backend-devices-settings §1.6 steps 1–4). It
 // runs only when the chain was read and resolves, and an unchanged binding stays editable after its
@@ -77,7 +53,7 @@ func validateBindingTransport(md, old *workerv1.ModelDeployment, c Cluster) fiel
 		return nil
 	}
 	offers := engine.BackendOffers(c.KVCache.Backend)
-	if len(distinct(offers)) < 2 {
+	if len(engine.DistinctOffers(offers)) < 2 {
 		return nil
 	}
 	var errs field.ErrorList

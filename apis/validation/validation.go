@@ -541,10 +541,10 @@ func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRol
 	offers := engine.BackendOffers(c.KVCache.Backend)
 	e := engine.ClientEngineOf(md.Spec.Engine.Name, manufacturerOf(c, role.InstanceType))
 	if engine.ValidateBindingTransport(e, offers) != nil {
-		p.conflict = strings.Join(distinct(offers), ", ")
+		p.conflict = strings.Join(engine.DistinctOffers(offers), ", ")
 	}
 	matched, _ := engine.MatchTransport(e, offers) // a vLLM-Ascend mismatch fails the render
-	p.clientProtocol = apiSpelling(matched)
+	p.clientProtocol = engine.APIProtocol(matched)
 	p.clientSource = fmt.Sprintf("KVCacheBackend %q", c.KVCache.Backend.Name)
 	return p
 }

@@ -54,16 +54,8 @@ func mooncakeProtocol(t *workerv1.ModelDeploymentKVTransfer) string {
 	if t == nil {
 		return "tcp"
 	}
-	switch t.Protocol {
-	case workerv1.TransferRDMA:
-		return "rdma"
-	case workerv1.TransferEFA:
-		return "efa"
-	case workerv1.TransferCANN:
-		return "ascend"
-	case workerv1.TransferROCM:
-		return "hip"
-	default:
-		return "tcp"
+	if p := engine.StoreProtocol(string(t.Protocol)); p != "" {
+		return p
 	}
+	return "tcp"
 }
