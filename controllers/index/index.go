@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -26,6 +27,9 @@ const (
 	PodSlot = "mdplane.podSlot"
 	// DeploymentInstanceType is every InstanceType a ModelDeployment's roles name.
 	DeploymentInstanceType = "mdplane.instanceType"
+	// RoleGroup is every pod group (Workload name) of a ModelRole's declared slots, so that a
+	// Workload outliving its Pods still finds its role when it goes.
+	RoleGroup = "mdplane.roleGroup"
 )
 
 // Field is one index: the kind it is on, its name and how a value is read.
@@ -42,6 +46,7 @@ var Fields = []Field{
 	{&corev1.Pod{}, PodController, podController},
 	{&corev1.Pod{}, PodSlot, podSlot},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
+	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
 }
 
 // Register adds every index to the manager's cache, once for all the controllers.
@@ -101,6 +106,18 @@ func instanceTypes(o client.Object) []string {
 			seen[role.InstanceType] = true
 			out = append(out, role.InstanceType)
 		}
+	}
+	return out
+}
+
+func roleGroups(o client.Object) []string {
+	role, ok := o.(*v1alpha1.ModelRole)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, role.Spec.Replicas)
+	for ordinal := range role.Spec.Replicas {
+		out = append(out, workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal))
 	}
 	return out
 }

@@ -39,7 +39,7 @@ func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
 	// One replica missing at a time: an empty slot is a replacement (or a new ordinal) whose Pods
 	// are still going or whose ModelReplica is still being created.
 	if ordinal, ok := firstMissing(replicas, byOrdinal, false); ok {
-		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d is being replaced: waiting for its Pods to go and its replacement to be created", ordinal)}
+		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d is being replaced: waiting for its Pods and its group's Workload to go and its replacement to be created", ordinal)}
 	}
 	// A queued replica on an old revision serves nothing: replace it without waiting for admission.
 	for _, s := range outdated {

@@ -80,10 +80,19 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
-			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
+			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err == nil && len(pods.Items) > 0 {
+				return toRole(ctx, &pods.Items[0])
+			}
+			// A Workload that outlived its group's Pods holds its slot vacant: its going wakes the role.
+			roles := &v1alpha1.ModelRoleList{}
+			if err := mgr.GetClient().List(ctx, roles, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.RoleGroup: o.GetName()}); err != nil {
 				return nil
 			}
-			return toRole(ctx, &pods.Items[0])
+			var out []reconcile.Request
+			for _, r := range roles.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
+			}
+			return out
 		}), builder.WithPredicates(paced(func(old, new client.Object) bool {
 			admitted := func(o client.Object) bool {
 				return apimeta.IsStatusConditionTrue(o.(*kueue.Workload).Status.Conditions, kueue.WorkloadAdmitted)
@@ -113,12 +122,12 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	return reconcile.Result{}, p.act(ctx, o.role, d)
 }
 
-// observed is what one pass reads: the role, its standing replicas' slots, and the ordinals that
-// still have Pods on the API server.
+// observed is what one pass reads: the role, its standing replicas' slots, and the ordinals whose
+// departed replica has left something on the API server (Pods, or its group's Workload).
 type observed struct {
-	role        *v1alpha1.ModelRole
-	slots       []Slot
-	podOrdinals map[int32]bool
+	role     *v1alpha1.ModelRole
+	slots    []Slot
+	occupied map[int32]bool
 }
 
 // pass is what one pass does, in order: retire the ordinals a scale-down removed (highest first),
@@ -127,7 +136,7 @@ type observed struct {
 type pass struct {
 	scaledDown  []Slot
 	duplicates  []Slot             // second replicas of one slot: a create whose expectation expired before the cache showed it
-	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod left
+	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod or Workload left
 	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
 	step        Step
@@ -142,17 +151,18 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
 		return nil, nil
 	}
-	slots, podOrdinals, err := p.slots(ctx, role)
+	slots, occupied, err := p.slots(ctx, role)
 	if err != nil {
 		return nil, err
 	}
-	return &observed{role: role, slots: slots, podOrdinals: podOrdinals}, nil
+	return &observed{role: role, slots: slots, occupied: occupied}, nil
 }
 
 // decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
-// now, highest first. A slot whose departed replica's Pods are all gone is vacant and gets a replica
-// of the current revision: the slot's Pods share one Kueue pod group name, so the replacement's
-// Pods must not join the departed replica's group. The replacement in flight is remembered
+// now, highest first. A slot whose departed replica's Pods and group Workload are all gone is vacant
+// and gets a replica of the current revision: the slot's Pods share one Kueue pod group name, so
+// the replacement's Pods must not join the departed replica's group (Kueue would find their
+// role-hash foreign to the lingering Workload, replace it and delete the new Pods). The replacement in flight is remembered
 // (replacing) before its replica is deleted.
 func decide(o observed) pass {
 	role := o.role
@@ -192,7 +202,7 @@ func decide(o observed) pass {
 		switch {
 		case slotFilled(o.slots, ordinal):
 			d.filled = append(d.filled, ordinal)
-		case !o.podOrdinals[ordinal]:
+		case !o.occupied[ordinal]:
 			d.vacant = append(d.vacant, ordinal)
 		}
 	}
@@ -306,7 +316,7 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 }
 
 // slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
-// still have Pods on the API server.
+// still have Pods or a Workload on the API server.
 func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
 	// A pass runs on every event of the role's hundreds of Pods, replicas and Workloads and only
 	// reads what it lists: the cache's own objects are read in place, not copied (never written to).
@@ -334,8 +344,13 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 			admittedGroups[r.Spec.Ordinal] = a
 		}
 	}
-	slots, present := readSlots(role, replicas.Items, pods.Items, admittedGroups)
-	return slots, present, nil
+	slots, occupied := readSlots(role, replicas.Items, pods.Items, admittedGroups)
+	for ordinal := range role.Spec.Replicas {
+		if _, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)]; ok {
+			occupied[ordinal] = true
+		}
+	}
+	return slots, occupied, nil
 }
 
 // readSlots is each standing replica's slot. A slot's group name is its ordinal's, shared by the

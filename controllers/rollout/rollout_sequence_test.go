@@ -327,7 +327,7 @@ func (s *sim) pace() {
 		pods = append(pods, pod)
 	}
 	slots, present := readSlots(role, replicas, pods, admitted)
-	d := decide(observed{role: role, slots: slots, podOrdinals: present})
+	d := decide(observed{role: role, slots: slots, occupied: present})
 	s.log("the pacer: %s", d.step.Message)
 	for _, sl := range d.scaledDown {
 		s.retire(sl.Replica, "scale-down")
