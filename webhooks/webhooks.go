@@ -1,7 +1,8 @@
-// Package webhooks is mdplane's admission surface for ModelDeployments: the validating webhook runs
+// Package webhooks is mdplane's admission surface: for ModelDeployments the validating webhook runs
 // the rules of apis/validation with the InstanceTypes and the KV cache Binding, pool and backend
-// read straight from the API server, and the
-// mutating webhook defaults each role's accelerator count from its InstanceType.
+// read straight from the API server, and the mutating webhook defaults each role's accelerator
+// count from its InstanceType; for KVCacheBackends a validating webhook runs the rules their schema
+// cannot say.
 package webhooks
 
 import (
@@ -22,8 +23,9 @@ import (
 
 // Paths the webhook server serves; package/webhooks registers them.
 const (
-	ValidatePath = "/validate-worker-gpustack-ai-v1-modeldeployment"
-	MutatePath   = "/mutate-worker-gpustack-ai-v1-modeldeployment"
+	ValidatePath        = "/validate-worker-gpustack-ai-v1-modeldeployment"
+	MutatePath          = "/mutate-worker-gpustack-ai-v1-modeldeployment"
+	ValidateBackendPath = "/validate-worker-gpustack-ai-v1-kvcachebackend"
 )
 
 // Reader reads objects straight from the API server: a stale cache must not decide admission.
@@ -170,4 +172,29 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	return admission.Patched("defaulted the accelerator count from the InstanceType", patches...)
+}
+
+// BackendValidator refuses the KVCacheBackend edits its schema cannot judge, and warns of a fabric
+// interface count that requests nothing.
+type BackendValidator struct{}
+
+// Handle answers one admission review of a KVCacheBackend.
+func (BackendValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	b := &workerv1.KVCacheBackend{}
+	if err := json.Unmarshal(req.Object.Raw, b); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var old *workerv1.KVCacheBackend
+	if req.Operation == admissionv1.Update {
+		old = &workerv1.KVCacheBackend{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	errs, warnings := validation.ValidateBackend(b, old)
+	if len(errs) == 0 {
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	status := apierrors.NewInvalid(workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind).GroupKind(), b.Name, errs).Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: warnings}}
 }

@@ -124,3 +124,25 @@ func TestValidatorReadsTheCacheChain(t *testing.T) {
 	assert.True(t, review(gpuType(), binding, pool, backend(workerv1.TransportTCP)).Allowed, "one transport is admitted")
 	assert.True(t, review(gpuType(), binding, pool).Allowed, "a backend that does not exist runs no check")
 }
+
+func TestBackendValidatorRefusesAMovedGroupAndWarnsOfUnusedInterfaces(t *testing.T) {
+	backend := func(groups string) map[string]any {
+		var b map[string]any
+		require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"worker.gpustack.ai/v1","kind":"KVCacheBackend","metadata":{"name":"mooncake"},
+ "spec":{"connection":{"managed":{"leader":{},"members":[`+groups+`]}}}}`), &b))
+		return b
+	}
+	const a, b = `{"nodeSelector":{"kv":"a"},"medium":"DRAM","capacityPerMember":"8Gi"}`, `{"nodeSelector":{"kv":"b"},"medium":"DRAM","capacityPerMember":"8Gi","fabricInterfaceCount":2}`
+	req := request(t, admissionv1.Update, backend(b+","+a))
+	old, err := json.Marshal(backend(a + "," + b))
+	require.NoError(t, err)
+	req.OldObject = runtime.RawExtension{Raw: old}
+	rsp := webhooks.BackendValidator{}.Handle(context.Background(), req)
+	require.False(t, rsp.Allowed)
+	assert.Equal(t, metav1.StatusReasonInvalid, rsp.Result.Reason)
+	assert.Contains(t, rsp.Result.Message, "was stored at index 1")
+
+	rsp = webhooks.BackendValidator{}.Handle(context.Background(), request(t, admissionv1.Create, backend(a+","+b)))
+	assert.True(t, rsp.Allowed)
+	assert.Equal(t, []string{"spec.connection.managed.members[1].fabricInterfaceCount is 2 but the group's protocol is Auto: only RDMA and EFA members request fabric interfaces, so the count requests nothing"}, rsp.Warnings)
+}

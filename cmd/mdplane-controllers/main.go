@@ -204,6 +204,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		reader := mgr.GetAPIReader()
 		mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
+		mgr.GetWebhookServer().Register(webhooks.ValidateBackendPath, &webhook.Admission{Handler: webhooks.BackendValidator{}})
 		close(registered)
 	}()
 	if err := mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {

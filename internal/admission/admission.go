@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -70,6 +71,16 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	}
 	for i, d := range docs {
 		obj := objects[i]
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind) {
+			errs, err := judgeBackend(checker, obj, old[schemacheck.Key(d.Object)])
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+			}
+			for _, e := range errs {
+				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+			}
+			continue
+		}
 		if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
 			continue
 		}
@@ -91,6 +102,24 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		}
 	}
 	return objects, refusals, nil
+}
+
+// judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one
+// is stored.
+func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error) {
+	b := &workerv1.KVCacheBackend{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b); err != nil {
+		return nil, err
+	}
+	var stored *workerv1.KVCacheBackend
+	if prev != nil {
+		stored = &workerv1.KVCacheBackend{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
+			return nil, err
+		}
+	}
+	errs, _ := validation.ValidateBackend(b, stored)
+	return errs, nil
 }
 
 // cacheObjects are the KV cache Bindings, pools and backends among the judged documents.

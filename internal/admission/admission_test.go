@@ -71,3 +71,36 @@ func TestJudgeReadsTheCacheChainFromTheDocuments(t *testing.T) {
 	assert.Contains(t, refusals[0].Reason, "TransportUnsupported")
 	assert.Empty(t, judge("TCP"), "near miss: one transport")
 }
+
+// The offline judge runs the backend webhook's rules too: a group moved to another index is refused
+// as an update of the stored backend, and an append is admitted.
+func TestJudgeRunsTheBackendRules(t *testing.T) {
+	checker, err := schemacheck.ForPackage(manifests.FS)
+	require.NoError(t, err)
+	const backend = `apiVersion: worker.gpustack.ai/v1
+kind: KVCacheBackend
+metadata: {name: mooncake}
+spec:
+  connection:
+    managed:
+      leader: {}
+      members:
+GROUPS`
+	docs := func(groups ...string) []schemacheck.Document {
+		var lines []string
+		for _, g := range groups {
+			lines = append(lines, "        - {nodeSelector: {kv: "+g+"}, medium: DRAM, capacityPerMember: 8Gi}")
+		}
+		d, err := schemacheck.SplitDocuments("backend.yaml", []byte(strings.Replace(backend, "GROUPS", strings.Join(lines, "\n"), 1)))
+		require.NoError(t, err)
+		return d
+	}
+	_, refusals, err := admission.Judge(checker, docs("b", "a"), docs("a", "b"))
+	require.NoError(t, err)
+	require.NotEmpty(t, refusals)
+	assert.Equal(t, "spec.connection.managed.members[0]", refusals[0].Path)
+	assert.Contains(t, refusals[0].Reason, "was stored at index 1")
+	_, refusals, err = admission.Judge(checker, docs("a", "b", "c"), docs("a", "b"))
+	require.NoError(t, err)
+	assert.Empty(t, refusals, "near miss: a group appended")
+}

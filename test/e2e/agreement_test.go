@@ -331,4 +331,25 @@ spec:
 	if _, err := stack.Kubectl("delete", "modeldeployment", "bound-rdma", "-n", "team-m", "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
+
+	// The backend's own webhook: its groups are not reordered (a group's index is its identity);
+	// appending one is admitted.
+	backend := `apiVersion: worker.gpustack.ai/v1
+kind: KVCacheBackend
+metadata: {name: mixed-rdma}
+spec:
+  transport: {protocol: RDMA}
+  connection:
+    managed:
+      leader: {}
+      members:
+`
+	group := func(kv string) string {
+		return "        - {nodeSelector: {gpustack.ai/kv-cache: " + kv + "}, medium: DRAM, capacityPerMember: 64Gi}\n"
+	}
+	out = applyRefused(t, backend+group("b")+group("a"))
+	if want := "spec.connection.managed.members[0]: Forbidden: the group with nodeSelector map[gpustack.ai/kv-cache:b] was stored at index 1"; !strings.Contains(out, want) {
+		t.Errorf("kubectl did not print %q:\n%s", want, out)
+	}
+	kubectlApply(t, backend+group("a")+group("b")+group("c"))
 }

@@ -19,12 +19,12 @@ import (
 // is Ready, and RouterReady and the roleSummary's router count say so.
 func TestLLMDRouterOnTheStack(t *testing.T) {
 	ctx := context.Background()
-	applyCluster(t, ctx, "team-r")
-	queue(t, ctx, "llmd-router", "gpustack-fnv64-7bc37bef52624161", "team-r", 8) // a ClusterQueue of its own
+	applyCluster(t, ctx, "team-l")
+	queue(t, ctx, "llmd-router", "gpustack-fnv64-7bc37bef52624161", "team-l", 8) // a ClusterQueue of its own
 	const a10g = "instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}"
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
-metadata: {name: routed, namespace: team-r}
+metadata: {name: routed, namespace: team-l}
 spec:
   model: {name: Qwen/Qwen3-8B}
   engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
@@ -36,7 +36,7 @@ spec:
 	md := &unstructured.Unstructured{}
 	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
 	md.SetKind(workerv1.ModelDeploymentKind)
-	key := client.ObjectKey{Namespace: "team-r", Name: "routed"}
+	key := client.ObjectKey{Namespace: "team-l", Name: "routed"}
 	router := &appsv1.Deployment{}
 	// The endpoint is watched from the start: it must not name the router before a router replica is
 	// Ready.
@@ -46,7 +46,7 @@ spec:
 		}
 		endpoint, _, _ := unstructured.NestedString(md.Object, "status", "endpoint")
 		routerReady := false
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-r", Name: "routed-router"}, router); err == nil {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-l", Name: "routed-router"}, router); err == nil {
 			routerReady = router.Status.ReadyReplicas > 0
 		}
 		if strings.Contains(endpoint, "routed-router") && !routerReady {
@@ -55,11 +55,11 @@ spec:
 		if !routerReady {
 			return fmt.Errorf("router Deployment not Ready (endpoint %q)", endpoint)
 		}
-		c, err := deploymentConditionOf(ctx, "team-r", "routed", "RouterReady")
+		c, err := deploymentConditionOf(ctx, "team-l", "routed", "RouterReady")
 		if err != nil || c.Status != "True" || c.Reason != "Ready" {
 			return fmt.Errorf("RouterReady %+v: %v", c, err)
 		}
-		if endpoint != "http://routed-router.team-r.svc:8081" {
+		if endpoint != "http://routed-router.team-l.svc:8081" {
 			return fmt.Errorf("endpoint %q", endpoint)
 		}
 		summary, _, _ := unstructured.NestedString(md.Object, "status", "roleSummary")
@@ -71,7 +71,7 @@ spec:
 	if got := []string{router.Spec.Template.Spec.Containers[0].Name, router.Spec.Template.Spec.Containers[1].Name}; got[0] != "envoy" || got[1] != "epp" {
 		t.Errorf("router containers %v, want envoy then epp", got)
 	}
-	if _, err := stack.Kubectl("delete", "modeldeployment", "routed", "-n", "team-r", "--wait=false"); err != nil {
+	if _, err := stack.Kubectl("delete", "modeldeployment", "routed", "-n", "team-l", "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
 }

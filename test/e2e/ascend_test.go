@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// npuKey is the Ascend device plugin's resource key.
+const npuKey corev1.ResourceName = "huawei.com/npu"
+
+// npuNode is a fake Ascend node KWOK keeps Ready, with eight NPUs.
+func npuNode(i int) *corev1.Node {
+	name := fmt.Sprintf("npu-node-%d", i)
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("192"),
+		corev1.ResourceMemory:           resource.MustParse("2Ti"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("4Ti"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		npuKey:                          resource.MustParse("8"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64", "type": "kwok"}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// TestAscendRoles: on an Ascend InstanceType (huawei.com/npu nodes), mdplane sizes the type's
+// ClusterQueue in NPUs, and an SGLang role and a vLLM-Ascend prefill/decode pair under llm-d-router
+// run: their Pods request huawei.com/npu and carry the ascend RuntimeClass (it exists), the pair's
+// leg is MooncakeConnectorV1 with each half's degrees and the host driver mounted, the decoder's
+// routing proxy speaks nixlv2, and a pair whose prefill is narrower than its decode is refused.
+func TestAscendRoles(t *testing.T) {
+	ctx := context.Background()
+	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
+	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}
+	nodes := []client.Object{npuNode(0), npuNode(1), runtimeClass}
+	for _, o := range nodes {
+		if err := stack.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectlApply(t, `apiVersion: v1
+kind: Namespace
+metadata: {name: `+ns+`}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: InstanceType
+metadata:
+  name: `+typeName+`
+  labels: {`+managedQueuesLabel+`: "true"}
+spec:
+  acceleratable: true
+  acceleratorGroup: ascend-910b
+  os: linux
+  arch: arm64
+  unitResources: {cpu: "16", ram: 64Gi}
+  localStorage: 100Gi
+`)
+	t.Cleanup(func() {
+		tearDown(t, ctx, ns)
+		for _, o := range append(nodes, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}) {
+			_ = stack.Client.Delete(ctx, o)
+		}
+	})
+	it := &workerv1.InstanceType{}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
+			return err
+		}
+		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "ascend", Product: "Ascend 910B", Memory: ptr.To(resource.MustParse("64Gi"))}
+		it.Status.Accelerator = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("16")), OnceMaxRequest: ptr.To(resource.MustParse("8"))}
+		return stack.Client.Status().Update(ctx, it)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the type's ClusterQueue sized in NPUs", func() error {
+		cq := &kueuev1beta2.ClusterQueue{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {
+			return err
+		}
+		for _, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
+			if r.Name == npuKey && r.NominalQuota.Value() == 16 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s quota of 16 in %v", npuKey, cq.Spec.ResourceGroups)
+	})
+
+	role := func(name, kind string, tp int) string {
+		return fmt.Sprintf("    - {name: %s, kind: %s, instanceType: %s, resources: {accelerator: %d}, extraArgs: [--tensor-parallel-size, %q]}\n", name, kind, typeName, tp, fmt.Sprint(tp))
+	}
+	deployment := func(name, engine, image, router, roles string) string {
+		return fmt.Sprintf("apiVersion: worker.gpustack.ai/v1\nkind: ModelDeployment\nmetadata: {name: %s, namespace: %s}\nspec:\n  model: {name: Qwen/Qwen3-8B}\n  engine: {name: %s, image: %s}\n%s  roles:\n%s",
+			name, ns, engine, image, router, roles)
+	}
+
+	t.Run("a pair whose prefill is narrower than its decode is refused", func(t *testing.T) {
+		out := applyRefused(t, deployment("narrow", "vLLM", "quay.io/ascend/vllm-ascend:v0.11.0", llmdRouter, role("prefill", "Prefill", 1)+role("decode", "Decode", 2)))
+		if want := "the vLLM-Ascend transfer leg requires the prefill tp_size to be at least the decode one, but the pair declares prefill 1 and decode 2"; !strings.Contains(out, want) {
+			t.Fatalf("kubectl said:\n%s\nwant it to say %q", out, want)
+		}
+	})
+
+	kubectlApply(t, deployment("sgl", "SGLang", "lmsysorg/sglang:v0.5.4-cann8.2.rc1-910b", "", role("server", "Server", 2)))
+	kubectlApply(t, deployment("vasc", "vLLM", "quay.io/ascend/vllm-ascend:v0.11.0", llmdRouter, role("prefill", "Prefill", 2)+role("decode", "Decode", 2)))
+	server := runningPods(t, ctx, ns, "sgl", "server", 1)
+	prefill := runningPods(t, ctx, ns, "vasc", "prefill", 1)
+	decode := runningPods(t, ctx, ns, "vasc", "decode", 1)
+	eventually(t, 3*time.Minute, "vasc's router Ready", func() error {
+		c, err := deploymentConditionOf(ctx, ns, "vasc", "RouterReady")
+		if err != nil || c.Status != "True" {
+			return fmt.Errorf("RouterReady %+v: %v", c, err)
+		}
+		return nil
+	})
+
+	for _, p := range []corev1.Pod{server[0], prefill[0], decode[0]} {
+		if got := p.Spec.Containers[0].Resources.Requests[npuKey]; got.Value() != 2 {
+			t.Errorf("Pod %s requests %s %s, want 2", p.Name, npuKey, got.String())
+		}
+		if got := ptr.Deref(p.Spec.RuntimeClassName, ""); got != "ascend" {
+			t.Errorf("Pod %s runs under RuntimeClass %q, want ascend (the class exists)", p.Name, got)
+		}
+	}
+	for _, p := range []corev1.Pod{prefill[0], decode[0]} {
+		args := strings.Join(p.Spec.Containers[0].Args, " ")
+		for _, want := range []string{`"kv_connector":"MooncakeConnectorV1"`, `"kv_port":8998`, `"prefill":{"dp_size":1,"tp_size":2}`, `"decode":{"dp_size":1,"tp_size":2}`} {
+			if !strings.Contains(args, want) {
+				t.Errorf("Pod %s: the transfer config lacks %s: %s", p.Name, want, args)
+			}
+		}
+		if strings.Contains(args, "--kv-events-config") {
+			t.Errorf("Pod %s publishes KV events on Ascend: %s", p.Name, args)
+		}
+		driver := false
+		for _, v := range p.Spec.Volumes {
+			driver = driver || v.Name == "gpustack-ascend-driver" && v.HostPath != nil && v.HostPath.Path == "/usr/local/Ascend/driver"
+		}
+		if !driver {
+			t.Errorf("Pod %s does not mount the Ascend driver from the host", p.Name)
+		}
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == "VLLM_MOONCAKE_BOOTSTRAP_PORT" {
+				t.Errorf("Pod %s sets VLLM_MOONCAKE_BOOTSTRAP_PORT, which only native vLLM reads", p.Name)
+			}
+		}
+	}
+	proxy := container(decode[0], "routing-proxy")
+	if proxy == nil || !strings.Contains(strings.Join(proxy.Args, " "), "--kv-connector=nixlv2") {
+		t.Errorf("the decoder's routing proxy does not speak nixlv2: %+v", proxy)
+	}
+}
