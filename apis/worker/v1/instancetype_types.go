@@ -250,24 +250,6 @@ func (t *InstanceType) AcceleratorReady() bool {
 	return t.Status.Detail != nil && t.Status.Detail.Manufacturer != ""
 }
 
-// acceleratorResources maps a reported manufacturer to its device plugin's resource key.
-var acceleratorResources = map[string]corev1.ResourceName{
-	"nvidia": "nvidia.com/gpu",
-	"amd":    "amd.com/gpu",
-}
-
-// AcceleratorResource is the device plugin's resource key for the type's accelerators.
-func (t *InstanceType) AcceleratorResource() (corev1.ResourceName, error) {
-	if !t.AcceleratorReady() {
-		return "", fmt.Errorf("InstanceType %q has not reported its accelerator manufacturer in status.detail yet; the render waits for it to converge", t.Name)
-	}
-	key, ok := acceleratorResources[t.Status.Detail.Manufacturer]
-	if !ok {
-		return "", fmt.Errorf("InstanceType %q reports manufacturer %q, for which mdplane knows no device resource key", t.Name, t.Status.Detail.Manufacturer)
-	}
-	return key, nil
-}
-
 // UnitResourceList parses what one unit of the type (one accelerator, or one CPU unit on a type
 // without accelerators) brings: CPU, memory and local storage. An empty value is left out.
 func (t *InstanceType) UnitResourceList() (corev1.ResourceList, error) {
