@@ -61,7 +61,8 @@ func deploymentRequest(tb testing.TB, roles int, replicas, size int32) *fnv1.Run
 	return &fnv1.RunFunctionRequest{
 		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, md)}},
 		RequiredResources: map[string]*fnv1.Resources{
-			"instancetype/h100": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, withTypeMeta(h100()))}}},
+			"instancetype/h100":   {Items: []*fnv1.Resource{{Resource: mustStruct(tb, withTypeMeta(h100()))}}},
+			"runtimeclass/nvidia": {},
 		},
 	}
 }

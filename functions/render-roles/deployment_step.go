@@ -29,6 +29,8 @@ type deploymentInputs struct {
 	pool          *workerv1.KVCachePool
 	backend       *workerv1.KVCacheBackend
 	artifact      *workerv1.ModelArtifact
+	// runtimeClasses are the RuntimeClasses the types' manufacturers name that exist, by name.
+	runtimeClasses map[string]bool
 }
 
 // deploymentStep renders one ModelRole per role, the role Services and the deployment Service, and
@@ -173,7 +175,11 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 	if err != nil {
 		return nil, err
 	}
-	in := &deploymentInputs{instanceTypes: instanceTypes}
+	runtimeClasses, err := readRuntimeClasses(r, instanceTypes)
+	if err != nil {
+		return nil, err
+	}
+	in := &deploymentInputs{instanceTypes: instanceTypes, runtimeClasses: runtimeClasses}
 	api := workerv1.SchemeGroupVersion.String()
 	if kv := md.Spec.KVCache; kv != nil && kv.PoolRef.Name != "" {
 		obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
@@ -221,6 +227,34 @@ func readInstanceTypes(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[s
 	return out, nil
 }
 
+// RuntimeClass identity: a manufacturer's Pods run with its RuntimeClass only where the cluster has one.
+const (
+	runtimeClassAPIVersion = "node.k8s.io/v1"
+	runtimeClassKind       = "RuntimeClass"
+)
+
+// readRuntimeClasses requires, by name, the RuntimeClass each fetched InstanceType's manufacturer
+// names and reports which exist. A missing class is no error: the Pods run without one
+// (backend-devices-settings.md §2.3).
+func readRuntimeClasses(r *xfn.Requirements, instanceTypes map[string]*workerv1.InstanceType) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, it := range instanceTypes {
+		name := ""
+		if it != nil {
+			name = it.RuntimeClassName()
+		}
+		if _, seen := out[name]; seen || name == "" {
+			continue
+		}
+		obj, err := r.ByName("runtimeclass/"+name, runtimeClassAPIVersion, runtimeClassKind, "", name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = obj != nil
+	}
+	return out, nil
+}
+
 // decodeInto decodes a required object, when there is one, into a newly allocated *T.
 func decodeInto[T any](obj *unstructured.Unstructured, err error, into **T) error {
 	if err != nil || obj == nil {
@@ -238,16 +272,22 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 	var errs []error
 	out := make([]*RenderedRole, len(md.Spec.Roles))
 	for i, role := range md.Spec.Roles {
+		it := in.instanceTypes[role.InstanceType]
+		runtimeClass := ""
+		if it != nil && in.runtimeClasses[it.RuntimeClassName()] {
+			runtimeClass = it.RuntimeClassName()
+		}
 		r, err := RenderRole(Role{
-			Namespace:    md.Namespace,
-			Deployment:   md.Name,
-			Spec:         &md.Spec,
-			Role:         role,
-			InstanceType: in.instanceTypes[role.InstanceType],
-			Binding:      in.binding,
-			Pool:         in.pool,
-			Backend:      in.backend,
-			Artifact:     in.artifact,
+			Namespace:        md.Namespace,
+			Deployment:       md.Name,
+			Spec:             &md.Spec,
+			Role:             role,
+			InstanceType:     it,
+			Binding:          in.binding,
+			Pool:             in.pool,
+			Backend:          in.backend,
+			Artifact:         in.artifact,
+			RuntimeClassName: runtimeClass,
 		})
 		if err != nil {
 			errs = append(errs, err)

@@ -114,8 +114,10 @@ spec: {poolRef: {name: dram}, domain: {name: chat, blockSize: 16, dtype: bfloat1
 `
 
 func resolvedDeploymentInputs() map[string][]string {
-	return map[string][]string{"instancetype/a10g": {a10g}, "binding": {binding}, "pool": {}}
+	return map[string][]string{"instancetype/a10g": {a10g}, "binding": {binding}, "pool": {}, "runtimeclass/nvidia": {}}
 }
+
+const nvidiaRuntimeClass = `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: nvidia}, handler: nvidia}`
 
 func TestDeploymentStep(t *testing.T) {
 	t.Run("asks for the InstanceType and Binding before rendering anything", func(t *testing.T) {
@@ -184,6 +186,41 @@ func TestDeploymentStep(t *testing.T) {
 		msg, reason := fatalMessage(run(t, request{composite: deployment, required: inputs}))
 		assert.Equal(t, "RenderFailed", reason)
 		assert.Contains(t, msg, `names InstanceType "a10g", which does not exist`)
+	})
+	t.Run("once the InstanceType is fetched, asks for its manufacturer's RuntimeClass by name before rendering", func(t *testing.T) {
+		inputs := resolvedDeploymentInputs()
+		delete(inputs, "runtimeclass/nvidia")
+		rsp := run(t, request{composite: deployment, required: inputs})
+		sel := rsp.GetRequirements().GetResources()["runtimeclass/nvidia"]
+		require.NotNil(t, sel)
+		assert.Equal(t, "nvidia", sel.GetMatchName())
+		assert.Equal(t, "node.k8s.io/v1", sel.GetApiVersion())
+		assert.Equal(t, "RuntimeClass", sel.GetKind())
+		assert.Nil(t, sel.Namespace, "RuntimeClasses are cluster-scoped")
+		assert.Empty(t, rsp.GetDesired().GetResources())
+	})
+	t.Run("an existing RuntimeClass is the Pods' runtimeClassName and part of the revision", func(t *testing.T) {
+		without := run(t, request{composite: deployment, required: resolvedDeploymentInputs()}).GetDesired().GetResources()["role-server"]
+		inputs := resolvedDeploymentInputs()
+		inputs["runtimeclass/nvidia"] = []string{nvidiaRuntimeClass}
+		with := run(t, request{composite: deployment, required: inputs}).GetDesired().GetResources()["role-server"]
+		assert.Equal(t, "nvidia", field(t, with, "spec", "template", "spec", "runtimeClassName"))
+		assert.NotEqual(t, field(t, without, "spec", "revision"), field(t, with, "spec", "revision"), "the class is a bound resource: it moves the revision")
+	})
+	t.Run("a missing RuntimeClass is no error: the Pods run without one", func(t *testing.T) {
+		rsp := run(t, request{composite: deployment, required: resolvedDeploymentInputs()})
+		msg, _ := fatalMessage(rsp)
+		assert.Empty(t, msg)
+		assert.Nil(t, field(t, rsp.GetDesired().GetResources()["role-server"], "spec", "template", "spec", "runtimeClassName"))
+	})
+	t.Run("a type without accelerators asks for no RuntimeClass", func(t *testing.T) {
+		cpu := strings.Replace(a10g, "acceleratable: true", "acceleratable: false", 1)
+		inputs := resolvedDeploymentInputs()
+		inputs["instancetype/a10g"] = []string{cpu}
+		delete(inputs, "runtimeclass/nvidia")
+		rsp := run(t, request{composite: deployment, required: inputs})
+		assert.NotContains(t, rsp.GetRequirements().GetResources(), "runtimeclass/nvidia")
+		assert.Nil(t, field(t, rsp.GetDesired().GetResources()["role-server"], "spec", "template", "spec", "runtimeClassName"))
 	})
 	t.Run("a take-over role is reported unmanaged", func(t *testing.T) {
 		takeover := deployment[:len(deployment)-2] + ", command: [sleep, infinity]}\n"

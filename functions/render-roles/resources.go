@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"regexp"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,23 +35,28 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	units := big.NewRat(1, 1)
 	devices := corev1.ResourceList{}
 	if it.Spec.Acceleratable {
-		key, err := it.AcceleratorResource()
+		vendor, err := it.AcceleratorVendor()
 		if err != nil {
 			return corev1.ResourceRequirements{}, err
 		}
 		switch {
 		case req.AcceleratorPartitionedProfile != "":
+			profileKey, ok := vendor.PartitionProfileResource(req.AcceleratorPartitionedProfile)
+			if !ok {
+				return corev1.ResourceRequirements{}, fmt.Errorf("resources.acceleratorPartitionedProfile %q: InstanceType %q reports manufacturer %q, which has no partition kind, so no device plugin serves a partition of it; request whole accelerators or a slice, or name a type of a manufacturer that partitions (%s)",
+					req.AcceleratorPartitionedProfile, it.Name, it.Status.Detail.Manufacturer, strings.Join(workerv1.PartitioningManufacturers(), ", "))
+			}
 			if units, err = partitionShare(it, req.AcceleratorPartitionedProfile); err != nil {
 				return corev1.ResourceRequirements{}, err
 			}
-			devices[key+".partitioned"] = resource.MustParse("1")
-			devices[key+corev1.ResourceName(".partitioned.mig-"+req.AcceleratorPartitionedProfile)] = resource.MustParse("1")
+			devices[vendor.PartitionedResource()] = resource.MustParse("1")
+			devices[profileKey] = resource.MustParse("1")
 		case req.AcceleratorSlicedMemoryPercentage != nil || req.AcceleratorSlicedCoresPercentage != nil:
 			memory, cores := slicePercentages(req)
 			units = big.NewRat(int64(memory), 100)
-			devices[key+".sliced"] = resource.MustParse("1")
-			devices[key+".sliced.memory-percentage"] = *resource.NewQuantity(int64(memory), resource.DecimalSI)
-			devices[key+".sliced.cores-percentage"] = *resource.NewQuantity(int64(cores), resource.DecimalSI)
+			devices[vendor.SlicedResource()] = resource.MustParse("1")
+			devices[vendor.SlicedMemoryPercentageResource()] = *resource.NewQuantity(int64(memory), resource.DecimalSI)
+			devices[vendor.SlicedCoresPercentageResource()] = *resource.NewQuantity(int64(cores), resource.DecimalSI)
 		default:
 			cards := int64(1)
 			if req.Accelerator != nil {
@@ -58,7 +64,7 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 			}
 			if cards > 0 {
 				units = big.NewRat(cards, 1)
-				devices[key] = *resource.NewQuantity(cards, resource.DecimalSI)
+				devices[vendor.Resource] = *resource.NewQuantity(cards, resource.DecimalSI)
 			}
 		}
 	}

@@ -33,7 +33,8 @@ const (
 
 // Role is everything one role's Pod template is rendered from: the deployment, the role with its
 // defaults applied, and the external objects it binds (the InstanceType always; the cache Binding,
-// its pool and the ModelArtifact when the deployment names them and they exist).
+// its pool and the ModelArtifact when the deployment names them and they exist; the RuntimeClass of
+// the type's manufacturer when the cluster has it).
 type Role struct {
 	Namespace    string
 	Deployment   string
@@ -44,6 +45,9 @@ type Role struct {
 	Pool         *workerv1.KVCachePool
 	Backend      *workerv1.KVCacheBackend
 	Artifact     *workerv1.ModelArtifact
+	// RuntimeClassName is the RuntimeClass the Pods run with: the InstanceType's
+	// (InstanceType.RuntimeClassName) when a RuntimeClass of that name exists, else empty, for none.
+	RuntimeClassName string
 }
 
 // RenderedRole is a role's resolved Pod template and what Services and status need of it.
@@ -105,6 +109,9 @@ func RenderRole(in Role) (*RenderedRole, error) {
 		EnableServiceLinks:            ptr.To(false),
 		ImagePullSecrets:              role.ImagePullSecrets,
 		TerminationGracePeriodSeconds: role.TerminationGracePeriodSeconds,
+	}
+	if in.RuntimeClassName != "" {
+		pod.RuntimeClassName = ptr.To(in.RuntimeClassName)
 	}
 	out.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: roleLabels(in, role), Annotations: roleAnnotations(role, ports, digest)},
@@ -411,6 +418,8 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		PoolEndpoint  string                             `json:"poolEndpoint,omitempty"`
 		Artifact      *workerv1.ModelArtifactSpec        `json:"artifact,omitempty"`
 		ArtifactFrom  string                             `json:"artifactDigest,omitempty"`
+		// RuntimeClass is left out when empty, so a role on a type without one keeps its digest.
+		RuntimeClass string `json:"runtimeClassName,omitempty"`
 	}
 	b := bindings{
 		InstanceType:  in.InstanceType.Name,
@@ -418,6 +427,7 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		Acceleratable: in.InstanceType.Spec.Acceleratable,
 		Unit:          in.InstanceType.Spec.UnitResources,
 		LocalStorage:  in.InstanceType.Spec.LocalStorage,
+		RuntimeClass:  in.RuntimeClassName,
 	}
 	if d := in.InstanceType.Status.Detail; d != nil {
 		b.Manufacturer = d.Manufacturer
