@@ -168,7 +168,7 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 	out := corev1.ResourceList{}
 	units := int64(1)
 	if it.Spec.Acceleratable {
-		key, err := it.AcceleratorResource()
+		vendor, err := it.AcceleratorVendor()
 		if err != nil {
 			return nil, err
 		}
@@ -176,9 +176,9 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 		if v := it.Status.Accelerator; v != nil && v.Capacity != nil {
 			cards = v.Capacity.Value()
 		}
-		out[key] = *resource.NewQuantity(cards, resource.DecimalSI)
+		out[vendor.Resource] = *resource.NewQuantity(cards, resource.DecimalSI)
 		units = cards
-		sharedModes(it, key, cards, out)
+		sharedModes(it, vendor, cards, out)
 	} else if v := it.Status.CPU; v != nil && v.Capacity != nil {
 		units = v.Capacity.Value()
 	}
@@ -196,22 +196,25 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 
 // sharedModes adds the keys a slice or a partition request carries, for a type that offers them: the
 // slices or partitions the type's views count, every card's whole memory and cores as percentages,
-// and each partition profile's total (allocated and remaining).
-func sharedModes(it *workerv1.InstanceType, key corev1.ResourceName, cards int64, out corev1.ResourceList) {
+// and each partition profile's total (allocated and remaining). The keys are the manufacturer's
+// (vendor); a manufacturer without a partition kind gets no partition keys, as no request can carry
+// them.
+func sharedModes(it *workerv1.InstanceType, vendor workerv1.AcceleratorVendor, cards int64, out corev1.ResourceList) {
 	count := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
 	if v := it.Status.AcceleratorSliced; it.OffersSlicing() && v != nil && v.Capacity != nil {
-		out[key+".sliced"] = count(v.Capacity.Value())
-		out[key+".sliced.memory-percentage"] = count(100 * cards)
-		out[key+".sliced.cores-percentage"] = count(100 * cards)
+		out[vendor.SlicedResource()] = count(v.Capacity.Value())
+		out[vendor.SlicedMemoryPercentageResource()] = count(100 * cards)
+		out[vendor.SlicedCoresPercentageResource()] = count(100 * cards)
 	}
-	if v := it.Status.AcceleratorPartitioned; len(it.PartitionProfiles()) > 0 && v != nil && v.Capacity != nil {
-		out[key+".partitioned"] = count(v.Capacity.Value())
+	if v := it.Status.AcceleratorPartitioned; vendor.PartitionKind != "" && len(it.PartitionProfiles()) > 0 && v != nil && v.Capacity != nil {
+		out[vendor.PartitionedResource()] = count(v.Capacity.Value())
 		profiles := map[string]int64{}
 		for _, p := range append(append([]workerv1.ProfileCount{}, v.AllocatedProfiles...), v.RemainingProfiles...) {
 			profiles[p.Name] += int64(p.Count)
 		}
 		for name, n := range profiles {
-			out[key+corev1.ResourceName(".partitioned.mig-"+name)] = count(n)
+			key, _ := vendor.PartitionProfileResource(name)
+			out[key] = count(n)
 		}
 	}
 }

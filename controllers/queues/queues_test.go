@@ -72,3 +72,60 @@ func TestQuotas(t *testing.T) {
 		assert.ErrorContains(t, err, "has not reported its accelerator manufacturer")
 	})
 }
+
+// TestQuotasPerManufacturer sizes every manufacturer's keys through the one manufacturer table: one
+// row per vendor for its whole-accelerator key, and partition rows for a mig vendor other than NVIDIA
+// and for a vendor without a partition kind.
+func TestQuotasPerManufacturer(t *testing.T) {
+	partitioning := func(it *workerv1.InstanceType) {
+		it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{Logical: &workerv1.LogicalSlicing{Count: 4},
+			Physical: &workerv1.PhysicalPartitioning{Count: 4, Profiles: []workerv1.ProfileCount{{Name: "2g.15gb", Count: 4}}}}
+		it.Status.AcceleratorSliced = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("64"))}
+		it.Status.AcceleratorPartitioned = &workerv1.PartitionedCapacityView{CapacityView: workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("64"))},
+			RemainingProfiles: []workerv1.ProfileCount{{Name: "2g.15gb", Count: 64}}}
+	}
+	for _, row := range []struct {
+		rule         string
+		manufacturer string
+		modes        func(*workerv1.InstanceType)
+		want         map[corev1.ResourceName]string
+		absent       []corev1.ResourceName
+	}{
+		{"amd sizes amd.com/gpu", "amd", nil, map[corev1.ResourceName]string{"amd.com/gpu": "16"}, nil},
+		{"ascend sizes huawei.com/npu", "ascend", nil, map[corev1.ResourceName]string{"huawei.com/npu": "16"}, nil},
+		{"cambricon sizes cambricon.com/mlu", "cambricon", nil, map[corev1.ResourceName]string{"cambricon.com/mlu": "16"}, nil},
+		{"hygon sizes hygon.com/dcu", "hygon", nil, map[corev1.ResourceName]string{"hygon.com/dcu": "16"}, nil},
+		{"iluvatar sizes iluvatar.com/gpu", "iluvatar", nil, map[corev1.ResourceName]string{"iluvatar.com/gpu": "16"}, nil},
+		{"metax sizes metax-tech.com/gpu", "metax", nil, map[corev1.ResourceName]string{"metax-tech.com/gpu": "16"}, nil},
+		{"mthreads sizes mthreads.com/gpu", "mthreads", nil, map[corev1.ResourceName]string{"mthreads.com/gpu": "16"}, nil},
+		{"nvidia sizes nvidia.com/gpu", "nvidia", nil, map[corev1.ResourceName]string{"nvidia.com/gpu": "16"}, nil},
+		{"thead sizes alibabacloud.com/ppu", "thead", nil, map[corev1.ResourceName]string{"alibabacloud.com/ppu": "16"}, nil},
+		{"a mig vendor other than NVIDIA sizes its slice and mig partition keys on its own base", "hygon", partitioning,
+			map[corev1.ResourceName]string{"hygon.com/dcu.sliced": "64", "hygon.com/dcu.partitioned": "64", "hygon.com/dcu.partitioned.mig-2g.15gb": "64"}, nil},
+		{"a vendor without a partition kind gets slice keys and no partitioned keys", "metax", partitioning,
+			map[corev1.ResourceName]string{"metax-tech.com/gpu.sliced": "64", "metax-tech.com/gpu.sliced.memory-percentage": "1600"},
+			[]corev1.ResourceName{"metax-tech.com/gpu.partitioned", "metax-tech.com/gpu.partitioned.mig-2g.15gb"}},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			it := a10g()
+			it.Status.Detail.Manufacturer = row.manufacturer
+			if row.modes != nil {
+				row.modes(it)
+			}
+			q, err := Quotas(it)
+			require.NoError(t, err)
+			for key, want := range row.want {
+				assert.Equal(t, want, ptr.To(q[key]).String(), key)
+			}
+			for _, key := range row.absent {
+				assert.NotContains(t, q, key)
+			}
+		})
+	}
+	t.Run("an unknown manufacturer has no queue and says how out", func(t *testing.T) {
+		it := a10g()
+		it.Status.Detail.Manufacturer = "acme"
+		_, err := Quotas(it)
+		assert.ErrorContains(t, err, `reports status.detail.manufacturer "acme"`)
+	})
+}
