@@ -729,6 +729,13 @@ func validatePartitionProfile(it *workerv1.InstanceType, profile string, path *f
 	if len(profiles) == 0 {
 		return field.ErrorList{field.Invalid(path, profile, fmt.Sprintf("InstanceType %q cannot partition its accelerators", it.Name))}
 	}
+	// A type may report profiles its manufacturer publishes under no partition kind: no device
+	// plugin serves a key for them, so the Pod could never be scheduled.
+	if vendor, known := workerv1.LookupAcceleratorVendor(it.Status.Detail.Manufacturer); known && vendor.PartitionKind == "" {
+		return field.ErrorList{field.Invalid(path, profile, fmt.Sprintf(
+			"InstanceType %q reports manufacturer %q, which has no partition kind, so no device plugin serves a partition of it; request whole accelerators or a slice, or name a type of a manufacturer that partitions (%s)",
+			it.Name, it.Status.Detail.Manufacturer, strings.Join(workerv1.PartitioningManufacturers(), ", ")))}
+	}
 	offered := make([]string, 0, len(profiles))
 	for _, pc := range profiles {
 		if pc.Name == profile {

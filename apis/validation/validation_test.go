@@ -609,6 +609,14 @@ func TestInstanceTypeRefusals(t *testing.T) {
 				slicing(it)
 				it.Status.Detail.SlicedDetail.Physical.Profiles = append(it.Status.Detail.SlicedDetail.Physical.Profiles, workerv1.ProfileCount{Name: "3g.40gb", Count: 2})
 			})},
+		{"a partition profile on a manufacturer without a partition kind names the ones that partition; the same request on nvidia is admitted",
+			deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb"}
+			})), h100(func(it *workerv1.InstanceType) {
+				slicing(it)
+				it.Status.Detail.Manufacturer = workerv1.ManufacturerAscend
+			}), "spec.roles[0].resources.acceleratorPartitionedProfile",
+			[]string{`manufacturer "ascend", which has no partition kind`, "request whole accelerators or a slice", "(hygon, nvidia, thead)"}, h100(slicing)},
 		{"accelerator: 0 on an acceleratable type another role shares",
 			deployment(nil, role("a", "", cards("0")), role("b", "")), h100(nil), "spec.roles[0].resources.accelerator",
 			[]string{"acceleratable InstanceType \"h100\"", "request at least one accelerator, or move the CPU-only role"},
