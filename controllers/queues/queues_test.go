@@ -122,7 +122,7 @@ func TestQuotasPerManufacturer(t *testing.T) {
 			}
 		})
 	}
-	t.Run("an unknown manufacturer has no queue and says how out", func(t *testing.T) {
+	t.Run("an unknown manufacturer has no queue, and the error names it", func(t *testing.T) {
 		it := a10g()
 		it.Status.Detail.Manufacturer = "acme"
 		_, err := Quotas(it)
