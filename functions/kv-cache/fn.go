@@ -3,6 +3,7 @@ package kvcache
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -65,14 +66,20 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	d.Binding = domain.Binding
+	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending {
+		return err
+	}
 	if d.Binding != nil {
 		offers, err := BackendOffers(objs.pool, objs.backend)
 		if err != nil {
 			return err
 		}
-		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, objs.manufacturers, offers); err != nil {
+		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers); err != nil {
 			return err
 		}
+	}
+	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
+		return err
 	}
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
@@ -117,14 +124,11 @@ type cacheObjects struct {
 	binding *workerv1.KVCachePoolBinding
 	pool    *workerv1.KVCachePool
 	backend *workerv1.KVCacheBackend
-	// manufacturers maps each role's InstanceType to its accelerator manufacturer: vLLM on Ascend
-	// is vllm-ascend, which speaks only the ascend transport.
-	manufacturers map[string]string
 }
 
-// readBinding requires the Binding the deployment names and, as each exists, its pool, the pool's
-// backend and its roles' InstanceTypes; nil for one that does not exist. pending is true while
-// Crossplane has not fetched them yet.
+// readBinding requires the Binding the deployment names and, as each exists, its pool and the pool's
+// backend; nil for one that does not exist. pending is true while Crossplane has not fetched them
+// yet.
 func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (cacheObjects, bool, error) {
 	var out cacheObjects
 	if md.Spec.KVCache == nil {
@@ -159,27 +163,27 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	if err := xfn.Decode(obj.Object, out.backend); err != nil {
 		return out, false, err
 	}
-	out.manufacturers, err = readManufacturers(r, md)
-	if err != nil {
-		return out, false, err
-	}
 	return out, r.Pending, nil
 }
 
 // readManufacturers requires, for vLLM, the InstanceType of every role and maps it to its accelerator
-// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer.
-func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]string, error) {
+// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer, vLLM-Ascend. It
+// reads them only where the build changes the render: the store transport of a resolved backend
+// (bound), and the direct leg, routing proxy and KV events a router brings. pending is true while
+// Crossplane has not fetched them yet.
+func readManufacturers(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, bound bool) (map[string]string, bool, error) {
 	out := map[string]string{}
-	if md.Spec.Engine.Name != workerv1.EngineVLLM {
-		return out, nil
+	if md.Spec.Engine.Name != workerv1.EngineVLLM || (!bound && md.Spec.Router == nil) {
+		return out, false, nil
 	}
+	r := xfn.NewRequirements(req, rsp)
 	for _, role := range md.Spec.Roles {
 		if _, seen := out[role.InstanceType]; seen {
 			continue
 		}
 		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out[role.InstanceType] = ""
 		if obj == nil {
@@ -187,13 +191,13 @@ func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[s
 		}
 		it := &workerv1.InstanceType{}
 		if err := xfn.Decode(obj.Object, it); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if it.Status.Detail != nil {
 			out[role.InstanceType] = it.Status.Detail.Manufacturer
 		}
 	}
-	return out, nil
+	return out, r.Pending, nil
 }
 
 // amendRoles amends each role's desired ModelRole. While the Binding is unresolved the roles render
@@ -232,7 +236,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 	}
 	Apply(t, a)
 	if engine.BehindRoutingProxy(d.Router, role) {
-		if err := routingproxy.Apply(t, d.Engine, role); err != nil {
+		if err := routingproxy.Apply(t, d.Engine, d.Manufacturers[role.InstanceType], role); err != nil {
 			return err
 		}
 	}
@@ -247,10 +251,15 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, d Deployment) {
 	unmanaged := false
 	producersUnmanaged := false
+	var ascendProducers []string
 	for _, r := range md.Spec.Roles {
 		if r.TakesOver() {
 			unmanaged = true
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
+		}
+		producer := r.Kind != workerv1.RoleKindDecode && r.Kind != workerv1.RoleKindEncode && !r.TakesOver()
+		if producer && engine.ClientEngineOf(d.Engine, d.Manufacturers[r.InstanceType]) == engine.ClientVLLMAscend {
+			ascendProducers = append(ascendProducers, r.Name)
 		}
 	}
 	switch {
@@ -274,6 +283,10 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	case d.Engine == workerv1.EngineSGLang:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
+	case len(ascendProducers) > 0:
+		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
+			WithMessage(fmt.Sprintf("block-producing roles %s run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher",
+				strings.Join(ascendProducers, ", "))).TargetComposite()
 	case producersUnmanaged:
 		response.ConditionUnknown(rsp, "KVEventsPublishing", "RoleUnmanaged").
 			WithMessage("a block-producing role takes its command line over").TargetComposite()
@@ -424,7 +437,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 				entry.Endpoint = fmt.Sprintf("http://%s:%v", host, p)
 			}
 		}
-		if engine.PublishesKVEvents(d.Engine, d.Router, role) {
+		if engine.PublishesKVEvents(d.Engine, d.Manufacturers[role.InstanceType], d.Router, role) {
 			for _, p := range []struct {
 				name string
 				port int64
