@@ -251,17 +251,13 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, d Deployment) {
 	unmanaged := false
 	producersUnmanaged := false
-	var ascendProducers []string
 	for _, r := range md.Spec.Roles {
 		if r.TakesOver() {
 			unmanaged = true
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
 		}
-		producer := r.Kind != workerv1.RoleKindDecode && r.Kind != workerv1.RoleKindEncode && !r.TakesOver()
-		if producer && engine.ClientEngineOf(d.Engine, d.Manufacturers[r.InstanceType]) == engine.ClientVLLMAscend {
-			ascendProducers = append(ascendProducers, r.Name)
-		}
 	}
+	silent := ascendProducers(d)
 	switch {
 	case md.Spec.KVCache == nil:
 		response.ConditionTrue(rsp, "CacheAttached", "NotApplicable").WithMessage("spec.kvCache is not set").TargetComposite()
@@ -283,10 +279,10 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	case d.Engine == workerv1.EngineSGLang:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
-	case len(ascendProducers) > 0:
+	case len(silent) > 0:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
-			WithMessage(fmt.Sprintf("block-producing roles %s run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher",
-				strings.Join(ascendProducers, ", "))).TargetComposite()
+			WithMessage(fmt.Sprintf("block-producing roles %s run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher; llm-d-router scores prefixes approximately",
+				strings.Join(silent, ", "))).TargetComposite()
 	case producersUnmanaged:
 		response.ConditionUnknown(rsp, "KVEventsPublishing", "RoleUnmanaged").
 			WithMessage("a block-producing role takes its command line over").TargetComposite()
@@ -294,6 +290,19 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
 			WithMessage(fmt.Sprintf("every block-producing role is configured to publish on tcp://*:%d, topic %s", engine.KVEventsPort, engine.KVEventsTopic)).TargetComposite()
 	}
+}
+
+// ascendProducers are the managed, block-producing roles (not decoders or encoders) on vLLM-Ascend,
+// which renders no KV event publisher.
+func ascendProducers(d Deployment) []string {
+	var out []string
+	for _, r := range d.Roles {
+		producer := r.Kind != workerv1.RoleKindDecode && r.Kind != workerv1.RoleKindEncode && !r.TakesOver()
+		if producer && engine.ClientEngineOf(d.Engine, d.Manufacturers[r.InstanceType]) == engine.ClientVLLMAscend {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // routerState is what the deployment reports of its router.
@@ -357,7 +366,7 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 		return nil, err
 	}
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
-		return routers.RenderLLMD(md, port)
+		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0)
 	}
 	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
 }
