@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 )
@@ -354,36 +353,4 @@ func TestVLLMAscendRoleRules(t *testing.T) {
 			assert.Contains(t, []string{"MC_TE_METRIC"}, e.Name)
 		}
 	})
-}
-
-func TestVLLMAscendTensorParallelRule(t *testing.T) {
-	cases := []struct {
-		rule             string
-		prefill, decode  []string
-		manufacturer     string
-		router           workerv1.RouterName
-		wantRefusedTexts string
-	}{
-		{"prefill tp below decode tp is refused RoleUnsupported", []string{"-tp", "2"}, []string{"--tensor-parallel-size=4"}, "ascend", workerv1.RouterLLMD,
-			"RoleUnsupported: the vLLM-Ascend transfer leg requires the prefill tp_size to be at least the decode one, but the pair declares prefill 2 and decode 4; narrow the decode role's tensor parallelism or widen the prefill role's"},
-		{"near miss: equal tp is admitted", []string{"-tp", "4"}, []string{"-tp", "4"}, "ascend", workerv1.RouterLLMD, ""},
-		{"near miss: undeclared on both is 1 and 1", nil, nil, "ascend", workerv1.RouterLLMD, ""},
-		{"near miss: native vLLM has no such rule", []string{"-tp", "2"}, []string{"-tp", "4"}, "nvidia", workerv1.RouterLLMD, ""},
-		{"near miss: under vllm-router no leg renders, so nothing is refused", []string{"-tp", "2"}, []string{"-tp", "4"}, "ascend", workerv1.RouterVLLM, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			roles := []workerv1.ModelDeploymentRole{
-				{Name: "p", Kind: workerv1.RoleKindPrefill, InstanceType: "910b", ExtraArgs: tc.prefill},
-				{Name: "d", Kind: workerv1.RoleKindDecode, InstanceType: "910b", ExtraArgs: tc.decode},
-			}
-			err := engine.ValidateAscendLeg(workerv1.EngineVLLM, &workerv1.ModelDeploymentRouter{Name: tc.router}, roles, map[string]string{"910b": tc.manufacturer})
-			if tc.wantRefusedTexts == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Equal(t, tc.wantRefusedTexts, err.Error())
-		})
-	}
 }
