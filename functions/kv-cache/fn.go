@@ -3,7 +3,6 @@ package kvcache
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -281,8 +280,8 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
 	case len(silent) > 0:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
-			WithMessage(fmt.Sprintf("block-producing roles %s run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher; llm-d-router scores prefixes approximately",
-				strings.Join(silent, ", "))).TargetComposite()
+			WithMessage(fmt.Sprintf("the block-producing roles %q run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher; llm-d-router scores prefixes approximately",
+				silent)).TargetComposite()
 	case producersUnmanaged:
 		response.ConditionUnknown(rsp, "KVEventsPublishing", "RoleUnmanaged").
 			WithMessage("a block-producing role takes its command line over").TargetComposite()

@@ -162,7 +162,7 @@ func TestVLLMAscendRender(t *testing.T) {
 		c := condition(rsp, "KVEventsPublishing")
 		assert.Equal(t, fnv1.Status_STATUS_CONDITION_FALSE, c.GetStatus())
 		assert.Equal(t, "PublisherDisabled", c.GetReason())
-		assert.Contains(t, c.GetMessage(), "prefill run vLLM-Ascend")
+		assert.Contains(t, c.GetMessage(), `roles ["prefill"] run vLLM-Ascend`)
 		decode := rsp.GetDesired().GetResources()["role-decode"].GetResource().AsMap()
 		initContainers, _, _ := unstructured.NestedSlice(decode, "spec", "template", "spec", "initContainers")
 		require.Len(t, initContainers, 1)

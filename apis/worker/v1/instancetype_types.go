@@ -254,6 +254,7 @@ func (t *InstanceType) AcceleratorReady() bool {
 var acceleratorResources = map[string]corev1.ResourceName{
 	"nvidia": "nvidia.com/gpu",
 	"amd":    "amd.com/gpu",
+	"ascend": "huawei.com/npu",
 }
 
 // AcceleratorResource is the device plugin's resource key for the type's accelerators.
