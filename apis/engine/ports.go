@@ -95,16 +95,17 @@ func PortBehindProxy(declared []int32) int32 {
 }
 
 // OpensBootstrap reports whether a role listens on BootstrapPort: a prefiller given a direct
-// prefill/decode transfer.
-func OpensBootstrap(e workerv1.Engine, routed bool, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
-	return role.Kind == workerv1.RoleKindPrefill && RendersDirectLeg(e, routed, roles, role)
+// prefill/decode transfer, on either vLLM build (vLLM-Ascend's kv_port is the same port).
+func OpensBootstrap(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, manufacturer string, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
+	return role.Kind == workerv1.RoleKindPrefill && RendersDirectLeg(e, router, manufacturer, roles, role)
 }
 
 // PublishesKVEvents reports whether a role publishes KV cache events on KVEventsPort and
-// KVReplayPort: a managed, block-producing vLLM role (not a decoder) that llm-d-router fronts. SGLang
-// renders no publisher.
-func PublishesKVEvents(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) bool {
-	return e == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
+// KVReplayPort: a managed, block-producing native vLLM role (not a decoder) that llm-d-router fronts.
+// SGLang renders no publisher, and neither does vLLM-Ascend (manufacturer is the role's
+// InstanceType's).
+func PublishesKVEvents(e workerv1.Engine, manufacturer string, router *workerv1.ModelDeploymentRouter, role workerv1.ModelDeploymentRole) bool {
+	return ClientEngineOf(e, manufacturer) == ClientVLLM && e == workerv1.EngineVLLM && router != nil && router.Name == workerv1.RouterLLMD &&
 		!role.TakesOver() && role.Kind != workerv1.RoleKindDecode && role.Kind != workerv1.RoleKindEncode
 }
 

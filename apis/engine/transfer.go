@@ -1,6 +1,10 @@
 package engine
 
-import workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+import (
+	"fmt"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
 
 // DeclaresPair reports whether roles hold both halves of a prefill/decode pair.
 func DeclaresPair(roles []workerv1.ModelDeploymentRole) bool {
@@ -12,19 +16,34 @@ func DeclaresPair(roles []workerv1.ModelDeploymentRole) bool {
 	return prefill && decode
 }
 
-// RendersDirectLeg reports whether a role's engine is given a direct prefill/decode transfer: vLLM's
-// leg follows the router, SGLang's the declared pair. A replaced command is given nothing.
-func RendersDirectLeg(e workerv1.Engine, routed bool, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
+// RendersDirectLeg reports whether a role's engine is given a direct prefill/decode transfer: native
+// vLLM's leg follows the router, SGLang's the declared pair. vLLM-Ascend's leg (manufacturer is the
+// role's InstanceType's) needs both: its MooncakeConnectorV1 is sized from both halves' degrees and
+// paired through llm-d-router's routing proxy, so under another router or none it gets no leg,
+// silently. A replaced command is given nothing.
+func RendersDirectLeg(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, manufacturer string, roles []workerv1.ModelDeploymentRole, role workerv1.ModelDeploymentRole) bool {
 	if role.TakesOver() || (role.Kind != workerv1.RoleKindPrefill && role.Kind != workerv1.RoleKindDecode) {
 		return false
 	}
-	switch e {
-	case workerv1.EngineVLLM:
-		return routed
-	case workerv1.EngineSGLang:
+	switch {
+	case ClientEngineOf(e, manufacturer) == ClientVLLMAscend:
+		return router != nil && router.Name == workerv1.RouterLLMD && DeclaresPair(roles)
+	case e == workerv1.EngineVLLM:
+		return router != nil
+	case e == workerv1.EngineSGLang:
 		return DeclaresPair(roles)
 	}
 	return false
+}
+
+// DirectLegProtocol is the protocol a role's direct leg speaks, in the API's spelling:
+// spec.kvTransfer.protocol (TransferProtocolOf), except on vLLM-Ascend, whose engine hardcodes its
+// own Ascend transport and reads none: "" there.
+func DirectLegProtocol(spec *workerv1.ModelDeploymentSpec, manufacturer string) workerv1.TransferProtocol {
+	if ClientEngineOf(spec.Engine.Name, manufacturer) == ClientVLLMAscend {
+		return ""
+	}
+	return TransferProtocolOf(spec)
 }
 
 // TransferProtocolOf is the protocol a deployment's transfers speak, its direct leg and its cache
@@ -46,13 +65,69 @@ func IsFabric(p workerv1.TransferProtocol) bool {
 // given interfaces for: no direct leg and no cache client, or a TCP path. client is the protocol
 // its cache client speaks (API spelling), "" when none is rendered: the first group transport of
 // the pool's backend its engine accepts (ClientTransport). The direct leg's fabric comes first;
-// admission refuses a role whose two legs run on different fabrics.
+// admission refuses a role whose two legs run on different fabrics. It reads the leg as native
+// vLLM's (no manufacturer): vLLM-Ascend has no fabric path at all, and admission, which reads the
+// manufacturer, refuses every interface request there, so the key picked here never renders on it.
 func FabricTransport(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole, client workerv1.TransferProtocol) workerv1.TransferProtocol {
-	if leg := TransferProtocolOf(spec); RendersDirectLeg(spec.Engine.Name, spec.Router != nil, spec.Roles, role) && IsFabric(leg) {
+	if leg := TransferProtocolOf(spec); RendersDirectLeg(spec.Engine.Name, spec.Router, "", spec.Roles, role) && IsFabric(leg) {
 		return leg
 	}
 	if IsFabric(client) {
 		return client
 	}
 	return ""
+}
+
+// ReasonRoleUnsupported is the reason of a refusal of a role arrangement an engine cannot serve
+// (backend-devices-settings §2.4).
+const ReasonRoleUnsupported = "RoleUnsupported"
+
+// PairDegrees are the tensor and data-parallel degrees of each half of a prefill/decode pair, read
+// from each half's own argv (extraArgs, or command when it takes the line over); an undeclared or
+// unreadable degree is 1. vLLM-Ascend's leg carries both halves' in each half's document.
+type PairDegrees struct {
+	Prefill, Decode Degrees
+}
+
+// PairDegreesOf reads the degrees of the pair's Prefill and Decode roles; a deployment declares at
+// most one of each.
+func PairDegreesOf(e workerv1.Engine, roles []workerv1.ModelDeploymentRole) PairDegrees {
+	out := PairDegrees{Prefill: ReadDegrees(e, nil), Decode: ReadDegrees(e, nil)}
+	for _, r := range roles {
+		switch r.Kind {
+		case workerv1.RoleKindPrefill:
+			out.Prefill = ReadDegrees(e, r.EngineArgs())
+		case workerv1.RoleKindDecode:
+			out.Decode = ReadDegrees(e, r.EngineArgs())
+		}
+	}
+	return out
+}
+
+// RendersAscendLeg reports whether any role of the deployment is given vLLM-Ascend's direct leg.
+// manufacturers maps an InstanceType name to its accelerator manufacturer.
+func RendersAscendLeg(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, manufacturers map[string]string) bool {
+	for _, r := range roles {
+		m := manufacturers[r.InstanceType]
+		if ClientEngineOf(e, m) == ClientVLLMAscend && RendersDirectLeg(e, router, m, roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateAscendLeg refuses a pair given vLLM-Ascend's direct leg whose prefill tensor parallelism
+// is narrower than its decode one, which vLLM-Ascend's MooncakeConnectorV1 does not support
+// (backend-devices-settings §2.4). nil when no role renders the leg.
+// The render refuses it; admission refuses it too when it knows the manufacturers.
+func ValidateAscendLeg(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, manufacturers map[string]string) error {
+	if !RendersAscendLeg(e, router, roles, manufacturers) {
+		return nil
+	}
+	p := PairDegreesOf(e, roles)
+	if p.Prefill.TP >= p.Decode.TP {
+		return nil
+	}
+	return fmt.Errorf("%s: the vLLM-Ascend transfer leg requires the prefill tp_size to be at least the decode one, but the pair declares prefill %d and decode %d; narrow the decode role's tensor parallelism or widen the prefill role's",
+		ReasonRoleUnsupported, p.Prefill.TP, p.Decode.TP)
 }

@@ -73,3 +73,35 @@ func validateBindingTransport(md, old *workerv1.ModelDeployment, c Cluster) fiel
 	}
 	return errs
 }
+
+// manufacturersOf maps each role's InstanceType to its accelerator manufacturer ("" when unknown).
+func manufacturersOf(md *workerv1.ModelDeployment, c Cluster) map[string]string {
+	out := map[string]string{}
+	for _, role := range md.Spec.Roles {
+		out[role.InstanceType] = manufacturerOf(c, role.InstanceType)
+	}
+	return out
+}
+
+// validateAscendLeg refuses at admission the vLLM-Ascend pair the render would refuse: a prefill
+// tensor degree narrower than the decode one (engine.ValidateAscendLeg). It needs the roles'
+// InstanceTypes; where one is unknown the render remains the backstop. A stored deployment is judged
+// again only when its verdict's inputs moved, so a rule added later does not strand it.
+func validateAscendLeg(md, old *workerv1.ModelDeployment, roles *field.Path, c Cluster) field.ErrorList {
+	err := engine.ValidateAscendLeg(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles, manufacturersOf(md, c))
+	if err == nil {
+		return nil
+	}
+	if old != nil {
+		was := engine.ValidateAscendLeg(old.Spec.Engine.Name, old.Spec.Router, old.Spec.Roles, manufacturersOf(old, c))
+		if was != nil && was.Error() == err.Error() {
+			return nil
+		}
+	}
+	for i, role := range md.Spec.Roles {
+		if role.Kind == workerv1.RoleKindDecode {
+			return field.ErrorList{field.Forbidden(roles.Index(i).Child(role.EngineArgsField()), err.Error())}
+		}
+	}
+	return field.ErrorList{field.Forbidden(roles, err.Error())}
+}

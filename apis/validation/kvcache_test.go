@@ -106,6 +106,20 @@ func TestCacheChainRefusals(t *testing.T) {
 			admittedIn: validation.Cluster{KVCache: chain(workerv1.TransportTCP)},
 			admittedMD: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); llmd(md); transfer(workerv1.TransferRDMA)(md) },
 				role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode))},
+		{rule: "interfaces on vLLM-Ascend: its direct leg has no protocol of ours, so an RDMA spec.kvTransfer allocates nothing",
+			md: deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferRDMA)(md) },
+				role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
+			refusedIn: onAscend(validation.Cluster{}),
+			path:      "spec.roles[0].resources.interface",
+			parts: []string{`Invalid value: "1"`, `role "p"`, "no effective RDMA or EFA transfer leg uses the requested interfaces",
+				`it runs vLLM-Ascend (InstanceType "h100" reports manufacturer ascend)`, "ignores spec.kvTransfer.protocol", "speaks only CANN", "remove the interface request"},
+			admittedIn: validation.Cluster{InstanceTypes: h100(nil)}},
+		{rule: "interfaces on vLLM-Ascend: its cache client speaks CANN, never RDMA or EFA",
+			md:         deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("1"))),
+			refusedIn:  onAscend(validation.Cluster{KVCache: chain(workerv1.TransportRDMA, "", workerv1.TransportCANN)}),
+			path:       "spec.roles[0].resources.interface",
+			parts:      []string{`role "s"`, "it runs vLLM-Ascend", "remove the interface request"},
+			admittedIn: validation.Cluster{InstanceTypes: h100(nil), KVCache: chain(workerv1.TransportRDMA)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -131,5 +145,57 @@ func TestBindingTransportExemptions(t *testing.T) {
 		for _, e := range errs {
 			assert.NotEqual(t, "spec.kvCache.poolRef.name", e.Field)
 		}
+	})
+}
+
+// ascendPair is a prefill/decode pair under llm-d-router with the given tensor degrees.
+func ascendPair(edit func(*workerv1.ModelDeployment), prefillTP, decodeTP string) *workerv1.ModelDeployment {
+	return deployment(func(md *workerv1.ModelDeployment) {
+		llmd(md)
+		if edit != nil {
+			edit(md)
+		}
+	}, role("prefill", workerv1.RoleKindPrefill, args("-tp", prefillTP), cards("8")), role("decode", workerv1.RoleKindDecode, args("--tensor-parallel-size", decodeTP), cards("8")))
+}
+
+func TestAscendLegRefusals(t *testing.T) {
+	const text = "RoleUnsupported: the vLLM-Ascend transfer leg requires the prefill tp_size to be at least the decode one, but the pair declares prefill 2 and decode 4; narrow the decode role's tensor parallelism or widen the prefill role's"
+	ascend := onAscend(validation.Cluster{})
+	cases := []struct {
+		rule string
+		md   *workerv1.ModelDeployment
+		in   validation.Cluster
+		path string // "" when admitted
+	}{
+		{"prefill tp below decode tp is refused on vLLM-Ascend", ascendPair(nil, "2", "4"), ascend, "spec.roles[1].extraArgs"},
+		{"near miss: prefill tp equal to decode tp is admitted", ascendPair(nil, "4", "4"), ascend, ""},
+		{"near miss: native vLLM has no such rule", ascendPair(nil, "2", "4"), validation.Cluster{InstanceTypes: h100(nil)}, ""},
+		{"near miss: under vllm-router no leg renders, so nothing is refused", ascendPair(func(md *workerv1.ModelDeployment) {
+			md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterVLLM}
+		}, "2", "4"), ascend, ""},
+		{"near miss: an unread InstanceType leaves the render as the backstop", ascendPair(nil, "2", "4"), validation.Cluster{}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			errs := validation.ValidateCreate(tc.md, tc.in)
+			if tc.path == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			refused(t, errs, tc.path, "Forbidden", text)
+		})
+	}
+	t.Run("a take-over decoder's command is read, and named", func(t *testing.T) {
+		md := ascendPair(nil, "2", "1")
+		md.Spec.Roles[1].ExtraArgs, md.Spec.Roles[1].Command = nil, []string{"vllm", "serve", "m", "-tp", "4"}
+		refused(t, validation.ValidateCreate(md, ascend), "spec.roles[1].command", text)
+	})
+	t.Run("a stored pair keeps its verdict until an edit moves its degrees", func(t *testing.T) {
+		stored := ascendPair(nil, "2", "4")
+		edited := ascendPair(nil, "2", "4")
+		edited.Spec.Roles[0].Replicas = 3
+		assert.Empty(t, validation.ValidateUpdate(edited, stored, ascend))
+		widened := ascendPair(nil, "2", "8")
+		refused(t, validation.ValidateUpdate(widened, stored, ascend), "spec.roles[1].extraArgs", "prefill 2 and decode 8")
 	})
 }

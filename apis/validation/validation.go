@@ -108,6 +108,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	// type must not block the update that clears the deployment's finalizer.
 	if md.DeletionTimestamp == nil && c.InstanceTypes != nil {
 		errs = append(errs, validateInstanceTypes(md, roles, c)...)
+		errs = append(errs, validateAscendLeg(md, old, roles, c)...)
 	}
 	// Only once every other rule passed, as upstream orders it: a refusal names one thing to fix.
 	if len(errs) == 0 {
@@ -521,16 +522,25 @@ type fabricPath struct {
 	// unresolved is the named refusal of a cache chain that does not resolve; conflict lists the
 	// backend's distinct group protocols when they disagree for an engine that speaks one.
 	unresolved, conflict string
+	// ascend is true on vLLM-Ascend (vLLM on an InstanceType reporting manufacturer ascend): its leg
+	// takes no protocol of ours and its client speaks only CANN, so it has no fabric path.
+	ascend bool
 }
 
 func fabricPathOf(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, c Cluster) fabricPath {
+	manufacturer := manufacturerOf(c, role.InstanceType)
 	p := fabricPath{
-		leg:          engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router != nil, md.Spec.Roles, role),
+		leg:          engine.RendersDirectLeg(md.Spec.Engine.Name, md.Spec.Router, manufacturer, md.Spec.Roles, role),
 		client:       md.Spec.KVCache != nil && !role.TakesOver(),
-		legProtocol:  engine.TransferProtocolOf(&md.Spec),
+		legProtocol:  engine.DirectLegProtocol(&md.Spec, manufacturer),
 		clientSource: "spec.kvTransfer.protocol",
+		ascend:       engine.ClientEngineOf(md.Spec.Engine.Name, manufacturer) == engine.ClientVLLMAscend,
 	}
 	p.clientProtocol = p.legProtocol
+	if p.ascend {
+		// Whatever the backend offers, vLLM-Ascend's client speaks CANN or the render fails.
+		p.clientProtocol, p.clientSource = workerv1.TransportCANN, "vLLM-Ascend's cache client"
+	}
 	if !p.client || c.KVCache == nil {
 		return p
 	}
@@ -608,6 +618,10 @@ func noFabricPath(p fabricPath, role workerv1.ModelDeploymentRole) string {
 	var why string
 	clientUses := fmt.Sprintf("protocol %s (%s)", p.clientProtocol, p.clientSource)
 	legUses := fmt.Sprintf("protocol %s (spec.kvTransfer.protocol)", p.legProtocol)
+	if p.ascend {
+		return fmt.Sprintf("it runs vLLM-Ascend (InstanceType %q reports manufacturer ascend), whose direct prefill/decode transfer picks its own Ascend transport and ignores spec.kvTransfer.protocol, and whose cache client speaks only CANN; "+
+			"remove the interface request, or move the role to an InstanceType whose engine transfers over RDMA or EFA", role.InstanceType)
+	}
 	switch {
 	case p.leg && p.client && p.clientProtocol == p.legProtocol && p.clientSource == "spec.kvTransfer.protocol":
 		why = "its direct prefill/decode transfer and its cache pool client both use " + legUses

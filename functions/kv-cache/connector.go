@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -18,6 +19,9 @@ const (
 	clientConfigVolume     = "gpustack-kvcache-config"
 	clientConfigDir        = "/etc/gpustack/kvcache"
 	clientConfigFile       = "mooncake.json"
+	// The Ascend host driver vLLM-Ascend's direct leg reads: hccn_tool finds the NPU NIC's IP there.
+	ascendDriverVolume = "gpustack-ascend-driver"
+	ascendDriverPath   = "/usr/local/Ascend/driver"
 )
 
 // roleCache is what the cache step decides once for a role before the engine's own rendering.
@@ -29,6 +33,8 @@ type roleCache struct {
 	protocol, storeProtocol string
 	// store is true when a pool is bound; leg when a direct prefill/decode transfer is rendered.
 	store, leg bool
+	// ascend is true on vLLM-Ascend: vLLM on an InstanceType reporting manufacturer ascend.
+	ascend bool
 }
 
 // RenderRole computes the cache client of one role. A take-over role (command set) and an encoder
@@ -39,10 +45,15 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 	if role.TakesOver() || role.Kind == workerv1.RoleKindEncode {
 		return a
 	}
+	manufacturer := d.Manufacturers[role.InstanceType]
 	c := roleCache{d: d, role: role, protocol: mooncakeProtocol(d.KVTransfer), storeProtocol: d.StoreProtocols[role.Name],
-		store: d.Binding != nil, leg: engine.RendersDirectLeg(d.Engine, d.Router != nil, d.Roles, role)}
+		store: d.Binding != nil, leg: engine.RendersDirectLeg(d.Engine, d.Router, manufacturer, d.Roles, role),
+		ascend: engine.ClientEngineOf(d.Engine, manufacturer) == engine.ClientVLLMAscend}
 	if c.storeProtocol == "" {
 		c.storeProtocol = "tcp"
+	}
+	if c.ascend {
+		c.protocol = "" // vLLM-Ascend's leg hardcodes its Ascend transport; spec.kvTransfer.protocol is not read
 	}
 	switch d.Engine {
 	case workerv1.EngineVLLM:
@@ -57,19 +68,26 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 }
 
 // vllm renders vLLM's connector: the --kv-transfer-config document, the projected client file of a
-// bound pool, the bootstrap listener of a prefiller's direct leg and the KV event publisher.
+// bound pool, the bootstrap listener of a prefiller's direct leg and the KV event publisher, and on
+// vLLM-Ascend the host driver its leg reads.
 func (a *Amendment) vllm(c roleCache) {
-	if doc := vllmTransferConfig(c.role.Kind, c.store, c.leg, c.protocol); doc != "" {
+	if doc := vllmTransferConfig(c); doc != "" {
 		a.Args = append(a.Args, "--kv-transfer-config", doc)
 	}
 	if c.store {
 		a.vllmClientFile(c.d.Binding, c.storeProtocol)
 	}
-	if engine.OpensBootstrap(c.d.Engine, c.d.Router != nil, c.d.Roles, c.role) {
-		a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
+	manufacturer := c.d.Manufacturers[c.role.InstanceType]
+	if engine.OpensBootstrap(c.d.Engine, c.d.Router, manufacturer, c.d.Roles, c.role) {
+		if !c.ascend { // vLLM-Ascend reads its bootstrap port from the document's kv_port
+			a.Env = append(a.Env, corev1.EnvVar{Name: "VLLM_MOONCAKE_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
+		}
 		a.Ports = append(a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
 	}
-	if engine.PublishesKVEvents(c.d.Engine, c.d.Router, c.role) {
+	if c.ascend && c.leg {
+		a.ascendDriver()
+	}
+	if engine.PublishesKVEvents(c.d.Engine, manufacturer, c.d.Router, c.role) {
 		a.Args = append(a.Args, "--kv-events-config", kvEventsConfig)
 		a.Ports = append(a.Ports,
 			corev1.ContainerPort{Name: "kv-events", ContainerPort: engine.KVEventsPort, Protocol: corev1.ProtocolTCP},
@@ -90,6 +108,15 @@ func (a *Amendment) vllmClientFile(b *Binding, protocol string) {
 	}})
 	a.Mounts = append(a.Mounts, corev1.VolumeMount{Name: clientConfigVolume, MountPath: clientConfigDir, ReadOnly: true})
 	a.Env = append(a.Env, corev1.EnvVar{Name: "MOONCAKE_CONFIG_PATH", Value: clientConfigDir + "/" + clientConfigFile})
+}
+
+// ascendDriver mounts the host's Ascend driver read-only: vLLM-Ascend's direct leg runs hccn_tool
+// from it to read the NPU NIC's IP.
+func (a *Amendment) ascendDriver() {
+	a.Volumes = append(a.Volumes, corev1.Volume{Name: ascendDriverVolume, VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: ascendDriverPath, Type: ptr.To(corev1.HostPathDirectory)},
+	}})
+	a.Mounts = append(a.Mounts, corev1.VolumeMount{Name: ascendDriverVolume, MountPath: ascendDriverPath, ReadOnly: true})
 }
 
 // sglang renders SGLang's connector: the HiCache storage backend of a bound pool and the
@@ -140,7 +167,7 @@ func (a *Amendment) sglangPair(c roleCache) {
 	}
 	a.Args = append(a.Args, "--disaggregation-mode", mode, "--disaggregation-transfer-backend", backend)
 	switch {
-	case engine.OpensBootstrap(c.d.Engine, c.d.Router != nil, c.d.Roles, c.role):
+	case engine.OpensBootstrap(c.d.Engine, c.d.Router, c.d.Manufacturers[c.role.InstanceType], c.d.Roles, c.role):
 		a.Args = append(a.Args, "--disaggregation-bootstrap-port", strconv.Itoa(engine.BootstrapPort))
 		a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
 		a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(engine.BootstrapPort)}
@@ -152,7 +179,8 @@ func (a *Amendment) sglangPair(c roleCache) {
 // transferEnv defaults the Mooncake transfer engine's metrics and, when every transfer the container
 // makes is tcp, forces its TCP transport, wherever a pool or a direct leg uses it; a variable the
 // user sets wins. MC_FORCE_TCP is process-wide, so a store client on tcp beside an RDMA leg (or the
-// reverse) must not set it.
+// reverse) must not set it. vLLM-Ascend's leg has no protocol of ours (c.protocol is ""), so it never
+// counts as tcp.
 func (a *Amendment) transferEnv(c roleCache) {
 	if !c.store && !c.leg {
 		return
@@ -185,27 +213,40 @@ func vllmKVRole(kind workerv1.RoleKind) string {
 }
 
 // vllmTransferConfig is the --kv-transfer-config document: the store connector, the direct leg of a
-// routed pair, or both through a MultiConnector; empty when neither applies.
-func vllmTransferConfig(kind workerv1.RoleKind, store, leg bool, protocol string) string {
+// routed pair, or both through a MultiConnector; empty when neither applies. vLLM-Ascend names its
+// own connectors: AscendStoreConnector for the store, and MooncakeConnectorV1 for the leg, which
+// takes its bootstrap port as kv_port and both halves' degrees instead of a protocol.
+func vllmTransferConfig(c roleCache) string {
 	type connector struct {
 		Connector   string         `json:"kv_connector"`
 		Role        string         `json:"kv_role"`
+		Port        int            `json:"kv_port,omitempty"`
 		ExtraConfig map[string]any `json:"kv_connector_extra_config,omitempty"`
 	}
-	legDoc := connector{Connector: "MooncakeConnector", Role: vllmKVRole(kind), ExtraConfig: map[string]any{"mooncake_protocol": protocol}}
+	kind := c.role.Kind
+	legDoc := connector{Connector: "MooncakeConnector", Role: vllmKVRole(kind), ExtraConfig: map[string]any{"mooncake_protocol": c.protocol}}
+	storeConnector := "MooncakeStoreConnector"
+	if c.ascend {
+		p := engine.PairDegreesOf(c.d.Engine, c.d.Roles)
+		legDoc = connector{Connector: "MooncakeConnectorV1", Role: vllmKVRole(kind), Port: engine.BootstrapPort, ExtraConfig: map[string]any{
+			"prefill": map[string]int{"tp_size": p.Prefill.TP, "dp_size": p.Prefill.DP},
+			"decode":  map[string]int{"tp_size": p.Decode.TP, "dp_size": p.Decode.DP},
+		}}
+		storeConnector = "AscendStoreConnector"
+	}
 	var doc connector
 	switch {
-	case store && leg:
+	case c.store && c.leg:
 		storeRole := "kv_both"
 		if kind == workerv1.RoleKindDecode {
 			storeRole = "kv_consumer"
 		}
 		doc = connector{Connector: "MultiConnector", Role: vllmKVRole(kind), ExtraConfig: map[string]any{
-			"connectors": []connector{legDoc, {Connector: "MooncakeStoreConnector", Role: storeRole}},
+			"connectors": []connector{legDoc, {Connector: storeConnector, Role: storeRole}},
 		}}
-	case store:
-		doc = connector{Connector: "MooncakeStoreConnector", Role: vllmKVRole(kind)}
-	case leg:
+	case c.store:
+		doc = connector{Connector: storeConnector, Role: vllmKVRole(kind)}
+	case c.leg:
 		doc = legDoc
 	default:
 		return ""

@@ -2,10 +2,13 @@ package kvcache_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
@@ -207,4 +210,147 @@ func TestBackendOffersNeedTheBackend(t *testing.T) {
 	offers, err := kvcache.BackendOffers(pool, &workerv1.KVCacheBackend{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"tcp"}, offers, "near miss: an existing backend with no protocol offers tcp")
+}
+
+// ascendPair is a vLLM-Ascend prefill/decode pair under llm-d-router on InstanceType 910b, the
+// prefiller at tp 4 (dp 2 via -dp), the decoder at tp 2 and no declared dp.
+func ascendPair() kvcache.Deployment {
+	prefill := workerv1.ModelDeploymentRole{Name: "p", Kind: workerv1.RoleKindPrefill, InstanceType: "910b",
+		ExtraArgs: []string{"--tensor-parallel-size", "4", "-dp", "2"}}
+	decode := workerv1.ModelDeploymentRole{Name: "d", Kind: workerv1.RoleKindDecode, InstanceType: "910b",
+		ExtraArgs: []string{"-tp=2"}}
+	return kvcache.Deployment{Engine: workerv1.EngineVLLM, Router: &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD},
+		Roles: []workerv1.ModelDeploymentRole{prefill, decode}, Manufacturers: map[string]string{"910b": "ascend"},
+		KVTransfer: &workerv1.ModelDeploymentKVTransfer{Protocol: workerv1.TransferRDMA}}
+}
+
+func TestVLLMAscendTransferConfig(t *testing.T) {
+	const leg = `{"kv_connector":"MooncakeConnectorV1","kv_role":%q,"kv_port":8998,"kv_connector_extra_config":{"prefill":{"tp_size":4,"dp_size":2},"decode":{"tp_size":2,"dp_size":1}}}`
+	bound := func(d kvcache.Deployment) kvcache.Deployment {
+		d.Binding = binding
+		d.StoreProtocols = map[string]string{"p": "ascend", "d": "ascend"}
+		return d
+	}
+	router := func(d kvcache.Deployment, name workerv1.RouterName) kvcache.Deployment {
+		d.Router = &workerv1.ModelDeploymentRouter{Name: name}
+		return d
+	}
+	unrouted := ascendPair()
+	unrouted.Router = nil
+	cases := []struct {
+		rule string
+		d    kvcache.Deployment
+		role int
+		want string
+	}{
+		{"store only: AscendStoreConnector, kv_role by kind, no cache_prefix", bound(unrouted), 0,
+			`{"kv_connector":"AscendStoreConnector","kv_role":"kv_producer"}`},
+		{"leg on the prefiller: MooncakeConnectorV1 on kv_port 8998 with both halves' degrees, no protocol", ascendPair(), 0,
+			fmt.Sprintf(leg, "kv_producer")},
+		{"leg on the decoder: the same degrees", ascendPair(), 1, fmt.Sprintf(leg, "kv_consumer")},
+		{"leg and store on the prefiller: MultiConnector [direct, store], the store kv_both", bound(ascendPair()), 0,
+			`{"kv_connector":"MultiConnector","kv_role":"kv_producer","kv_connector_extra_config":{"connectors":[` + fmt.Sprintf(leg, "kv_producer") + `,{"kv_connector":"AscendStoreConnector","kv_role":"kv_both"}]}}`},
+		{"leg and store on the decoder: the store kv_consumer", bound(ascendPair()), 1,
+			`{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[` + fmt.Sprintf(leg, "kv_consumer") + `,{"kv_connector":"AscendStoreConnector","kv_role":"kv_consumer"}]}}`},
+		{"no leg under vllm-router, silently: the store alone", bound(router(ascendPair(), workerv1.RouterVLLM)), 0,
+			`{"kv_connector":"AscendStoreConnector","kv_role":"kv_producer"}`},
+		{"no leg and no store: no document", router(ascendPair(), workerv1.RouterVLLM), 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			got := transferConfig(t, kvcache.RenderRole(tc.d, tc.d.Roles[tc.role]))
+			if tc.want == "" {
+				assert.Nil(t, got)
+				return
+			}
+			want := map[string]any{}
+			require.NoError(t, json.Unmarshal([]byte(tc.want), &want))
+			assert.Equal(t, want, got)
+		})
+	}
+	t.Run("near miss: half a pair under llm-d-router gets no Ascend leg", func(t *testing.T) {
+		d := ascendPair()
+		d.Roles = d.Roles[:1]
+		assert.Nil(t, transferConfig(t, kvcache.RenderRole(d, d.Roles[0])))
+	})
+	t.Run("undeclared degrees are 1; a take-over half's command is read", func(t *testing.T) {
+		d := ascendPair()
+		d.Roles[0].ExtraArgs = nil
+		d.Roles[1].ExtraArgs, d.Roles[1].Command = nil, []string{"vllm", "serve", "m", "--tensor-parallel-size=1", "--data-parallel-size", "3"}
+		extra := transferConfig(t, kvcache.RenderRole(d, d.Roles[0]))["kv_connector_extra_config"]
+		assert.Equal(t, map[string]any{"prefill": map[string]any{"tp_size": 1.0, "dp_size": 1.0}, "decode": map[string]any{"tp_size": 1.0, "dp_size": 3.0}}, extra)
+	})
+}
+
+func TestVLLMAscendRoleRules(t *testing.T) {
+	env := func(a kvcache.Amendment, name string) (string, bool) {
+		for _, e := range a.Env {
+			if e.Name == name {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	driver := corev1.Volume{Name: "gpustack-ascend-driver", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: "/usr/local/Ascend/driver", Type: ptr.To(corev1.HostPathDirectory)}}}
+	driverMount := corev1.VolumeMount{Name: "gpustack-ascend-driver", MountPath: "/usr/local/Ascend/driver", ReadOnly: true}
+	t.Run("the prefiller declares mc-bootstrap 8998 but gets no VLLM_MOONCAKE_BOOTSTRAP_PORT", func(t *testing.T) {
+		d := ascendPair()
+		a := kvcache.RenderRole(d, d.Roles[0])
+		assert.Contains(t, a.Ports, corev1.ContainerPort{Name: "mc-bootstrap", ContainerPort: 8998, Protocol: corev1.ProtocolTCP})
+		_, set := env(a, "VLLM_MOONCAKE_BOOTSTRAP_PORT")
+		assert.False(t, set)
+	})
+	t.Run("near miss: native vLLM's prefiller gets VLLM_MOONCAKE_BOOTSTRAP_PORT", func(t *testing.T) {
+		d := ascendPair()
+		d.Manufacturers = map[string]string{"910b": "nvidia"}
+		v, _ := env(kvcache.RenderRole(d, d.Roles[0]), "VLLM_MOONCAKE_BOOTSTRAP_PORT")
+		assert.Equal(t, "8998", v)
+	})
+	t.Run("the host driver is mounted read-only on both halves with the leg", func(t *testing.T) {
+		d := ascendPair()
+		for _, r := range d.Roles {
+			a := kvcache.RenderRole(d, r)
+			assert.Contains(t, a.Volumes, driver, r.Name)
+			assert.Contains(t, a.Mounts, driverMount, r.Name)
+		}
+	})
+	t.Run("near miss: no driver mount without the leg (store only)", func(t *testing.T) {
+		d := ascendPair()
+		d.Router, d.Binding, d.StoreProtocols = nil, binding, map[string]string{"p": "ascend"}
+		a := kvcache.RenderRole(d, d.Roles[0])
+		assert.NotContains(t, a.Volumes, driver)
+		assert.NotContains(t, a.Mounts, driverMount)
+	})
+	t.Run("no KV events on Ascend under llm-d-router", func(t *testing.T) {
+		d := ascendPair()
+		d.Roles = []workerv1.ModelDeploymentRole{{Name: "s", Kind: workerv1.RoleKindServer, InstanceType: "910b"}}
+		assert.NotContains(t, kvcache.RenderRole(d, d.Roles[0]).Args, "--kv-events-config")
+		d.Manufacturers = nil
+		assert.Contains(t, kvcache.RenderRole(d, d.Roles[0]).Args, "--kv-events-config", "near miss: native vLLM publishes")
+	})
+	t.Run("no MC_FORCE_TCP on the Ascend leg: it has no tcp protocol; MC_TE_METRIC still defaulted", func(t *testing.T) {
+		d := ascendPair()
+		d.KVTransfer = nil // unset is tcp on native vLLM
+		a := kvcache.RenderRole(d, d.Roles[1])
+		_, forced := env(a, "MC_FORCE_TCP")
+		assert.False(t, forced)
+		metric, _ := env(a, "MC_TE_METRIC")
+		assert.Equal(t, "1", metric)
+		d.Manufacturers = nil
+		_, forced = env(kvcache.RenderRole(d, d.Roles[1]), "MC_FORCE_TCP")
+		assert.True(t, forced, "near miss: native vLLM's tcp leg forces TCP")
+	})
+	t.Run("no MC_FORCE_TCP on an Ascend store client: it speaks ascend, not tcp", func(t *testing.T) {
+		d := ascendPair()
+		d.Router, d.Binding, d.StoreProtocols = nil, binding, map[string]string{"p": "ascend"}
+		_, forced := env(kvcache.RenderRole(d, d.Roles[0]), "MC_FORCE_TCP")
+		assert.False(t, forced)
+	})
+	t.Run("no Ascend-specific env", func(t *testing.T) {
+		d := ascendPair()
+		for _, e := range kvcache.RenderRole(d, d.Roles[0]).Env {
+			assert.Contains(t, []string{"MC_TE_METRIC"}, e.Name)
+		}
+	})
 }

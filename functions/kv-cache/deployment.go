@@ -28,6 +28,10 @@ type Deployment struct {
 	// the pool's backend, keyed by role name (MatchStoreTransports). A bound role missing from it
 	// speaks tcp, what an unset backend protocol resolves to.
 	StoreProtocols map[string]string
+	// Manufacturers maps a role's InstanceType name to its accelerator manufacturer, read for vLLM
+	// only: vLLM on ascend is vLLM-Ascend, whose store connector, direct leg, routing proxy and KV
+	// events differ. A type missing from it is native vLLM.
+	Manufacturers map[string]string
 }
 
 // MatchStoreTransports picks each cache-client role's transport among the backend's group offers:

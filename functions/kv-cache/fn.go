@@ -65,14 +65,20 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	d.Binding = domain.Binding
+	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending {
+		return err
+	}
 	if d.Binding != nil {
 		offers, err := BackendOffers(objs.pool, objs.backend)
 		if err != nil {
 			return err
 		}
-		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, objs.manufacturers, offers); err != nil {
+		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers); err != nil {
 			return err
 		}
+	}
+	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
+		return err
 	}
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
@@ -117,14 +123,11 @@ type cacheObjects struct {
 	binding *workerv1.KVCachePoolBinding
 	pool    *workerv1.KVCachePool
 	backend *workerv1.KVCacheBackend
-	// manufacturers maps each role's InstanceType to its accelerator manufacturer: vLLM on Ascend
-	// is vllm-ascend, which speaks only the ascend transport.
-	manufacturers map[string]string
 }
 
-// readBinding requires the Binding the deployment names and, as each exists, its pool, the pool's
-// backend and its roles' InstanceTypes; nil for one that does not exist. pending is true while
-// Crossplane has not fetched them yet.
+// readBinding requires the Binding the deployment names and, as each exists, its pool and the pool's
+// backend; nil for one that does not exist. pending is true while Crossplane has not fetched them
+// yet.
 func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (cacheObjects, bool, error) {
 	var out cacheObjects
 	if md.Spec.KVCache == nil {
@@ -159,27 +162,27 @@ func readBinding(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md
 	if err := xfn.Decode(obj.Object, out.backend); err != nil {
 		return out, false, err
 	}
-	out.manufacturers, err = readManufacturers(r, md)
-	if err != nil {
-		return out, false, err
-	}
 	return out, r.Pending, nil
 }
 
 // readManufacturers requires, for vLLM, the InstanceType of every role and maps it to its accelerator
-// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer.
-func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]string, error) {
+// manufacturer ("" when unknown): only vLLM has a build of its own per manufacturer, vLLM-Ascend. It
+// reads them only where the build changes the render: the store transport of a resolved backend
+// (bound), and the direct leg, routing proxy and KV events a router brings. pending is true while
+// Crossplane has not fetched them yet.
+func readManufacturers(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, bound bool) (map[string]string, bool, error) {
 	out := map[string]string{}
-	if md.Spec.Engine.Name != workerv1.EngineVLLM {
-		return out, nil
+	if md.Spec.Engine.Name != workerv1.EngineVLLM || (!bound && md.Spec.Router == nil) {
+		return out, false, nil
 	}
+	r := xfn.NewRequirements(req, rsp)
 	for _, role := range md.Spec.Roles {
 		if _, seen := out[role.InstanceType]; seen {
 			continue
 		}
 		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out[role.InstanceType] = ""
 		if obj == nil {
@@ -187,13 +190,13 @@ func readManufacturers(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[s
 		}
 		it := &workerv1.InstanceType{}
 		if err := xfn.Decode(obj.Object, it); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if it.Status.Detail != nil {
 			out[role.InstanceType] = it.Status.Detail.Manufacturer
 		}
 	}
-	return out, nil
+	return out, r.Pending, nil
 }
 
 // amendRoles amends each role's desired ModelRole. While the Binding is unresolved the roles render
@@ -232,7 +235,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 	}
 	Apply(t, a)
 	if engine.BehindRoutingProxy(d.Router, role) {
-		if err := routingproxy.Apply(t, d.Engine, role); err != nil {
+		if err := routingproxy.Apply(t, d.Engine, d.Manufacturers[role.InstanceType], role); err != nil {
 			return err
 		}
 	}
@@ -253,6 +256,7 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
 		}
 	}
+	silent := ascendProducers(d)
 	switch {
 	case md.Spec.KVCache == nil:
 		response.ConditionTrue(rsp, "CacheAttached", "NotApplicable").WithMessage("spec.kvCache is not set").TargetComposite()
@@ -274,6 +278,10 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	case d.Engine == workerv1.EngineSGLang:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
+	case len(silent) > 0:
+		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
+			WithMessage(fmt.Sprintf("the block-producing roles %q run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher; llm-d-router scores prefixes approximately",
+				silent)).TargetComposite()
 	case producersUnmanaged:
 		response.ConditionUnknown(rsp, "KVEventsPublishing", "RoleUnmanaged").
 			WithMessage("a block-producing role takes its command line over").TargetComposite()
@@ -281,6 +289,19 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
 			WithMessage(fmt.Sprintf("every block-producing role is configured to publish on tcp://*:%d, topic %s", engine.KVEventsPort, engine.KVEventsTopic)).TargetComposite()
 	}
+}
+
+// ascendProducers are the managed, block-producing roles (not decoders or encoders) on vLLM-Ascend,
+// which renders no KV event publisher.
+func ascendProducers(d Deployment) []string {
+	var out []string
+	for _, r := range d.Roles {
+		producer := r.Kind != workerv1.RoleKindDecode && r.Kind != workerv1.RoleKindEncode && !r.TakesOver()
+		if producer && engine.ClientEngineOf(d.Engine, d.Manufacturers[r.InstanceType]) == engine.ClientVLLMAscend {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // routerState is what the deployment reports of its router.
@@ -344,7 +365,7 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 		return nil, err
 	}
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
-		return routers.RenderLLMD(md, port)
+		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0)
 	}
 	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
 }
@@ -424,7 +445,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 				entry.Endpoint = fmt.Sprintf("http://%s:%v", host, p)
 			}
 		}
-		if engine.PublishesKVEvents(d.Engine, d.Router, role) {
+		if engine.PublishesKVEvents(d.Engine, d.Manufacturers[role.InstanceType], d.Router, role) {
 			for _, p := range []struct {
 				name string
 				port int64

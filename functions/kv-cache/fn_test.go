@@ -2,12 +2,14 @@ package kvcache_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
@@ -104,5 +106,66 @@ func TestRouterEndpoint(t *testing.T) {
 		require.Len(t, rsp.GetResults(), 1)
 		assert.Equal(t, fnv1.Severity_SEVERITY_FATAL, rsp.GetResults()[0].GetSeverity())
 		assert.Contains(t, rsp.GetResults()[0].GetMessage(), "a router needs every role on one serving port")
+	})
+}
+
+const ascendPairDeployment = `
+apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: chat, namespace: team-a}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: quay.io/ascend/vllm-ascend:v0.11.0}
+  router: {name: llm-d-router}
+  roles:
+  - {name: prefill, kind: Prefill, replicas: 1, size: 1, instanceType: 910b, extraArgs: [-tp, "%s"]}
+  - {name: decode, kind: Decode, replicas: 1, size: 1, instanceType: 910b, extraArgs: [-tp, "%s"]}
+`
+
+// ascendRequest runs the kv-cache step over a vLLM-Ascend pair with the given tensor degrees; the
+// InstanceType is served as Crossplane serves a required resource.
+func ascendRequest(t *testing.T, prefillTP, decodeTP string) *fnv1.RunFunctionRequest {
+	md := fmt.Sprintf(ascendPairDeployment, prefillTP, decodeTP)
+	desired := map[string]*fnv1.Resource{}
+	for _, r := range []string{"prefill", "decode"} {
+		desired["role-"+r] = res(t, `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-`+r+`},
+		  spec: {template: {spec: {containers: [{name: main, args: [--port, "8000"], ports: [{name: http, containerPort: 8000}]}]}}}}`)
+		desired["service-"+r] = res(t, `{apiVersion: v1, kind: Service, metadata: {name: chat-`+r+`}, spec: {ports: [{name: http, port: 8000}]}}`)
+	}
+	return &fnv1.RunFunctionRequest{
+		Observed: &fnv1.State{Composite: res(t, md), Resources: map[string]*fnv1.Resource{}},
+		Desired:  &fnv1.State{Composite: res(t, `{apiVersion: worker.gpustack.ai/v1, kind: ModelDeployment}`), Resources: desired},
+		RequiredResources: map[string]*fnv1.Resources{"instancetype/910b": {Items: []*fnv1.Resource{res(t,
+			`{apiVersion: worker.gpustack.ai/v1, kind: InstanceType, metadata: {name: 910b}, status: {detail: {manufacturer: ascend}}}`)}}},
+	}
+}
+
+func TestVLLMAscendRender(t *testing.T) {
+	t.Run("the InstanceType is required for a routed vLLM deployment without a Binding", func(t *testing.T) {
+		req := ascendRequest(t, "2", "2")
+		req.RequiredResources = nil
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), req)
+		require.NoError(t, err)
+		assert.Contains(t, rsp.GetRequirements().GetResources(), "instancetype/910b")
+	})
+	t.Run("prefill tp below decode tp fails the render RoleUnsupported", func(t *testing.T) {
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), ascendRequest(t, "2", "4"))
+		require.NoError(t, err)
+		require.Len(t, rsp.GetResults(), 1)
+		assert.Equal(t, fnv1.Severity_SEVERITY_FATAL, rsp.GetResults()[0].GetSeverity())
+		assert.Contains(t, rsp.GetResults()[0].GetMessage(), "RoleUnsupported: the vLLM-Ascend transfer leg requires the prefill tp_size to be at least the decode one, but the pair declares prefill 2 and decode 4")
+	})
+	t.Run("near miss: equal tp renders; no KV events, so KVEventsPublishing is PublisherDisabled", func(t *testing.T) {
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), ascendRequest(t, "2", "2"))
+		require.NoError(t, err)
+		require.Empty(t, rsp.GetResults())
+		c := condition(rsp, "KVEventsPublishing")
+		assert.Equal(t, fnv1.Status_STATUS_CONDITION_FALSE, c.GetStatus())
+		assert.Equal(t, "PublisherDisabled", c.GetReason())
+		assert.Contains(t, c.GetMessage(), `roles ["prefill"] run vLLM-Ascend`)
+		decode := rsp.GetDesired().GetResources()["role-decode"].GetResource().AsMap()
+		initContainers, _, _ := unstructured.NestedSlice(decode, "spec", "template", "spec", "initContainers")
+		require.Len(t, initContainers, 1)
+		assert.Contains(t, initContainers[0].(map[string]any)["args"], "--kv-connector=nixlv2")
 	})
 }

@@ -32,12 +32,14 @@ const (
 // RenderLLMD renders llm-d-router's objects: the <md>-router ConfigMap holding the EPP and Envoy
 // documents, a Deployment running Envoy in front of the EPP, and the Service and RBAC every router
 // has. The Pod template carries the hash of the ConfigMap's data, so any configuration edit rolls
-// the router and nothing else (a replica count is not in the data) does.
-func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32) (*Router, error) {
+// the router and nothing else (a replica count is not in the data) does. noKVEvents is true when a
+// block-producing role publishes no KV events (vLLM-Ascend).
+func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool) (*Router, error) {
 	r := md.Spec.Router
 	epp, err := llmd.EPP(llmd.Deployment{
 		Namespace: md.Namespace, Name: md.Name, Model: md.Spec.Model.Name, Engine: md.Spec.Engine.Name,
 		Roles: md.Spec.Roles, ServingPort: servingPort, DisaggregationThresholdTokens: r.DisaggregationThresholdTokens,
+		NoKVEvents: noKVEvents,
 	})
 	if err != nil {
 		return nil, err

@@ -29,7 +29,9 @@ const (
 // (user arguments are appended, never merged), else on an internal port past every declared one; the
 // probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the proxy
 // reaches its engine. An engine port another listener of the Pod takes cannot be rendered.
-func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDeploymentRole) error {
+// manufacturer is the role's InstanceType's: vLLM on ascend is vLLM-Ascend, whose pair the proxy
+// drives with its nixlv2 protocol.
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, manufacturer string, role workerv1.ModelDeploymentRole) error {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
 		if t.Spec.Containers[i].Name == naming.MainContainer {
@@ -66,10 +68,13 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, role workerv1.ModelDepl
 
 	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}
 	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
-	switch e {
-	case workerv1.EngineSGLang:
+	switch engine.ClientEngineOf(e, manufacturer) {
+	case engine.ClientSGLang:
 		args = append(args, "--kv-connector=sglang")
 		env = append(env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: strconv.Itoa(engine.BootstrapPort)})
+	case engine.ClientVLLMAscend:
+		// MooncakeConnectorV1 takes its bootstrap port from its own kv_port: no mooncake flags.
+		args = append(args, "--kv-connector=nixlv2")
 	default:
 		args = append(args, "--kv-connector=mooncake", "--mooncake-bootstrap-port="+strconv.Itoa(engine.BootstrapPort))
 	}

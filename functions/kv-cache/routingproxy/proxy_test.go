@@ -35,7 +35,7 @@ func TestRoutingProxy(t *testing.T) {
 
 	t.Run("the proxy owns the serving port and the engine moves to 8200", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port", "8000"}, 8000) // the --port render-roles filled
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, decode))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode))
 		require.Len(t, tmpl.Spec.InitContainers, 1)
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Equal(t, "routing-proxy", proxy.Name)
@@ -49,7 +49,7 @@ func TestRoutingProxy(t *testing.T) {
 	})
 	t.Run("the internal port is bumped past every declared port", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=9000"}, 9000, 8200, 8201)
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, decode))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode))
 		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args)
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--port=9000")
 	})
@@ -57,7 +57,7 @@ func TestRoutingProxy(t *testing.T) {
 		t.Run("user arguments are appended, never merged: the proxy forwards to the decoder's own "+args[0], func(t *testing.T) {
 			own := append(append([]string(nil), args...), "--host", "0.0.0.0")
 			tmpl := decoderTemplate(own, 8000)
-			require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing(args...)))
+			require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing(args...)))
 			assert.Equal(t, own, tmpl.Spec.Containers[0].Args, "the engine keeps its own --port")
 			assert.Equal(t, corev1.ContainerPort{Name: "model-server", ContainerPort: 9100}, tmpl.Spec.Containers[0].Ports[0])
 			assert.Equal(t, []string{"--port=8000", "--model-server-port=9100"}, tmpl.Spec.InitContainers[0].Args[:2])
@@ -65,13 +65,13 @@ func TestRoutingProxy(t *testing.T) {
 	}
 	t.Run("near miss: an ambiguous prefix is no --port of its own, so the filled one moves to 8200", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--p", "9100", "--port", "8000"}, 8000)
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing("--p", "9100")))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--p", "9100")))
 		assert.Equal(t, []string{"--p", "9100", "--port", "8200"}, tmpl.Spec.Containers[0].Args)
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--model-server-port=8200")
 	})
 	t.Run("an own --port the proxy takes cannot be rendered", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=8000"}, 8000)
-		err := routingproxy.Apply(tmpl, llmd.Engine, passing("--port=8000"))
+		err := routingproxy.Apply(tmpl, llmd.Engine, "", passing("--port=8000"))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "--port 8000")
 		assert.Empty(t, tmpl.Spec.InitContainers)
@@ -79,7 +79,7 @@ func TestRoutingProxy(t *testing.T) {
 	t.Run("a TLS engine is reached over TLS; the proxy itself serves plain HTTP", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--ssl-certfile", "/etc/tls/tls.crt", "--port", "8000"}, 8000)
 		tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, passing("--ssl-certfile", "/etc/tls/tls.crt")))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--ssl-certfile", "/etc/tls/tls.crt")))
 		args := tmpl.Spec.InitContainers[0].Args
 		assert.Equal(t, []string{"--secure-proxy=false", "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"}, args[len(args)-3:])
 		assert.Equal(t, corev1.URISchemeHTTP, tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme)
@@ -88,10 +88,30 @@ func TestRoutingProxy(t *testing.T) {
 		sg := llmd
 		sg.Engine = workerv1.EngineSGLang
 		tmpl := decoderTemplate(nil, 8000)
-		require.NoError(t, routingproxy.Apply(tmpl, sg.Engine, decode))
+		require.NoError(t, routingproxy.Apply(tmpl, sg.Engine, "", decode))
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Contains(t, proxy.Args, "--kv-connector=sglang")
 		assert.Contains(t, proxy.Env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: "8998"})
+	})
+	t.Run("connector by engine build", func(t *testing.T) {
+		for _, tc := range []struct {
+			rule         string
+			e            workerv1.Engine
+			manufacturer string
+			want         []string
+		}{
+			{"native vLLM: the mooncake connector on the bootstrap port", workerv1.EngineVLLM, "nvidia",
+				[]string{"--kv-connector=mooncake", "--mooncake-bootstrap-port=8998"}},
+			{"vLLM-Ascend: nixlv2 and no mooncake flags", workerv1.EngineVLLM, "ascend", []string{"--kv-connector=nixlv2"}},
+			{"near miss: SGLang on ascend is no vLLM-Ascend", workerv1.EngineSGLang, "ascend", []string{"--kv-connector=sglang"}},
+		} {
+			t.Run(tc.rule, func(t *testing.T) {
+				tmpl := decoderTemplate(nil, 8000)
+				require.NoError(t, routingproxy.Apply(tmpl, tc.e, tc.manufacturer, decode))
+				args := tmpl.Spec.InitContainers[0].Args
+				assert.Equal(t, tc.want, args[2:len(args)-1], "between the ports and --secure-proxy")
+			})
+		}
 	})
 	t.Run("SGLang: --ssl_certfile is no spelling SGLang accepts, so the engine is not reached over TLS", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -99,7 +119,7 @@ func TestRoutingProxy(t *testing.T) {
 			tls bool
 		}{{"--ssl_certfile", false}, {"--ssl-certfile", true}, {"--ssl-cert", true}} {
 			tmpl := decoderTemplate([]string{tc.arg, "/etc/tls/tls.crt", "--port", "8000"}, 8000)
-			require.NoError(t, routingproxy.Apply(tmpl, workerv1.EngineSGLang, passing(tc.arg, "/etc/tls/tls.crt")))
+			require.NoError(t, routingproxy.Apply(tmpl, workerv1.EngineSGLang, "", passing(tc.arg, "/etc/tls/tls.crt")))
 			assert.Equal(t, tc.tls, slices.Contains(tmpl.Spec.InitContainers[0].Args, "--enable-tls=decoder"), tc.arg)
 		}
 	})

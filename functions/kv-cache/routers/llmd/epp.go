@@ -32,6 +32,9 @@ type Deployment struct {
 	ServingPort int32
 	// DisaggregationThresholdTokens is spec.router.disaggregationThresholdTokens; nil means the default.
 	DisaggregationThresholdTokens *int32
+	// NoKVEvents is true when a block-producing role renders no KV event publisher though the engine
+	// is vLLM (vLLM-Ascend): the router then scores prefixes approximately rather than dial nothing.
+	NoKVEvents bool
 }
 
 // EndpointSelector is the selector the EPP discovers endpoints with (ConfigMap key
@@ -132,7 +135,7 @@ func EPP(d Deployment) ([]byte, error) {
 		return nil, err
 	}
 	ks := kinds(d.Roles)
-	precise := publishesEvents(d.Engine)
+	precise := publishesEvents(d.Engine) && !d.NoKVEvents
 	var plugins, profiles []any
 	hasKind := map[string]bool{}
 	for _, k := range ks {

@@ -92,6 +92,14 @@ func TestEPPRules(t *testing.T) {
 			return d
 		}(),
 			has: []string{"port: 8100\n"}},
+		{rule: "vLLM-Ascend publishes no KV events: the approximate producer", in: func() llmd.Deployment {
+			d := qwen(workerv1.EngineVLLM, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode))
+			d.NoKVEvents = true
+			return d
+		}(),
+			has: []string{"type: approx-prefix-cache-producer\n"}, hasNot: []string{"precise-prefix-cache-producer", "kvEventsConfig"}},
+		{rule: "near miss: native vLLM gets the precise producer", in: qwen(workerv1.EngineVLLM, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)),
+			has: []string{"type: precise-prefix-cache-producer\n"}, hasNot: []string{"approx-prefix-cache-producer"}},
 		{rule: "an engine without the metric table", in: qwen("TGI", role("s", "")),
 			wantErr: `metric "QueuedRequests" required by router "llm-d-router" is unavailable on engine "tgi"`},
 	}
