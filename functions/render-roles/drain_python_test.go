@@ -181,7 +181,7 @@ func TestDrainHookRuns(t *testing.T) {
 			require.NoError(t, l.Close()) // the port is now refused
 		} else {
 			srv := tc.serve(&reads[i])
-			defer srv.Close()
+			t.Cleanup(srv.Close)
 			target = srv.URL
 		}
 		wg.Add(1)
