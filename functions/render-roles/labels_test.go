@@ -2,6 +2,7 @@ package renderroles_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,7 +125,10 @@ func TestPodLabelsAndAnnotations(t *testing.T) {
 			assert.NotEqual(t, h, members(t, edited, 0)[0].Annotations[workerv1.AnnotationPodSpecHash])
 		},
 		"render-version is a positive integer": func(t *testing.T) {
-			assert.Equal(t, "1", members(t, server, 0)[0].Annotations[workerv1.AnnotationRenderVersion])
+			v, err := strconv.Atoi(members(t, server, 0)[0].Annotations[workerv1.AnnotationRenderVersion])
+			require.NoError(t, err)
+			assert.Positive(t, v)
+			assert.Equal(t, renderroles.RenderVersion, v, "this release's baseline")
 		},
 		"no topology value is added to the node selector": func(t *testing.T) {
 			assert.Empty(t, members(t, rack, 0)[0].Spec.NodeSelector)

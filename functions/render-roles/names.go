@@ -12,7 +12,11 @@ import (
 // RenderVersion is the rendering baseline of this release: it changes when what the render
 // synthesizes (flags, probes, labels, volumes) changes for the same inputs. It is written on every Pod
 // and keys the revision, so new and replaced replicas take a new baseline while running ones stay.
-const RenderVersion = 1
+// Each baseline, and what it added, is listed in docs/architecture.md ("Render versions"):
+//
+//	1: the first render.
+//	2: the preStop drain hook on a managed role's engine container, and its default grace (30 s).
+const RenderVersion = 2
 
 // MinSupportedRenderVersion is the oldest render baseline this release keeps running in place.
 const MinSupportedRenderVersion = 1

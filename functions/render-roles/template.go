@@ -92,6 +92,10 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
 
 	main := mainContainer(in, role, ports)
+	grace := terminationGrace(role)
+	if !role.TakesOver() {
+		main.Lifecycle = DrainHook(in.Spec.Engine.Name, ports.scheme, ports.metrics, *grace)
+	}
 	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, role, cacheClientTransport(in, role)))
 	if err != nil {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
@@ -108,7 +112,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		ImagePullSecrets:              role.ImagePullSecrets,
-		TerminationGracePeriodSeconds: role.TerminationGracePeriodSeconds,
+		TerminationGracePeriodSeconds: grace,
 	}
 	if in.RuntimeClassName != "" {
 		pod.RuntimeClassName = ptr.To(in.RuntimeClassName)
@@ -143,7 +147,7 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 	if !role.TakesOver() {
 		a["prometheus.io/scrape"] = "true"
 		a["prometheus.io/path"] = "/metrics"
-		a["prometheus.io/port"] = strconv.Itoa(int(ports.target))
+		a["prometheus.io/port"] = strconv.Itoa(int(ports.metrics))
 		a["prometheus.io/scheme"] = ports.scheme
 	}
 	return a
@@ -157,6 +161,10 @@ type portPlan struct {
 	probed          bool
 	// scheme is what the engine speaks on the serving port: https when it serves TLS.
 	scheme string
+	// metrics is the port the engine itself listens on, where the scrape annotations and the drain
+	// hook read it: the target port, or on a decoder behind the routing proxy the port the proxy
+	// moves the engine to (engine.ListenerBehindProxy, the rule the proxy applies).
+	metrics int32
 }
 
 // rolePorts applies the port rules: the first declared port is the serving port; with none declared
@@ -167,6 +175,14 @@ func rolePorts(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeployment
 	p.scheme, p.probed = "http", p.probed && probeable(e, role)
 	if servesTLS(e, role) {
 		p.scheme = "https"
+	}
+	p.metrics = p.target
+	if engine.BehindRoutingProxy(spec.Router, role) {
+		declared := make([]int32, len(p.declared))
+		for i, port := range p.declared {
+			declared[i] = port.ContainerPort
+		}
+		p.metrics, _ = engine.ListenerBehindProxy(e, role, declared)
 	}
 	return p
 }
@@ -407,6 +423,7 @@ func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
 // resolved external bindings.
 func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	role.Replicas = 0
+	role.TerminationGracePeriodSeconds = configuredGrace(role)
 	type bindings struct {
 		InstanceType  string                             `json:"instanceType"`
 		Entrance      string                             `json:"entrance"`

@@ -215,6 +215,18 @@ func TestSchemaRefusals(t *testing.T) {
 			reason:   "should be less than or equal to 86400",
 		},
 		{
+			rule:     "terminationGracePeriodSeconds at least 15: the drain hook's settle and two reads fit before its deadline",
+			manifest: deployment("  roles:\n" + role("server", "terminationGracePeriodSeconds: 14")),
+			path:     "spec.roles[0].terminationGracePeriodSeconds",
+			reason:   "should be greater than or equal to 15",
+		},
+		{
+			rule:     "terminationGracePeriodSeconds at most 3600",
+			manifest: deployment("  roles:\n" + role("server", "terminationGracePeriodSeconds: 3601")),
+			path:     "spec.roles[0].terminationGracePeriodSeconds",
+			reason:   "should be less than or equal to 3600",
+		},
+		{
 			rule:     "connector is Mooncake",
 			manifest: deployment("  kvCache: {poolRef: {name: team-a-dram}, connector: NIXL}\n  roles:\n" + role("server")),
 			path:     "spec.kvCache.connector",
@@ -263,6 +275,18 @@ func assertViolation(t *testing.T, violations []schemacheck.Violation, path, rea
 		}
 	}
 	t.Errorf("no violation at %s containing %q; got %v", path, reason, violations)
+}
+
+// TestTerminationGraceBoundsAreInclusive: the near misses of the 15..3600 bound are accepted.
+func TestTerminationGraceBoundsAreInclusive(t *testing.T) {
+	c := checker(t)
+	for _, seconds := range []string{"15", "3600"} {
+		t.Run(seconds, func(t *testing.T) {
+			_, violations, err := c.Check(object(t, deployment("  roles:\n"+role("server", "terminationGracePeriodSeconds: "+seconds))), nil)
+			require.NoError(t, err)
+			assert.Empty(t, violations)
+		})
+	}
 }
 
 func TestFrozenFields(t *testing.T) {

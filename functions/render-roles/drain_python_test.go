@@ -1,0 +1,206 @@
+package renderroles_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+)
+
+// Engine metrics pages, with the lines exact-name matching must skip: comments and a longer name.
+const (
+	vllmBusy = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="qwen"} 1.0
+vllm:num_requests_waiting{engine="0",model_name="qwen"} 0.0 1712345678000
+vllm:num_requests_waiting_by_reason{reason="capacity"} 0.0
+`
+	vllmIdle = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+vllm:num_requests_running{engine="0",model_name="qwen"} 0.0
+vllm:num_requests_waiting{engine="0",model_name="qwen"} 0.0
+vllm:num_requests_waiting_by_reason{reason="capacity"} 7.0
+vllm:kv_cache_usage_perc{engine="0"} 0.5
+`
+	vllmUnparsable = `vllm:num_requests_running{engine="0",model_name="qwen"} busy
+vllm:num_requests_waiting 0
+`
+	sglangTransferring = `sglang:num_running_reqs{tp_rank="0"} 0
+sglang:num_queue_reqs{tp_rank="0"} 0
+sglang:num_decode_transfer_queue_reqs{tp_rank="0"} 2
+`
+	sglangIdle = `sglang:num_running_reqs{tp_rank="0"} 0
+sglang:num_queue_reqs{tp_rank="0"} 0
+sglang:num_decode_transfer_queue_reqs{tp_rank="0"} 0
+sglang:token_usage{tp_rank="0"} 0.4
+`
+)
+
+// pages answers /metrics with each page in turn, the last one from then on, and counts the reads.
+func pages(reads *atomic.Int32, bodies ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := int(reads.Add(1))
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(bodies[min(n, len(bodies))-1]))
+	}
+}
+
+// hookRun is one run of a rendered hook: how long it took to return, its exit and its output.
+type hookRun struct {
+	took time.Duration
+	err  error
+	out  []byte
+}
+
+// runHook runs a rendered hook with the real python3, at grace 15 (deadline 10) to keep runs short.
+// It is called from many goroutines at once, so it reports rather than fails.
+func runHook(e workerv1.Engine, target string) hookRun {
+	u, err := url.Parse(target)
+	if err != nil {
+		return hookRun{err: err}
+	}
+	port, err := strconv.ParseInt(u.Port(), 10, 32)
+	if err != nil {
+		return hookRun{err: err}
+	}
+	command := renderroles.DrainHook(e, u.Scheme, int32(port), 15).PreStop.Exec.Command
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	// A proxy the engine's environment names must not carry the loopback read: were it used, every
+	// read would be refused and each row would return right after the settle.
+	cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:9", "http_proxy=http://127.0.0.1:9",
+		"HTTPS_PROXY=http://127.0.0.1:9", "https_proxy=http://127.0.0.1:9", "NO_PROXY=", "no_proxy=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	return hookRun{took: time.Since(start), err: err, out: out}
+}
+
+// TestDrainHookRuns runs the rendered script against local engines and measures when it returns
+// (router-artifact-drain.md §3: settle 5 s, 1 s per read and between reads, deadline G − 5).
+func TestDrainHookRuns(t *testing.T) {
+	second := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	cases := []struct {
+		rule     string
+		engine   workerv1.Engine
+		serve    func(reads *atomic.Int32) *httptest.Server // nil: nothing listens
+		reads    int32                                      // -1: not counted
+		from, to time.Duration
+	}{
+		{
+			rule: "busy, then idle: returns on the second consecutive idle read (settle + 3 reads)", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(pages(reads, vllmBusy, vllmIdle))
+			},
+			reads: 3, from: second(7), to: second(10),
+		},
+		{
+			rule: "a sample that is no number counts as busy", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(pages(reads, vllmUnparsable, vllmIdle))
+			},
+			reads: 3, from: second(7), to: second(10),
+		},
+		{
+			rule: "SGLang: a request in a P/D transfer queue is busy", engine: workerv1.EngineSGLang,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(pages(reads, sglangTransferring, sglangIdle))
+			},
+			reads: 3, from: second(7), to: second(10),
+		},
+		{
+			rule: "refused: returns right after the settle", engine: workerv1.EngineVLLM,
+			reads: -1, from: second(5), to: second(8),
+		},
+		{
+			rule: "HTTP 500: returns right after the settle", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					reads.Add(1)
+					http.Error(w, "engine failed", http.StatusInternalServerError)
+				}))
+			},
+			reads: 1, from: second(5), to: second(8),
+		},
+		{
+			rule: "TLS with a self-signed certificate is read, not refused", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewTLSServer(pages(reads, vllmIdle))
+			},
+			reads: 2, from: second(6), to: second(9),
+		},
+		{
+			rule: "a busy engine holds the hook until the deadline (G − 5 = 10)", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(pages(reads, vllmBusy))
+			},
+			reads: -1, from: second(10), to: second(13),
+		},
+		{
+			rule: "no answer within 1 s is busy: returns at the deadline", engine: workerv1.EngineVLLM,
+			serve: func(reads *atomic.Int32) *httptest.Server {
+				return httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+					reads.Add(1)
+					<-r.Context().Done() // held until the hook gives up on the read
+				}))
+			},
+			reads: -1, from: second(10), to: second(14),
+		},
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("the drain hook runs on the engine image's python3, and this test runs it the same way: install python3 (%v)", err)
+	}
+	// Every row's hook runs at once, whatever -parallel allows: they sleep, so the test takes as long
+	// as its slowest row.
+	reads := make([]atomic.Int32, len(cases))
+	runs := make([]hookRun, len(cases))
+	var wg sync.WaitGroup
+	for i, tc := range cases {
+		var target string
+		if tc.serve == nil {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			target = "http://" + l.Addr().String()
+			require.NoError(t, l.Close()) // the port is now refused
+		} else {
+			srv := tc.serve(&reads[i])
+			t.Cleanup(srv.Close)
+			target = srv.URL
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i] = runHook(tc.engine, target)
+		}()
+	}
+	wg.Wait()
+
+	for i, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			run := runs[i]
+			require.NoError(t, run.err, "the hook always exits 0; output:\n%s", run.out)
+			assert.GreaterOrEqual(t, run.took, tc.from)
+			assert.Less(t, run.took, tc.to)
+			if tc.reads >= 0 {
+				assert.Equal(t, tc.reads, reads[i].Load(), "reads")
+			}
+		})
+	}
+}
