@@ -62,14 +62,14 @@ func IsFabric(p workerv1.TransferProtocol) bool {
 }
 
 // FabricTransport is the fabric a role's rendered transfers run on, or "" when it has none to be
-// given interfaces for: no direct leg and no cache client, or a TCP path. client is the protocol
-// its cache client speaks (API spelling), "" when none is rendered: the first group transport of
-// the pool's backend its engine accepts (ClientTransport). The direct leg's fabric comes first;
-// admission refuses a role whose two legs run on different fabrics. It reads the leg as native
-// vLLM's (no manufacturer): vLLM-Ascend has no fabric path at all, and admission, which reads the
-// manufacturer, refuses every interface request there, so the key picked here never renders on it.
-func FabricTransport(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRole, client workerv1.TransferProtocol) workerv1.TransferProtocol {
-	if leg := TransferProtocolOf(spec); RendersDirectLeg(spec.Engine.Name, spec.Router, "", spec.Roles, role) && IsFabric(leg) {
+// given interfaces for: no direct leg and no cache client, or a TCP path. manufacturer is the
+// role's InstanceType's; client is the protocol its cache client speaks (API spelling), "" when
+// none is rendered: the first group transport of the pool's backend its engine accepts
+// (ClientTransport). The direct leg's fabric comes first; admission refuses a role whose two legs
+// run on different fabrics. vLLM-Ascend's leg speaks its own transport (DirectLegProtocol ""), and
+// its client CANN, so it has no fabric path.
+func FabricTransport(spec *workerv1.ModelDeploymentSpec, manufacturer string, role workerv1.ModelDeploymentRole, client workerv1.TransferProtocol) workerv1.TransferProtocol {
+	if leg := DirectLegProtocol(spec, manufacturer); RendersDirectLeg(spec.Engine.Name, spec.Router, manufacturer, spec.Roles, role) && IsFabric(leg) {
 		return leg
 	}
 	if IsFabric(client) {

@@ -96,7 +96,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if !role.TakesOver() {
 		main.Lifecycle = DrainHook(in.Spec.Engine.Name, ports.scheme, ports.metrics, *grace)
 	}
-	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, role, cacheClientTransport(in, role)))
+	resources, err := podResources(it, role.Resources, engine.FabricTransport(in.Spec, manufacturerOf(in.InstanceType), role, cacheClientTransport(in, role)))
 	if err != nil {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
 	}
@@ -437,6 +437,12 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		ArtifactFrom  string                             `json:"artifactDigest,omitempty"`
 		// RuntimeClass is left out when empty, so a role on a type without one keeps its digest.
 		RuntimeClass string `json:"runtimeClassName,omitempty"`
+		// StoreTransport is the backend group transport the cache client speaks: a backend whose
+		// matched transport moves rewrites the client's configuration, so it rolls the role.
+		StoreTransport workerv1.TransferProtocol `json:"storeTransport,omitempty"`
+		// AscendLeg is both halves' tensor and data-parallel degrees on vLLM-Ascend's leg, whose
+		// document each half carries: a degree edit on one half rolls the pair.
+		AscendLeg *ascendLegDegrees `json:"ascendLeg,omitempty"`
 	}
 	b := bindings{
 		InstanceType:  in.InstanceType.Name,
@@ -451,6 +457,14 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	}
 	if in.Binding != nil {
 		b.Binding = &in.Binding.Spec
+	}
+	if in.Backend != nil {
+		b.StoreTransport = cacheClientTransport(in, role)
+	}
+	if m := manufacturerOf(in.InstanceType); engine.ClientEngineOf(in.Spec.Engine.Name, m) == engine.ClientVLLMAscend &&
+		engine.RendersDirectLeg(in.Spec.Engine.Name, in.Spec.Router, m, in.Spec.Roles, role) {
+		d := engine.PairDegreesOf(in.Spec.Engine.Name, in.Spec.Roles)
+		b.AscendLeg = &ascendLegDegrees{PrefillTP: d.Prefill.TP, PrefillDP: d.Prefill.DP, DecodeTP: d.Decode.TP, DecodeDP: d.Decode.DP}
 	}
 	if in.Pool != nil {
 		b.PoolEndpoint = in.Pool.Status.ClientEndpoint
@@ -480,6 +494,14 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	return sha256Hex(doc), nil
 }
 
+// ascendLegDegrees are the degrees vLLM-Ascend's leg document carries, each half's.
+type ascendLegDegrees struct {
+	PrefillTP int `json:"prefillTP"`
+	PrefillDP int `json:"prefillDP"`
+	DecodeTP  int `json:"decodeTP"`
+	DecodeDP  int `json:"decodeDP"`
+}
+
 // cacheClientTransport is the protocol a role's cache client speaks, "" when it is given none: the
 // backend's group transport its engine accepts (the kv-cache step renders the client on the same
 // one), or spec.kvTransfer's while the backend has not been read.
@@ -490,9 +512,13 @@ func cacheClientTransport(in Role, role workerv1.ModelDeploymentRole) workerv1.T
 	if in.Backend == nil {
 		return engine.TransferProtocolOf(in.Spec)
 	}
-	manufacturer := ""
-	if in.InstanceType != nil && in.InstanceType.Status.Detail != nil {
-		manufacturer = in.InstanceType.Status.Detail.Manufacturer
+	return engine.ClientTransport(in.Spec.Engine.Name, manufacturerOf(in.InstanceType), in.Backend)
+}
+
+// manufacturerOf is the accelerator manufacturer an InstanceType reports, "" before it converges.
+func manufacturerOf(it *workerv1.InstanceType) string {
+	if it == nil || it.Status.Detail == nil {
+		return ""
 	}
-	return engine.ClientTransport(in.Spec.Engine.Name, manufacturer, in.Backend)
+	return it.Status.Detail.Manufacturer
 }
