@@ -27,14 +27,7 @@ func renderOn(t *testing.T, e workerv1.Engine, router *workerv1.ModelDeploymentR
 func TestEngineCommandLine(t *testing.T) {
 	vllm, sglang := workerv1.EngineVLLM, workerv1.EngineSGLang
 	llmd := &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
-	server := func(args ...string) workerv1.ModelDeploymentRole {
-		return workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", ExtraArgs: args}
-	}
-	decode := func(args ...string) workerv1.ModelDeploymentRole {
-		r := server(args...)
-		r.Name, r.Kind = "decode", workerv1.RoleKindDecode
-		return r
-	}
+	server, decode := serverRole, decodeRole
 	cases := []struct {
 		rule   string
 		engine workerv1.Engine

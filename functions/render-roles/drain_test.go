@@ -88,14 +88,7 @@ func TestDrainHookScript(t *testing.T) {
 func TestDrainHookWiring(t *testing.T) {
 	vllm, sglang := workerv1.EngineVLLM, workerv1.EngineSGLang
 	llmd := &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
-	server := func(args ...string) workerv1.ModelDeploymentRole {
-		return workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", ExtraArgs: args}
-	}
-	decode := func(args ...string) workerv1.ModelDeploymentRole {
-		r := server(args...)
-		r.Name, r.Kind = "decode", workerv1.RoleKindDecode
-		return r
-	}
+	server, decode := serverRole, decodeRole
 	withGrace := func(r workerv1.ModelDeploymentRole, seconds int64) workerv1.ModelDeploymentRole {
 		r.TerminationGracePeriodSeconds = ptr.To(seconds)
 		return r

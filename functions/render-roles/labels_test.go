@@ -36,6 +36,18 @@ func spec(roles ...workerv1.ModelDeploymentRole) *workerv1.ModelDeploymentSpec {
 	}
 }
 
+// serverRole is a Server role on h100 passing args to its engine.
+func serverRole(args ...string) workerv1.ModelDeploymentRole {
+	return workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", ExtraArgs: args}
+}
+
+// decodeRole is a Decode role on h100 passing args to its engine.
+func decodeRole(args ...string) workerv1.ModelDeploymentRole {
+	r := serverRole(args...)
+	r.Name, r.Kind = "decode", workerv1.RoleKindDecode
+	return r
+}
+
 // members renders replica ordinal of role as the three steps would.
 func members(t *testing.T, role workerv1.ModelDeploymentRole, ordinal int32) []*corev1.Pod {
 	t.Helper()

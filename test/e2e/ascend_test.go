@@ -11,7 +11,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -54,40 +53,19 @@ func TestAscendRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kubectlApply(t, `apiVersion: v1
-kind: Namespace
-metadata: {name: `+ns+`}
----
-apiVersion: worker.gpustack.ai/v1
-kind: InstanceType
-metadata:
-  name: `+typeName+`
-  labels: {`+managedQueuesLabel+`: "true"}
-spec:
-  acceleratable: true
-  acceleratorGroup: ascend-910b
-  os: linux
-  arch: arm64
-  unitResources: {cpu: "16", ram: 64Gi}
-  localStorage: 100Gi
-`)
 	t.Cleanup(func() {
 		tearDown(t, ctx, ns)
 		for _, o := range append(nodes, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}) {
 			_ = stack.Client.Delete(ctx, o)
 		}
 	})
-	it := &workerv1.InstanceType{}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
-			return err
-		}
-		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "ascend", Product: "Ascend 910B", Memory: ptr.To(resource.MustParse("64Gi"))}
-		it.Status.Accelerator = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("16")), OnceMaxRequest: ptr.To(resource.MustParse("8"))}
-		return stack.Client.Status().Update(ctx, it)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	applyManagedType(t, ctx, ns, typeName, `
+  acceleratable: true
+  acceleratorGroup: ascend-910b
+  os: linux
+  arch: arm64
+  unitResources: {cpu: "16", ram: 64Gi}
+  localStorage: 100Gi`, workerv1.InstanceTypeDetail{Manufacturer: "ascend", Product: "Ascend 910B", Memory: ptr.To(resource.MustParse("64Gi"))}, "16")
 	eventually(t, time.Minute, "the type's ClusterQueue sized in NPUs", func() error {
 		cq := &kueuev1beta2.ClusterQueue{}
 		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {

@@ -19,42 +19,49 @@ import (
 // managedQueuesLabel marks the InstanceTypes whose queues the stack's mdplane manages.
 const managedQueuesLabel = "mdplane.test/managed-queues"
 
+// applyManagedType creates namespace and an InstanceType whose queues mdplane manages, with spec
+// (YAML under spec:), then publishes what the device-discovery reconciler would: the accelerator
+// detail and capacity (mdplane adds the entrance beside them).
+func applyManagedType(t *testing.T, ctx context.Context, namespace, name, spec string, detail workerv1.InstanceTypeDetail, capacity string) {
+	t.Helper()
+	kubectlApply(t, `apiVersion: v1
+kind: Namespace
+metadata: {name: `+namespace+`}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: InstanceType
+metadata:
+  name: `+name+`
+  labels: {`+managedQueuesLabel+`: "true"}
+spec:`+spec+"\n")
+	it := &workerv1.InstanceType{}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: name}, it); err != nil {
+			return err
+		}
+		it.Status.Detail = detail.DeepCopy()
+		it.Status.Accelerator = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse(capacity))}
+		return stack.Client.Status().Update(ctx, it)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestManagedQueues: an InstanceType gets its entrance published, a ResourceFlavor and a ClusterQueue
 // named after it with quota from its capacity and the joint check, and a LocalQueue in the namespace
 // of a deployment naming it, through which the deployment is admitted and runs.
 func TestManagedQueues(t *testing.T) {
 	ctx := context.Background()
 	const ns, typeName = "team-q", "queues-nvidia-l4-linux-amd64"
-	kubectlApply(t, `apiVersion: v1
-kind: Namespace
-metadata: {name: `+ns+`}
----
-apiVersion: worker.gpustack.ai/v1
-kind: InstanceType
-metadata:
-  name: `+typeName+`
-  labels: {`+managedQueuesLabel+`: "true"}
-spec:
+	applyManagedType(t, ctx, ns, typeName, `
   acceleratable: true
   acceleratorGroup: nvidia-l4
   os: linux
   arch: amd64
   unitResources: {cpu: "4", ram: 16Gi}
-  localStorage: 50Gi
-`)
-	// What the device-discovery reconciler publishes; mdplane adds the entrance beside it.
-	it := &workerv1.InstanceType{}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
-			return err
-		}
-		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA L4", Memory: ptr.To(resource.MustParse("24Gi"))}
-		it.Status.Accelerator = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("4"))}
-		return stack.Client.Status().Update(ctx, it)
-	}); err != nil {
-		t.Fatal(err)
-	}
+  localStorage: 50Gi`, workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA L4", Memory: ptr.To(resource.MustParse("24Gi"))}, "4")
 	entrance := workerv1.EntranceName(typeName)
+	it := &workerv1.InstanceType{}
 
 	eventually(t, time.Minute, "the entrance published and the ClusterQueue built from the type", func() error {
 		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
