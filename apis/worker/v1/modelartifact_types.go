@@ -111,7 +111,7 @@ type ClaimSource struct {
 type ImageSource struct {
 	// Reference to the image, pinned by digest (repository@sha256:...).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^.+@sha256:[0-9a-f]{64}$`
 	Reference string `json:"reference"`
 }
