@@ -2,7 +2,8 @@
 // the rules of apis/validation with the InstanceTypes and the KV cache Binding, pool and backend
 // read straight from the API server, and the mutating webhook defaults each role's accelerator
 // count from its InstanceType; for KVCacheBackends a validating webhook runs the rules their schema
-// cannot say.
+// cannot say; for ModelArtifacts a validating webhook runs theirs and a mutating webhook defaults a
+// hub source's revision (main on Hugging Face, master on ModelScope).
 package webhooks
 
 import (
@@ -23,9 +24,11 @@ import (
 
 // Paths the webhook server serves; package/webhooks registers them.
 const (
-	ValidatePath        = "/validate-worker-gpustack-ai-v1-modeldeployment"
-	MutatePath          = "/mutate-worker-gpustack-ai-v1-modeldeployment"
-	ValidateBackendPath = "/validate-worker-gpustack-ai-v1-kvcachebackend"
+	ValidatePath         = "/validate-worker-gpustack-ai-v1-modeldeployment"
+	MutatePath           = "/mutate-worker-gpustack-ai-v1-modeldeployment"
+	ValidateBackendPath  = "/validate-worker-gpustack-ai-v1-kvcachebackend"
+	ValidateArtifactPath = "/validate-worker-gpustack-ai-v1-modelartifact"
+	MutateArtifactPath   = "/mutate-worker-gpustack-ai-v1-modelartifact"
 )
 
 // Reader reads objects straight from the API server: a stale cache must not decide admission.
@@ -197,4 +200,54 @@ func (BackendValidator) Handle(_ context.Context, req admission.Request) admissi
 	}
 	status := apierrors.NewInvalid(workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind).GroupKind(), b.Name, errs).Status()
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: warnings}}
+}
+
+// decodeArtifacts reads the artifact of a review and, on an update, the stored one.
+func decodeArtifacts(req admission.Request) (a, old *workerv1.ModelArtifact, err error) {
+	a = &workerv1.ModelArtifact{}
+	if err := json.Unmarshal(req.Object.Raw, a); err != nil {
+		return nil, nil, err
+	}
+	if req.Operation == admissionv1.Update {
+		old = &workerv1.ModelArtifact{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return nil, nil, err
+		}
+	}
+	return a, old, nil
+}
+
+// ArtifactValidator refuses the ModelArtifacts their schema cannot judge. The schema holds the
+// source union and the frozen spec; this holds the rest (apis/validation.ValidateArtifact).
+type ArtifactValidator struct{}
+
+// Handle answers one admission review of a ModelArtifact.
+func (ArtifactValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	a, old, err := decodeArtifacts(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	errs := validation.ValidateArtifact(a, old)
+	if len(errs) == 0 {
+		return admission.Allowed("")
+	}
+	status := apierrors.NewInvalid(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind).GroupKind(), a.Name, errs).Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
+}
+
+// ArtifactDefaulter writes the revision a hub source resolves when it names none: main on Hugging
+// Face, master on ModelScope, so the stored spec says what was resolved.
+type ArtifactDefaulter struct{}
+
+// Handle answers one admission review of a ModelArtifact with a patch.
+func (ArtifactDefaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+	a, old, err := decodeArtifacts(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	pointer, revision := validation.ArtifactRevisionDefault(a, old)
+	if pointer == "" {
+		return admission.Allowed("")
+	}
+	return admission.Patched("defaulted the hub revision", jsonpatch.NewOperation("add", pointer, revision))
 }

@@ -146,3 +146,28 @@ func TestBackendValidatorRefusesAMovedGroupAndWarnsOfUnusedInterfaces(t *testing
 	assert.True(t, rsp.Allowed)
 	assert.Equal(t, []string{"spec.connection.managed.members[1].fabricInterfaceCount is 2 but the group's protocol is Auto: only RDMA and EFA members request fabric interfaces, so the count requests nothing"}, rsp.Warnings)
 }
+
+func TestArtifactValidatorRefusesWithTheField(t *testing.T) {
+	a := map[string]any{"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact", "metadata": map[string]any{"name": "w", "namespace": "team-a"},
+		"spec": map[string]any{"source": map[string]any{"persistentVolumeClaim": map[string]any{"claimName": "weights", "path": "../x"}}}}
+	rsp := webhooks.ArtifactValidator{}.Handle(context.Background(), request(t, admissionv1.Create, a))
+	require.False(t, rsp.Allowed)
+	require.NotNil(t, rsp.Result.Details)
+	assert.Equal(t, "spec.source.persistentVolumeClaim.path", rsp.Result.Details.Causes[0].Field)
+	a["spec"].(map[string]any)["source"].(map[string]any)["persistentVolumeClaim"].(map[string]any)["path"] = "x"
+	assert.True(t, webhooks.ArtifactValidator{}.Handle(context.Background(), request(t, admissionv1.Create, a)).Allowed, "near miss")
+}
+
+func TestArtifactDefaulterPatchesTheRevision(t *testing.T) {
+	a := map[string]any{"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact", "metadata": map[string]any{"name": "w", "namespace": "team-a"},
+		"spec": map[string]any{"source": map[string]any{"modelScope": map[string]any{"repository": "Qwen/Qwen3-8B"}}}}
+	rsp := webhooks.ArtifactDefaulter{}.Handle(context.Background(), request(t, admissionv1.Create, a))
+	require.True(t, rsp.Allowed)
+	require.Len(t, rsp.Patches, 1)
+	assert.Equal(t, "/spec/source/modelScope/revision", rsp.Patches[0].Path)
+	assert.Equal(t, "master", rsp.Patches[0].Value)
+	a["spec"].(map[string]any)["source"].(map[string]any)["modelScope"].(map[string]any)["revision"] = "v1"
+	rsp = webhooks.ArtifactDefaulter{}.Handle(context.Background(), request(t, admissionv1.Create, a))
+	assert.True(t, rsp.Allowed)
+	assert.Empty(t, rsp.Patches, "near miss: a revision given")
+}

@@ -1,9 +1,11 @@
 // Package admission judges manifests offline the way a cluster admits them: the API server's schema
-// validation first, then mdplane's admission rules, with the InstanceTypes the manifests carry.
+// validation first, then mdplane's admission rules (ModelDeployments with the InstanceTypes and KV
+// cache objects the manifests carry, KVCacheBackends, ModelArtifacts with their revision default).
 package admission
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +56,11 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 			}
 		}
 		obj := checker.Default(d.Object)
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
+			if err := defaultArtifact(checker, obj, old[schemacheck.Key(d.Object)]); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+			}
+		}
 		objects = append(objects, obj)
 		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.InstanceTypeKind) {
 			it := &workerv1.InstanceType{}
@@ -77,6 +84,16 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 			}
 			for _, e := range errs {
+				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+			}
+			continue
+		}
+		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
+			a, stored, err := artifacts(checker, obj, old[schemacheck.Key(d.Object)])
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
+			}
+			for _, e := range validation.ValidateArtifact(a, stored) {
 				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
 			}
 			continue
@@ -120,6 +137,34 @@ func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstruct
 	}
 	errs, _ := validation.ValidateBackend(b, stored)
 	return errs, nil
+}
+
+// artifacts reads a ModelArtifact and, when one is stored, the stored one (defaulted as stored).
+func artifacts(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (a, stored *workerv1.ModelArtifact, err error) {
+	a = &workerv1.ModelArtifact{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, a); err != nil {
+		return nil, nil, err
+	}
+	if prev != nil {
+		stored = &workerv1.ModelArtifact{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
+			return nil, nil, err
+		}
+	}
+	return a, stored, nil
+}
+
+// defaultArtifact writes the hub revision the mutating webhook would write into obj.
+func defaultArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) error {
+	a, stored, err := artifacts(checker, obj, prev)
+	if err != nil {
+		return err
+	}
+	pointer, revision := validation.ArtifactRevisionDefault(a, stored)
+	if pointer == "" {
+		return nil
+	}
+	return unstructured.SetNestedField(obj.Object, revision, strings.Split(strings.TrimPrefix(pointer, "/"), "/")...)
 }
 
 // cacheObjects are the KV cache Bindings, pools and backends among the judged documents.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/mdplane/mdplane/internal/admission"
 	"github.com/mdplane/mdplane/internal/schemacheck"
@@ -103,4 +104,37 @@ GROUPS`
 	_, refusals, err = admission.Judge(checker, docs("a", "b", "c"), docs("a", "b"))
 	require.NoError(t, err)
 	assert.Empty(t, refusals, "near miss: a group appended")
+}
+
+// The offline judge runs the artifact webhooks too: the revision is defaulted in the object as
+// stored, and a claim path climbing out of its volume is refused.
+func TestJudgeRunsTheArtifactWebhooks(t *testing.T) {
+	checker, err := schemacheck.ForPackage(manifests.FS)
+	require.NoError(t, err)
+	const artifacts = `apiVersion: worker.gpustack.ai/v1
+kind: ModelArtifact
+metadata: {name: qwen, namespace: team-a}
+spec:
+  source: {modelScope: {repository: Qwen/Qwen3-8B}}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: ModelArtifact
+metadata: {name: local, namespace: team-a}
+spec:
+  source: {persistentVolumeClaim: {claimName: weights, path: PATH}}
+`
+	judge := func(path string) ([]admission.Refusal, string) {
+		docs, err := schemacheck.SplitDocuments("artifacts.yaml", []byte(strings.Replace(artifacts, "PATH", path, 1)))
+		require.NoError(t, err)
+		objects, refusals, err := admission.Judge(checker, docs, nil)
+		require.NoError(t, err)
+		rev, _, _ := unstructured.NestedString(objects[0].Object, "spec", "source", "modelScope", "revision")
+		return refusals, rev
+	}
+	refusals, rev := judge("models/../../etc")
+	assert.Equal(t, "master", rev)
+	require.Len(t, refusals, 1)
+	assert.Equal(t, "spec.source.persistentVolumeClaim.path", refusals[0].Path)
+	refusals, _ = judge("models/qwen")
+	assert.Empty(t, refusals, "near miss: a path inside the volume")
 }
