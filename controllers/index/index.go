@@ -27,6 +27,8 @@ const (
 	PodSlot = "mdplane.podSlot"
 	// DeploymentInstanceType is every InstanceType a ModelDeployment's roles name.
 	DeploymentInstanceType = "mdplane.instanceType"
+	// DeploymentArtifact is the ModelArtifact a ModelDeployment names (spec.model.artifactRef).
+	DeploymentArtifact = "mdplane.artifact"
 	// RoleGroup is every pod group (Workload name) of a ModelRole's declared slots, so that a
 	// Workload outliving its Pods still finds its role when it goes.
 	RoleGroup = "mdplane.roleGroup"
@@ -46,6 +48,7 @@ var Fields = []Field{
 	{&corev1.Pod{}, PodController, podController},
 	{&corev1.Pod{}, PodSlot, podSlot},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
+	{&workerv1.ModelDeployment{}, DeploymentArtifact, artifact},
 	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
 }
 
@@ -108,6 +111,14 @@ func instanceTypes(o client.Object) []string {
 		}
 	}
 	return out
+}
+
+func artifact(o client.Object) []string {
+	md, ok := o.(*workerv1.ModelDeployment)
+	if !ok || md.Spec.Model.ArtifactRef == nil {
+		return nil
+	}
+	return []string{md.Spec.Model.ArtifactRef.Name}
 }
 
 func roleGroups(o client.Object) []string {

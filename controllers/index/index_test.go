@@ -49,6 +49,9 @@ func TestIndexes(t *testing.T) {
 			workerv1.LabelInstance: "md", workerv1.LabelComponent: "decode", workerv1.LabelPodOrdinal: "3"}}}, []string{"md/decode/3"}},
 		{"a Pod without a slot's labels is not indexed by one", PodSlot, pod, nil},
 		{"a deployment is found by each type its roles name, once", DeploymentInstanceType, md, []string{"h20", "cpu"}},
+		{"a deployment is found by the artifact it names", DeploymentArtifact, &workerv1.ModelDeployment{Spec: workerv1.ModelDeploymentSpec{
+			Model: workerv1.ModelDeploymentModel{Name: "m", ArtifactRef: &workerv1.LocalReference{Name: "qwen"}}}}, []string{"qwen"}},
+		{"a deployment naming no artifact is not indexed by one", DeploymentArtifact, md, nil},
 		{"a role is found by the pod group of each declared slot", RoleGroup, &v1alpha1.ModelRole{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}, Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "decode", Replicas: 2}},
 			[]string{workerv1.GroupName("team-a", "md", "decode", 0), workerv1.GroupName("team-a", "md", "decode", 1)}},
