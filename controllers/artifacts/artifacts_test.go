@@ -196,15 +196,24 @@ func TestResolveReasons(t *testing.T) {
 			message: []string{`no branch or tag "dev"`}},
 		{rule: "a private repository without a token is AccessDenied (401)",
 			artifact: art("private", hf("org/private", "main")), reason: workerv1.ReasonAccessDenied, status: metav1.ConditionFalse,
-			hub:     func(h *hubtest.Hub, _ *httptest.Server) { h.Put("org/private", commitB, files[:1], "main"); h.Protect("org/private", "s3cret") },
+			hub: func(h *hubtest.Hub, _ *httptest.Server) {
+				h.Put("org/private", commitB, files[:1], "main")
+				h.Protect("org/private", "s3cret")
+			},
 			message: []string{"401", "secretRef"}},
 		{rule: "a private repository with another token is AccessDenied (403)",
 			artifact: art("wrongtoken", hf("org/private", "main", "hub")), objs: []client.Object{secret("hub", map[string]string{"token": "other"})},
-			hub:    func(h *hubtest.Hub, _ *httptest.Server) { h.Put("org/private", commitB, files[:1], "main"); h.Protect("org/private", "s3cret") },
+			hub: func(h *hubtest.Hub, _ *httptest.Server) {
+				h.Put("org/private", commitB, files[:1], "main")
+				h.Protect("org/private", "s3cret")
+			},
 			reason: workerv1.ReasonAccessDenied, status: metav1.ConditionFalse, message: []string{"403"}},
 		{rule: "a private repository with its token resolves",
 			artifact: art("token", hf("org/private", "main", "hub")), objs: []client.Object{secret("hub", map[string]string{"token": "s3cret\n"})},
-			hub:    func(h *hubtest.Hub, _ *httptest.Server) { h.Put("org/private", commitB, files[:1], "main"); h.Protect("org/private", "s3cret") },
+			hub: func(h *hubtest.Hub, _ *httptest.Server) {
+				h.Put("org/private", commitB, files[:1], "main")
+				h.Protect("org/private", "s3cret")
+			},
 			reason: workerv1.ReasonArtifactResolved, status: metav1.ConditionTrue},
 		{rule: "a missing Secret is SecretNotFound",
 			artifact: art("nosecret", hf("Qwen/Qwen3-8B", "main", "hub")), reason: workerv1.ReasonSecretNotFound, status: metav1.ConditionFalse,
