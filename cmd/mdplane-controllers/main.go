@@ -1,9 +1,10 @@
-// Command mdplane-controllers runs mdplane's in-cluster parts: the ModelDeployment admission webhooks
-// (validating and mutating, served over TLS from a certificate directory, optionally issued and
-// rotated by the process itself) and the controllers: the joint admission check that holds a
-// deployment's replica groups until the whole set has reserved quota, the Kueue queues behind each
-// InstanceType, and the rollout. An installation runs the webhooks and the controllers as two
-// Deployments with their own ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
+// Command mdplane-controllers runs mdplane's in-cluster parts: the admission webhooks of
+// ModelDeployments, KVCacheBackends and ModelArtifacts (validating and mutating, served over TLS from
+// a certificate directory, optionally issued and rotated by the process itself) and the controllers:
+// the joint admission check that holds a deployment's replica groups until the whole set has
+// reserved quota, the Kueue queues behind each InstanceType, the rollout, and the ModelArtifact
+// resolver. An installation runs the webhooks and the controllers as two Deployments with their own
+// ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
 package main
 
 import (
@@ -36,6 +37,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/artifacts"
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/queues"
@@ -50,6 +52,7 @@ type options struct {
 	apiQPS                                                       float64
 	parkAfter                                                    time.Duration
 	leaderElect, enableWebhooks, enableControllers               bool
+	artifacts                                                    artifacts.Config
 	certs                                                        certificates
 	zap                                                          zap.Options
 }
@@ -70,6 +73,10 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&o.artifacts.HuggingFaceEndpoint, "model-artifact-huggingface-endpoint", artifacts.DefaultHuggingFaceEndpoint, "Hugging Face endpoint ModelArtifacts resolve against (Setting model-artifact-huggingface-endpoint)")
+	fs.StringVar(&o.artifacts.ModelScopeEndpoint, "model-artifact-modelscope-endpoint", artifacts.DefaultModelScopeEndpoint, "ModelScope endpoint ModelArtifacts resolve against (Setting model-artifact-modelscope-endpoint)")
+	fs.DurationVar(&o.artifacts.RevalidateInterval, "model-artifact-revalidate-interval", artifacts.DefaultRevalidateInterval, "how long a ModelArtifact's resolution stands before its source is asked again (Setting model-artifact-revalidate-interval)")
+	fs.DurationVar(&o.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
 }
@@ -109,7 +116,7 @@ func run(o options) error {
 		}
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector); err != nil {
+		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts); err != nil {
 			return err
 		}
 	}
@@ -159,7 +166,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector) error {
+func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -173,7 +180,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers 
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector)
+			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig)
 		case <-ctx.Done():
 			return nil
 		}
@@ -223,7 +230,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -242,6 +249,9 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
+		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
+			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig}},
 	} {
 		if err := c.r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", c.name, err)
