@@ -213,70 +213,89 @@ func (r *Reconciler) next(ctx context.Context, a *workerv1.ModelArtifact, cfg Co
 	if !due && s.Hub() != nil {
 		return status, reconcile.Result{RequeueAfter: last.Add(cfg.RevalidateInterval).Sub(now)}, nil
 	}
-
-	var got *workerv1.ResolvedArtifact
-	var message string
-	var f *failure
-	switch {
-	case s.Image != nil:
-		got, message = &workerv1.ResolvedArtifact{}, fmt.Sprintf("image %s is pinned by its digest", s.Image.Reference)
-	case s.PersistentVolumeClaim != nil:
-		got, message, f = r.claim(ctx, a)
-	case s.Hub() != nil:
-		got, message, f = r.hub(ctx, a, cfg, fresh)
-	default:
-		f = fail(workerv1.ReasonSourceUnavailable, "spec.source names no source")
-	}
-
+	got, message, f := r.attempt(ctx, a, cfg, fresh)
 	if got != nil {
 		got.ResolvedTime = &metav1.Time{Time: now}
 		if s.Image == nil {
 			got.LastValidatedTime = &metav1.Time{Time: now}
 		}
 	}
+	apply(status, a, got, message, f, fresh, due || degraded)
+	status.ObservedGeneration = a.Generation
+	return status, requeue(status, a, f, cfg, now), errorOf(f)
+}
+
+// attempt resolves (or, fresh, revalidates) the artifact's source.
+func (r *Reconciler) attempt(ctx context.Context, a *workerv1.ModelArtifact, cfg Config, fresh bool) (*workerv1.ResolvedArtifact, string, *failure) {
+	s := a.Spec.Source
+	switch {
+	case s.Image != nil:
+		return &workerv1.ResolvedArtifact{}, fmt.Sprintf("image %s is pinned by its digest", s.Image.Reference), nil
+	case s.PersistentVolumeClaim != nil:
+		return r.claim(ctx, a)
+	case s.Hub() != nil:
+		return r.hub(ctx, a, cfg, fresh)
+	}
+	return nil, "", fail(workerv1.ReasonSourceUnavailable, "spec.source names no source")
+}
+
+// apply writes an attempt into the status. A first resolution sets Resolved (True with the
+// resolution, or False with the reason, the resolution cleared). A revalidation leaves the
+// resolution standing: a failure sets Degraded True with the reason, a success (when it was due)
+// moves lastValidatedTime and sets Degraded False. A claim is checked on every pass (it is watched),
+// so its Resolved message follows the claim's phase.
+func apply(status *workerv1.ModelArtifactStatus, a *workerv1.ModelArtifact, got *workerv1.ResolvedArtifact, message string, f *failure, fresh, validated bool) {
+	gen := a.Generation
 	switch {
 	case fresh && f == nil:
-		// A revalidation: the resolution stands; only its validation time and health move. A claim
-		// is checked on every pass (it is watched) but its validation time moves once an interval.
-		if s.PersistentVolumeClaim != nil {
-			meta.SetStatusCondition(&status.Conditions, condition(workerv1.ArtifactResolved, workerv1.ReasonArtifactResolved, message, a.Generation))
+		if a.Spec.Source.PersistentVolumeClaim != nil {
+			meta.SetStatusCondition(&status.Conditions, condition(workerv1.ArtifactResolved, workerv1.ReasonArtifactResolved, message, gen))
 		}
-		if due || degraded {
+		if validated {
 			status.Resolved.LastValidatedTime = got.LastValidatedTime
-			meta.SetStatusCondition(&status.Conditions, healthy(a.Generation, "the last revalidation confirmed the resolution"))
+			meta.SetStatusCondition(&status.Conditions, healthy(gen, "the last revalidation confirmed the resolution"))
 		}
 	case fresh:
-		degradedCond := condition(workerv1.ArtifactDegraded, f.reason, "revalidation failed; the resolution stands for the deployments using it: "+f.message, a.Generation)
-		degradedCond.Status = metav1.ConditionTrue
-		meta.SetStatusCondition(&status.Conditions, degradedCond)
+		c := condition(workerv1.ArtifactDegraded, f.reason, "revalidation failed; the resolution stands for the deployments using it: "+f.message, gen)
+		meta.SetStatusCondition(&status.Conditions, c)
 	case f == nil:
 		status.Resolved = got
-		meta.SetStatusCondition(&status.Conditions, condition(workerv1.ArtifactResolved, workerv1.ReasonArtifactResolved, message, a.Generation))
-		meta.SetStatusCondition(&status.Conditions, healthy(a.Generation, "resolved"))
+		meta.SetStatusCondition(&status.Conditions, condition(workerv1.ArtifactResolved, workerv1.ReasonArtifactResolved, message, gen))
+		meta.SetStatusCondition(&status.Conditions, healthy(gen, "resolved"))
 	default:
 		status.Resolved = nil
-		resolvedCond := condition(workerv1.ArtifactResolved, f.reason, f.message, a.Generation)
-		resolvedCond.Status = metav1.ConditionFalse
-		meta.SetStatusCondition(&status.Conditions, resolvedCond)
-		meta.SetStatusCondition(&status.Conditions, healthy(a.Generation, "nothing resolved yet, so nothing to degrade"))
+		c := condition(workerv1.ArtifactResolved, f.reason, f.message, gen)
+		c.Status = metav1.ConditionFalse
+		meta.SetStatusCondition(&status.Conditions, c)
+		meta.SetStatusCondition(&status.Conditions, healthy(gen, "nothing resolved yet, so nothing to degrade"))
 	}
-	status.ObservedGeneration = a.Generation
+}
 
+// requeue is when the artifact is looked at again: a refusal after RetryInterval, a missing claim
+// when the claim comes (watched), a resolution when its revalidation is due, an image never.
+func requeue(status *workerv1.ModelArtifactStatus, a *workerv1.ModelArtifact, f *failure, cfg Config, now time.Time) reconcile.Result {
 	switch {
 	case f != nil && f.transient:
-		return status, reconcile.Result{}, f
+		return reconcile.Result{} // the error retries with backoff
 	case f != nil && f.reason == workerv1.ReasonClaimNotFound:
-		return status, reconcile.Result{}, nil // the claim's creation wakes it
+		return reconcile.Result{}
 	case f != nil:
-		return status, reconcile.Result{RequeueAfter: cfg.RetryInterval}, nil
-	case s.Image != nil:
-		return status, reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: cfg.RetryInterval}
+	case a.Spec.Source.Image != nil:
+		return reconcile.Result{}
 	}
-	next := cfg.RevalidateInterval
 	if status.Resolved != nil && status.Resolved.LastValidatedTime != nil {
-		next = status.Resolved.LastValidatedTime.Add(cfg.RevalidateInterval).Sub(now)
+		return reconcile.Result{RequeueAfter: status.Resolved.LastValidatedTime.Add(cfg.RevalidateInterval).Sub(now)}
 	}
-	return status, reconcile.Result{RequeueAfter: next}, nil
+	return reconcile.Result{RequeueAfter: cfg.RevalidateInterval}
+}
+
+// errorOf is the error that retries a source that could not be reached with backoff.
+func errorOf(f *failure) error {
+	if f != nil && f.transient {
+		return f
+	}
+	return nil
 }
 
 func condition(kind, reason, message string, generation int64) metav1.Condition {

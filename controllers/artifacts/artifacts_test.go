@@ -167,8 +167,8 @@ func TestResolveReasons(t *testing.T) {
 				assert.EqualValues(t, 7_000_000_700, a.Status.Resolved.SizeBytes, "lfs.size, not the pointer's size")
 				assert.Equal(t, workerv1.DigestSourceHub, a.Status.Resolved.DigestSource)
 				assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, a.Status.Resolved.ManifestDigest)
-				assert.Equal(t, t0, a.Status.Resolved.ResolvedTime.Time.UTC())
-				assert.Equal(t, t0, a.Status.Resolved.LastValidatedTime.Time.UTC())
+				assert.Equal(t, t0, a.Status.Resolved.ResolvedTime.UTC())
+				assert.Equal(t, t0, a.Status.Resolved.LastValidatedTime.UTC())
 				assert.EqualValues(t, 1, a.Status.ObservedGeneration)
 				digestOfAll = a.Status.Resolved.ManifestDigest
 			}},
@@ -343,8 +343,8 @@ func TestRevalidation(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, d.Status)
 	assert.Equal(t, workerv1.ReasonArtifactHealthy, d.Reason)
 	assert.Equal(t, commitA, a.Status.Resolved.Revision, "still the resolved commit")
-	assert.Equal(t, t0.Add(24*time.Hour+time.Minute), a.Status.Resolved.LastValidatedTime.Time.UTC())
-	assert.Equal(t, t0, a.Status.Resolved.ResolvedTime.Time.UTC())
+	assert.Equal(t, t0.Add(24*time.Hour+time.Minute), a.Status.Resolved.LastValidatedTime.UTC())
+	assert.Equal(t, t0, a.Status.Resolved.ResolvedTime.UTC())
 	assert.Equal(t, artifacts.DefaultRevalidateInterval, res.RequeueAfter)
 	evs := strings.Join(fakecluster.Events(e.events), "\n")
 	assert.Contains(t, evs, "SourceUnavailable")

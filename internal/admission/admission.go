@@ -78,22 +78,12 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	}
 	for i, d := range docs {
 		obj := objects[i]
-		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind) {
-			errs, err := judgeBackend(checker, obj, old[schemacheck.Key(d.Object)])
+		if judge, ok := kindRules[obj.GroupVersionKind().Kind]; ok && obj.GroupVersionKind().GroupVersion() == workerv1.SchemeGroupVersion {
+			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)])
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 			}
 			for _, e := range errs {
-				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
-			}
-			continue
-		}
-		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
-			a, stored, err := artifacts(checker, obj, old[schemacheck.Key(d.Object)])
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
-			}
-			for _, e := range validation.ValidateArtifact(a, stored) {
 				refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
 			}
 			continue
@@ -119,6 +109,22 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		}
 	}
 	return objects, refusals, nil
+}
+
+// kindRules are the webhooks of the kinds judged alone (without the other documents), by kind.
+var kindRules = map[string]func(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error){
+	workerv1.KVCacheBackendKind: judgeBackend,
+	workerv1.ModelArtifactKind:  judgeArtifact,
+}
+
+// judgeArtifact runs the artifact webhook's rules on a ModelArtifact, as an update of prev when one
+// is stored.
+func judgeArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error) {
+	a, stored, err := artifacts(checker, obj, prev)
+	if err != nil {
+		return nil, err
+	}
+	return validation.ValidateArtifact(a, stored), nil
 }
 
 // judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one
