@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/validation"
@@ -56,10 +57,8 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 			}
 		}
 		obj := checker.Default(d.Object)
-		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
-			if err := defaultArtifact(checker, obj, old[schemacheck.Key(d.Object)]); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
-			}
+		if err := defaultArtifact(checker, obj, old[schemacheck.Key(d.Object)]); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 		}
 		objects = append(objects, obj)
 		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.InstanceTypeKind) {
@@ -78,7 +77,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	}
 	for i, d := range docs {
 		obj := objects[i]
-		if judge, ok := kindRules[obj.GroupVersionKind().Kind]; ok && obj.GroupVersionKind().GroupVersion() == workerv1.SchemeGroupVersion {
+		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
 			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)])
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
@@ -112,9 +111,9 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 }
 
 // kindRules are the webhooks of the kinds judged alone (without the other documents), by kind.
-var kindRules = map[string]func(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error){
-	workerv1.KVCacheBackendKind: judgeBackend,
-	workerv1.ModelArtifactKind:  judgeArtifact,
+var kindRules = map[schema.GroupVersionKind]func(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error){
+	workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind): judgeBackend,
+	workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind):  judgeArtifact,
 }
 
 // judgeArtifact runs the artifact webhook's rules on a ModelArtifact, as an update of prev when one
@@ -160,8 +159,12 @@ func artifacts(checker *schemacheck.Checker, obj, prev *unstructured.Unstructure
 	return a, stored, nil
 }
 
-// defaultArtifact writes the hub revision the mutating webhook would write into obj.
+// defaultArtifact writes the hub revision the mutating webhook would write into obj, when it is a
+// ModelArtifact.
 func defaultArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) error {
+	if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
+		return nil
+	}
 	a, stored, err := artifacts(checker, obj, prev)
 	if err != nil {
 		return err
