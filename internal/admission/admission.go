@@ -1,5 +1,7 @@
 // Package admission judges manifests offline the way a cluster admits them: the API server's schema
-// validation first, then mdplane's admission rules, with the InstanceTypes the manifests carry.
+// validation first, then mdplane's admission rules, with the InstanceTypes the manifests carry and
+// the Settings of the mdplane-settings EnvironmentConfig among them (all defaults when absent; a bad
+// value is a refusal of that document, as the EnvironmentConfig webhook refuses it).
 package admission
 
 import (
@@ -9,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/schemacheck"
@@ -69,6 +72,11 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	if len(refusals) > 0 {
 		return objects, refusals, nil // the rules below read objects the schema would have refused
 	}
+	s, refused := judgeSettings(docs, objects)
+	if len(refused) > 0 {
+		return objects, refused, nil // the rules below read the Settings
+	}
+	cluster.Settings = &s
 	for i, d := range docs {
 		obj := objects[i]
 		if obj.GroupVersionKind() == workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind) {
@@ -102,6 +110,37 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		}
 	}
 	return objects, refusals, nil
+}
+
+// judgeSettings reads the Settings from the mdplane-settings EnvironmentConfig among the documents:
+// the defaults without one, a refusal per bad value, and a refusal of a second one.
+func judgeSettings(docs []schemacheck.Document, objects []*unstructured.Unstructured) (settings.Settings, []Refusal) {
+	var found *unstructured.Unstructured
+	var refusals []Refusal
+	for i, obj := range objects {
+		if !settings.IsSettings(obj) {
+			continue
+		}
+		if found != nil {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), "metadata.name",
+				fmt.Sprintf("a second EnvironmentConfig %s; keep one", settings.EnvironmentConfigName)})
+			continue
+		}
+		found = obj
+		if v := obj.GetAPIVersion(); v != settings.APIVersion {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), "apiVersion",
+				fmt.Sprintf("%s is not served by Crossplane v2; write apiVersion: %s", v, settings.APIVersion)})
+		}
+		_, _, errs := settings.FromObject(obj)
+		for _, e := range errs {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+		}
+	}
+	if len(refusals) > 0 {
+		return settings.Settings{}, refusals
+	}
+	s, _, _ := settings.FromObject(found)
+	return s, nil
 }
 
 // judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one
