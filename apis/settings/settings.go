@@ -250,12 +250,22 @@ func ParseStrings(data map[string]string) (Settings, []string, field.ErrorList) 
 	return Parse(m)
 }
 
-// Error joins refusals into one error that names the EnvironmentConfig, for a render or a reader.
+// InvalidError is a bad value in the EnvironmentConfig (as opposed to a failure to read it).
+type InvalidError struct {
+	Errs field.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("EnvironmentConfig %s: %v", EnvironmentConfigName, e.Errs.ToAggregate())
+}
+
+// Error joins refusals into one *InvalidError that names the EnvironmentConfig, for a render or a
+// reader; nil without refusals.
 func Error(errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("EnvironmentConfig %s: %w", EnvironmentConfigName, errs.ToAggregate())
+	return &InvalidError{Errs: errs}
 }
 
 // defaultText is a Setting's default as written in the object, quoted, or "(blank)".

@@ -205,6 +205,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.ValidateBackendPath, &webhook.Admission{Handler: webhooks.BackendValidator{}})
+		mgr.GetWebhookServer().Register(webhooks.ValidateSettingsPath, &webhook.Admission{Handler: &webhooks.SettingsValidator{Reader: reader}})
 		close(registered)
 	}()
 	if err := mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
