@@ -77,14 +77,8 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending || settingsPending {
 		return err
 	}
-	if d.Binding != nil {
-		offers, err := BackendOffers(objs.pool, objs.backend)
-		if err != nil {
-			return err
-		}
-		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers); err != nil {
-			return err
-		}
+	if d.StoreProtocols, err = storeProtocols(d, objs); err != nil {
+		return err
 	}
 	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
 		return err
@@ -117,6 +111,19 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	// RouterReady and the status say why; the render still fails, so nothing is applied half-done.
 	return rt.err
+}
+
+// storeProtocols matches each cache-client role's transport among the backend's offers; nil without
+// a Binding.
+func storeProtocols(d Deployment, objs cacheObjects) (map[string]string, error) {
+	if d.Binding == nil {
+		return nil, nil
+	}
+	offers, err := BackendOffers(objs.pool, objs.backend)
+	if err != nil {
+		return nil, err
+	}
+	return MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers)
 }
 
 // readSettings requires the mdplane-settings EnvironmentConfig; a bad value fails the render.
