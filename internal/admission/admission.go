@@ -143,6 +143,22 @@ func judgeSettings(docs []schemacheck.Document, objects []*unstructured.Unstruct
 	return s, nil
 }
 
+// SettingsWarnings are the warnings the Settings webhook would return for the mdplane-settings
+// documents among docs (keys mdplane does not read), one line each with its source.
+func SettingsWarnings(docs []schemacheck.Document) []string {
+	var out []string
+	for _, d := range docs {
+		if !settings.IsSettings(d.Object) {
+			continue
+		}
+		_, warnings, _ := settings.FromObject(d.Object)
+		for _, w := range warnings {
+			out = append(out, fmt.Sprintf("%s (%s, %s)", w, schemacheck.Describe(d.Object), d.Source))
+		}
+	}
+	return out
+}
+
 // judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one
 // is stored.
 func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error) {
