@@ -70,10 +70,10 @@ func TestJudgeReadsTheSettingsFromTheDocuments(t *testing.T) {
 // A key mdplane does not read is a warning with its source, never a refusal.
 func TestSettingsWarningsNameTheUnknownKey(t *testing.T) {
 	docs, err := schemacheck.SplitDocuments("s.yaml", []byte(
-		"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\nmetadata: {name: mdplane-settings}\ndata: {container-regsitry: r.local}\n"))
+		"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\nmetadata: {name: mdplane-settings}\ndata: {container-registri: r.local}\n"))
 	require.NoError(t, err)
 	w := admission.SettingsWarnings(docs)
 	require.Len(t, w, 1)
-	assert.Contains(t, w[0], `"container-regsitry" is not a Setting mdplane reads`)
+	assert.Contains(t, w[0], `"container-registri" is not a Setting mdplane reads`)
 	assert.Contains(t, w[0], "(EnvironmentConfig mdplane-settings, s.yaml#1)")
 }
