@@ -3,12 +3,16 @@
 // read straight from the API server, and the mutating webhook defaults each role's accelerator
 // count from its InstanceType; for KVCacheBackends a validating webhook runs the rules their schema
 // cannot say; for ModelArtifacts a validating webhook runs theirs and a mutating webhook defaults a
-// hub source's revision (main on Hugging Face, master on ModelScope).
+// hub source's revision (main on Hugging Face, master on ModelScope). Both ModelDeployment webhooks
+// follow the Settings of the mdplane-settings EnvironmentConfig (read uncached, like everything
+// else here), and a validating webhook refuses a bad value in that EnvironmentConfig when it is
+// written.
 package webhooks
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -18,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -111,8 +116,20 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	cluster := validation.Cluster{}
-	// Rules that read an InstanceType decline for a deployment being deleted.
+	// Rules that read an InstanceType decline for a deployment being deleted, and the Settings are
+	// not read for it: a bad value must not block the update that releases its finalizers.
 	if md.DeletionTimestamp == nil {
+		s, _, err := settings.Get(ctx, v.Reader)
+		var invalid *settings.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			// A bad value the Settings webhook did not see (it was down, or the object predates
+			// it): refuse with its message, which names the key and the way out.
+			return admission.Denied(err.Error())
+		case err != nil:
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		cluster.Settings = &s
 		if cluster.InstanceTypes, err = instanceTypes(ctx, v.Reader, md); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}

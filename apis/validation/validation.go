@@ -20,6 +20,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -31,6 +32,18 @@ type Cluster struct {
 	// and then a cache client is judged to speak spec.kvTransfer.protocol, as before the backend
 	// was readable.
 	KVCache *KVCacheChain
+	// Settings are the worker Settings (the mdplane-settings EnvironmentConfig); nil is the
+	// defaults. They decide whether --kv-cache-dtype is owned and whether privileged roles and
+	// hostPath volumes are admitted.
+	Settings *settings.Settings
+}
+
+// settings are c's Settings, the defaults when none were read.
+func (c Cluster) settings() settings.Settings {
+	if c.Settings == nil {
+		return settings.Defaults()
+	}
+	return *c.Settings
 }
 
 // ValidateCreate judges a new deployment.
@@ -84,7 +97,8 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
 		errs = append(errs, validateMemberNames(md, role, path)...)
-		errs = append(errs, validateOwnedKeys(md, role, path)...)
+		errs = append(errs, validateOwnedKeys(md, role, path, c.settings().KVCacheDtypeOwned)...)
+		errs = append(errs, validateHostAccess(role, stored, had, path, c.settings())...)
 		errs = append(errs, validateDegrees(md.Spec.Engine.Name, role, path)...)
 		if !had || portsOrArgsChanged(role, stored) || routerChanged(md, old) {
 			errs = append(errs, validatePortArg(md, role, path)...)
@@ -231,10 +245,12 @@ func validateMemberNames(md *workerv1.ModelDeployment, role workerv1.ModelDeploy
 
 // validateOwnedKeys: a key mdplane renders may not be supplied a second time, in any spelling the
 // engine reads as it. A take-over command owns its whole argv, so extraArgs beside it is inert.
-func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+// With the Setting model-deployment-kv-cache-dtype-owned off (dtypeOwned false), --kv-cache-dtype is
+// the user's: nothing renders it, so nothing refuses it.
+func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path, dtypeOwned bool) field.ErrorList {
 	var errs field.ErrorList
 	e := md.Spec.Engine.Name
-	kvCache := md.Spec.KVCache != nil
+	kvCache := md.Spec.KVCache != nil && dtypeOwned
 	if !role.TakesOver() {
 		for j, arg := range role.ExtraArgs {
 			flag, owned := engine.OwnedArg(e, kvCache, arg)
@@ -409,6 +425,42 @@ func validateReservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDepl
 			portArg, role.Name, where, set)))
 	}
 	return errs
+}
+
+// validateHostAccess: a privileged engine container and a hostPath volume reach the node, so each is
+// admitted only while an administrator allows it with a Setting (instance-privileged-allowed,
+// instance-host-path-volume-allowed; both off by default). On an update, what the stored role
+// already had is kept: turning a Setting off refuses new host access without stranding the
+// deployments that were admitted with it (their edits and their deletion still go through).
+func validateHostAccess(role, stored workerv1.ModelDeploymentRole, had bool, path *field.Path, s settings.Settings) field.ErrorList {
+	var errs field.ErrorList
+	if role.Privileged && !s.InstancePrivilegedAllowed && (!had || !stored.Privileged) {
+		errs = append(errs, field.Forbidden(path.Child("privileged"), fmt.Sprintf(
+			"role %q asks for a privileged engine container, which this cluster does not allow: the Setting %s is false; remove privileged (or set it false), or have an administrator set %s: \"true\" in the data of EnvironmentConfig %s",
+			role.Name, settings.InstancePrivilegedAllowed, settings.InstancePrivilegedAllowed, settings.EnvironmentConfigName)))
+	}
+	if s.InstanceHostPathVolumeAllowed {
+		return errs
+	}
+	for j, v := range role.AdditionalVolumes {
+		if v.HostPath == nil || had && storedHostPath(stored, v) {
+			continue
+		}
+		errs = append(errs, field.Forbidden(path.Child("additionalVolumes").Index(j).Child("hostPath"), fmt.Sprintf(
+			"role %q mounts host path %q at %s, which this cluster does not allow: the Setting %s is false; use another volume source (emptyDir, persistentVolumeClaim, configMap, secret), or have an administrator set %s: \"true\" in the data of EnvironmentConfig %s",
+			role.Name, v.HostPath.Path, v.MountPath, settings.InstanceHostPathVolumeAllowed, settings.InstanceHostPathVolumeAllowed, settings.EnvironmentConfigName)))
+	}
+	return errs
+}
+
+// storedHostPath reports whether the stored role already mounted the same host path at the same place.
+func storedHostPath(stored workerv1.ModelDeploymentRole, v workerv1.ModelDeploymentAdditionalVolume) bool {
+	for _, o := range stored.AdditionalVolumes {
+		if o.HostPath != nil && o.MountPath == v.MountPath && o.HostPath.Path == v.HostPath.Path {
+			return true
+		}
+	}
+	return false
 }
 
 // validateVolumes: two volumes mounted at one path make a Pod the API server refuses, so the render

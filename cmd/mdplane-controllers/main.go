@@ -214,6 +214,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		mgr.GetWebhookServer().Register(webhooks.ValidateBackendPath, &webhook.Admission{Handler: webhooks.BackendValidator{}})
 		mgr.GetWebhookServer().Register(webhooks.ValidateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactValidator{}})
 		mgr.GetWebhookServer().Register(webhooks.MutateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactDefaulter{}})
+		mgr.GetWebhookServer().Register(webhooks.ValidateSettingsPath, &webhook.Admission{Handler: &webhooks.SettingsValidator{Reader: reader}})
 		close(registered)
 	}()
 	if err := mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mdplane/mdplane/functions"
+	"github.com/mdplane/mdplane/internal/admission"
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
@@ -35,6 +36,9 @@ func (c *renderCmd) Run(e *env) error {
 	out, errs, err := engine.RenderDocuments(context.Background(), checker, docs)
 	if err != nil {
 		return err
+	}
+	for _, w := range admission.SettingsWarnings(docs) {
+		fmt.Fprintln(e.stderr, "warning:", w)
 	}
 	if len(errs) > 0 {
 		for _, msg := range errs {

@@ -31,6 +31,9 @@ func (c *validateCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range admission.SettingsWarnings(docs) {
+		fmt.Fprintln(e.stderr, "warning:", w)
+	}
 	for _, r := range refusals {
 		fmt.Fprintln(e.stderr, "error:", r)
 	}

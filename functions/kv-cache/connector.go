@@ -61,7 +61,8 @@ func RenderRole(d Deployment, role workerv1.ModelDeploymentRole) Amendment {
 	case workerv1.EngineSGLang:
 		a.sglang(c)
 	}
-	if c.store {
+	// Setting model-deployment-kv-cache-dtype-owned off: nothing is rendered (or refused).
+	if c.store && d.settings().KVCacheDtypeOwned {
 		a.Args = append(a.Args, engine.KVCacheDtypeFlag, d.Binding.Domain.Dtype)
 	}
 	return a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -32,6 +33,17 @@ type Deployment struct {
 	// only: vLLM on ascend is vLLM-Ascend, whose store connector, direct leg, routing proxy and KV
 	// events differ. A type missing from it is native vLLM.
 	Manufacturers map[string]string
+	// Settings are the worker Settings the render reads (the images mdplane picks, the dtype
+	// ownership); nil is the defaults.
+	Settings *settings.Settings
+}
+
+// settings are d's Settings, the defaults when none were read.
+func (d Deployment) settings() settings.Settings {
+	if d.Settings == nil {
+		return settings.Defaults()
+	}
+	return *d.Settings
 }
 
 // MatchStoreTransports picks each cache-client role's transport among the backend's group offers:

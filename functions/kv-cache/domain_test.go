@@ -139,6 +139,7 @@ spec:
 				},
 				RequiredResources: row.required,
 			}
+			req.RequiredResources["settings"] = &fnv1.Resources{} // no EnvironmentConfig: the defaults
 			rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), req)
 			require.NoError(t, err)
 			require.Empty(t, rsp.GetResults(), "neither is a fatal result")

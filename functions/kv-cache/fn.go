@@ -14,6 +14,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/functions/kv-cache/routers"
 	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
@@ -56,6 +57,14 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
+	// The Settings are required in the first round, beside the Binding or the InstanceTypes, so the
+	// requirement chain grows no longer than Crossplane iterates; nothing before the last check below
+	// reads them.
+	s, settingsPending, err := readSettings(req, rsp)
+	if err != nil {
+		return err
+	}
+	d.Settings = &s
 	objs, pending, err := readBinding(req, rsp, md)
 	if err != nil || pending {
 		return err
@@ -65,17 +74,11 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	d.Binding = domain.Binding
-	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending {
+	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending || settingsPending {
 		return err
 	}
-	if d.Binding != nil {
-		offers, err := BackendOffers(objs.pool, objs.backend)
-		if err != nil {
-			return err
-		}
-		if d.StoreProtocols, err = MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers); err != nil {
-			return err
-		}
+	if d.StoreProtocols, err = storeProtocols(d, objs); err != nil {
+		return err
 	}
 	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
 		return err
@@ -108,6 +111,26 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	// RouterReady and the status say why; the render still fails, so nothing is applied half-done.
 	return rt.err
+}
+
+// storeProtocols matches each cache-client role's transport among the backend's offers; nil without
+// a Binding.
+func storeProtocols(d Deployment, objs cacheObjects) (map[string]string, error) {
+	if d.Binding == nil {
+		return nil, nil
+	}
+	offers, err := BackendOffers(objs.pool, objs.backend)
+	if err != nil {
+		return nil, err
+	}
+	return MatchStoreTransports(d.Engine, d.Roles, d.Manufacturers, offers)
+}
+
+// readSettings requires the mdplane-settings EnvironmentConfig; a bad value fails the render.
+func readSettings(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) (settings.Settings, bool, error) {
+	r := xfn.NewRequirements(req, rsp)
+	s, err := r.Settings()
+	return s, r.Pending, err
 }
 
 // poolEndpoint is the client endpoint of the KVCachePool the deployment's cache domain resolved to.
@@ -235,7 +258,7 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 	}
 	Apply(t, a)
 	if engine.BehindRoutingProxy(d.Router, role) {
-		if err := routingproxy.Apply(t, d.Engine, d.Manufacturers[role.InstanceType], role); err != nil {
+		if err := routingproxy.Apply(t, d.Engine, d.Manufacturers[role.InstanceType], role, d.settings().RoutingSidecarImageRef()); err != nil {
 			return err
 		}
 	}
@@ -364,10 +387,12 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 	if err != nil {
 		return nil, err
 	}
+	s := d.settings()
+	images := routers.Images{Router: s.RouterImageRef(), Proxy: s.RouterProxyImageRef()}
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
-		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0)
+		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, images)
 	}
-	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port)
+	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port, images)
 }
 
 // setRouterStatus reports RouterReady and status.router and, once the router serves, makes it the

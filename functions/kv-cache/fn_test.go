@@ -54,6 +54,7 @@ func routerRequest(t *testing.T, observedDeployment string) *fnv1.RunFunctionReq
 				"service-server": res(t, `{apiVersion: v1, kind: Service, metadata: {name: chat-server}, spec: {ports: [{name: http, port: 8000}]}}`),
 			},
 		},
+		RequiredResources: map[string]*fnv1.Resources{"settings": {}}, // no EnvironmentConfig: the defaults
 	}
 	if observedDeployment != "" {
 		req.Observed.Resources["router-deployment"] = res(t, observedDeployment)
@@ -135,7 +136,7 @@ func ascendRequest(t *testing.T, prefillTP, decodeTP string) *fnv1.RunFunctionRe
 	return &fnv1.RunFunctionRequest{
 		Observed: &fnv1.State{Composite: res(t, md), Resources: map[string]*fnv1.Resource{}},
 		Desired:  &fnv1.State{Composite: res(t, `{apiVersion: worker.gpustack.ai/v1, kind: ModelDeployment}`), Resources: desired},
-		RequiredResources: map[string]*fnv1.Resources{"instancetype/910b": {Items: []*fnv1.Resource{res(t,
+		RequiredResources: map[string]*fnv1.Resources{"settings": {}, "instancetype/910b": {Items: []*fnv1.Resource{res(t,
 			`{apiVersion: worker.gpustack.ai/v1, kind: InstanceType, metadata: {name: 910b}, status: {detail: {manufacturer: ascend}}}`)}}},
 	}
 }

@@ -63,6 +63,7 @@ func deploymentRequest(tb testing.TB, roles int, replicas, size int32) *fnv1.Run
 		RequiredResources: map[string]*fnv1.Resources{
 			"instancetype/h100":   {Items: []*fnv1.Resource{{Resource: mustStruct(tb, withTypeMeta(h100()))}}},
 			"runtimeclass/nvidia": {},
+			"settings":            {},
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -31,6 +32,8 @@ type deploymentInputs struct {
 	artifact      *workerv1.ModelArtifact
 	// runtimeClasses are the RuntimeClasses the types' manufacturers name that exist, by name.
 	runtimeClasses map[string]bool
+	// settings are the worker Settings (the mdplane-settings EnvironmentConfig).
+	settings settings.Settings
 }
 
 // deploymentStep renders one ModelRole per role, the role Services and the deployment Service, and
@@ -168,8 +171,8 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 	return nil
 }
 
-// readDeploymentInputs requires the InstanceType of every role and, when named, the cache Binding,
-// its pool, the pool's backend and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
+// readDeploymentInputs requires the InstanceType of every role, the Settings and, when named, the
+// cache Binding, its pool, the pool's backend and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
 func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
 	instanceTypes, err := readInstanceTypes(r, md)
 	if err != nil {
@@ -179,7 +182,11 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 	if err != nil {
 		return nil, err
 	}
-	in := &deploymentInputs{instanceTypes: instanceTypes, runtimeClasses: runtimeClasses}
+	s, err := r.Settings()
+	if err != nil {
+		return nil, err
+	}
+	in := &deploymentInputs{instanceTypes: instanceTypes, runtimeClasses: runtimeClasses, settings: s}
 	api := workerv1.SchemeGroupVersion.String()
 	if kv := md.Spec.KVCache; kv != nil && kv.PoolRef.Name != "" {
 		obj, err := r.ByName("binding", api, workerv1.KVCachePoolBindingKind, md.Namespace, kv.PoolRef.Name)
@@ -288,6 +295,7 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 			Backend:          in.backend,
 			Artifact:         in.artifact,
 			RuntimeClassName: runtimeClass,
+			Settings:         &in.settings,
 		})
 		if err != nil {
 			errs = append(errs, err)

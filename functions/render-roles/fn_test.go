@@ -44,7 +44,8 @@ func (r request) build(t *testing.T) *fnv1.RunFunctionRequest {
 		req.Observed.Resources[name] = obj(t, m)
 	}
 	if r.required != nil {
-		req.RequiredResources = map[string]*fnv1.Resources{}
+		// No EnvironmentConfig unless the case names one: the default Settings.
+		req.RequiredResources = map[string]*fnv1.Resources{"settings": {}}
 		for name, items := range r.required {
 			rs := &fnv1.Resources{}
 			for _, m := range items {

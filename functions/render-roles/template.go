@@ -15,6 +15,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -48,6 +49,17 @@ type Role struct {
 	// RuntimeClassName is the RuntimeClass the Pods run with: the InstanceType's
 	// (InstanceType.RuntimeClassName) when a RuntimeClass of that name exists, else empty, for none.
 	RuntimeClassName string
+	// Settings are the worker Settings; nil is the defaults. They reach the template (so new and
+	// replaced Pods, under the render version), not the digest, except the dtype ownership.
+	Settings *settings.Settings
+}
+
+// settings are the role's Settings, the defaults when none were read.
+func (in Role) settings() settings.Settings {
+	if in.Settings == nil {
+		return settings.Defaults()
+	}
+	return *in.Settings
 }
 
 // RenderedRole is a role's resolved Pod template and what Services and status need of it.
@@ -117,11 +129,25 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if in.RuntimeClassName != "" {
 		pod.RuntimeClassName = ptr.To(in.RuntimeClassName)
 	}
+	if tcpTWReuse(in, role) {
+		pod.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: tcpTWReuseSysctl, Value: "1"}}}
+	}
 	out.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: roleLabels(in, role), Annotations: roleAnnotations(role, ports, digest)},
 		Spec:       pod,
 	}
 	return out, nil
+}
+
+// tcpTWReuseSysctl is what the Setting model-deployment-tcp-tw-reuse turns on.
+const tcpTWReuseSysctl = "net.ipv4.tcp_tw_reuse"
+
+// tcpTWReuse reports whether the role's Pods get net.ipv4.tcp_tw_reuse=1: with the Setting on, the
+// prefill half of an SGLang prefill/decode pair only (the kubelet must allow the sysctl, or the Pod
+// fails with SysctlForbidden). A Setting, so it reaches new and replaced Pods only.
+func tcpTWReuse(in Role, role workerv1.ModelDeploymentRole) bool {
+	return in.settings().TCPTWReuse && in.Spec.Engine.Name == workerv1.EngineSGLang &&
+		role.Kind == workerv1.RoleKindPrefill && engine.DeclaresPair(in.Spec.Roles)
 }
 
 // roleLabels are the labels every Pod of the role carries; the replica step adds the group name,
@@ -443,6 +469,11 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		// AscendLeg is both halves' tensor and data-parallel degrees on vLLM-Ascend's leg, whose
 		// document each half carries: a degree edit on one half rolls the pair.
 		AscendLeg *ascendLegDegrees `json:"ascendLeg,omitempty"`
+		// KVCacheDtypeUnowned is the Setting model-deployment-kv-cache-dtype-owned turned off on a
+		// cached role: flipping it moves the digest (the spec), and its default, owned, is left out
+		// so no stored digest moves. The only Setting in the digest: the others reach new and
+		// replaced Pods under the render version.
+		KVCacheDtypeUnowned bool `json:"kvCacheDtypeUnowned,omitempty"`
 	}
 	b := bindings{
 		InstanceType:  in.InstanceType.Name,
@@ -468,6 +499,9 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	}
 	if in.Pool != nil {
 		b.PoolEndpoint = in.Pool.Status.ClientEndpoint
+	}
+	if in.Spec.KVCache != nil && !role.TakesOver() && role.Kind != workerv1.RoleKindEncode {
+		b.KVCacheDtypeUnowned = !in.settings().KVCacheDtypeOwned
 	}
 	if in.Artifact != nil {
 		b.Artifact = &in.Artifact.Spec

@@ -1,6 +1,8 @@
 // Package admission judges manifests offline the way a cluster admits them: the API server's schema
 // validation first, then mdplane's admission rules (ModelDeployments with the InstanceTypes and KV
-// cache objects the manifests carry, KVCacheBackends, ModelArtifacts with their revision default).
+// cache objects the manifests carry, KVCacheBackends, ModelArtifacts with their revision default),
+// with the Settings of the mdplane-settings EnvironmentConfig among them (all defaults when absent;
+// a bad value is a refusal of that document, as the EnvironmentConfig webhook refuses it).
 package admission
 
 import (
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/schemacheck"
@@ -75,6 +78,11 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	if len(refusals) > 0 {
 		return objects, refusals, nil // the rules below read objects the schema would have refused
 	}
+	s, refused := judgeSettings(docs, objects)
+	if len(refused) > 0 {
+		return objects, refused, nil // the rules below read the Settings
+	}
+	cluster.Settings = &s
 	for i, d := range docs {
 		obj := objects[i]
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
@@ -124,6 +132,53 @@ func judgeArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstruc
 		return nil, err
 	}
 	return validation.ValidateArtifact(a, stored), nil
+}
+
+// judgeSettings reads the Settings from the mdplane-settings EnvironmentConfig among the documents:
+// the defaults without one, a refusal per bad value, and a refusal of a second one.
+func judgeSettings(docs []schemacheck.Document, objects []*unstructured.Unstructured) (settings.Settings, []Refusal) {
+	var found *unstructured.Unstructured
+	var refusals []Refusal
+	for i, obj := range objects {
+		if !settings.IsSettings(obj) {
+			continue
+		}
+		if found != nil {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), "metadata.name",
+				fmt.Sprintf("a second EnvironmentConfig %s; keep one", settings.EnvironmentConfigName)})
+			continue
+		}
+		found = obj
+		if v := obj.GetAPIVersion(); v != settings.APIVersion {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), "apiVersion",
+				fmt.Sprintf("%s is not served by Crossplane v2; write apiVersion: %s", v, settings.APIVersion)})
+		}
+		_, _, errs := settings.FromObject(obj)
+		for _, e := range errs {
+			refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+		}
+	}
+	if len(refusals) > 0 {
+		return settings.Settings{}, refusals
+	}
+	s, _, _ := settings.FromObject(found)
+	return s, nil
+}
+
+// SettingsWarnings are the warnings the Settings webhook would return for the mdplane-settings
+// documents among docs (keys mdplane does not read), one line each with its source.
+func SettingsWarnings(docs []schemacheck.Document) []string {
+	var out []string
+	for _, d := range docs {
+		if !settings.IsSettings(d.Object) {
+			continue
+		}
+		_, warnings, _ := settings.FromObject(d.Object)
+		for _, w := range warnings {
+			out = append(out, fmt.Sprintf("%s (%s, %s)", w, schemacheck.Describe(d.Object), d.Source))
+		}
+	}
+	return out
 }
 
 // judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one

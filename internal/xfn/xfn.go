@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/mdplane/mdplane/apis/settings"
 )
 
 // ReasonRenderFailed is the reason of the result, and so of the event, a failed render reports.
@@ -175,6 +177,25 @@ func (r *Requirements) require(key string, sel *fnv1.ResourceSelector) ([]*unstr
 		out = append(out, i.Resource)
 	}
 	return out, nil
+}
+
+// SettingsRequirement is the key the mdplane-settings EnvironmentConfig is required under.
+const SettingsRequirement = "settings"
+
+// Settings requires the mdplane-settings EnvironmentConfig and parses it: all defaults when it does
+// not exist (or while Crossplane has not fetched it: the caller checks Pending), an error naming the
+// key, the value and the way out when a value is bad, which fails the render. Keys mdplane does not
+// read are ignored here; the EnvironmentConfig webhook warns of them when they are written.
+func (r *Requirements) Settings() (settings.Settings, error) {
+	obj, err := r.ByName(SettingsRequirement, settings.APIVersion, settings.Kind, "", settings.EnvironmentConfigName)
+	if err != nil {
+		return settings.Settings{}, err
+	}
+	s, _, errs := settings.FromObject(obj)
+	if err := settings.Error(errs); err != nil {
+		return settings.Settings{}, err
+	}
+	return s, nil
 }
 
 // Composed turns a typed object into a desired composed resource, ready or not. Crossplane counts a

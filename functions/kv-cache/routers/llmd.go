@@ -18,7 +18,6 @@ import (
 
 // llm-d-router's rendering constants (router-artifact-drain.md §1.3).
 const (
-	DefaultProxyImage   = "gpustack/mirrored-envoy:distroless-v1.33.2"
 	eppGRPCHealthPort   = 9003
 	configVolume        = "config"
 	configMountPath     = "/config"
@@ -33,8 +32,9 @@ const (
 // documents, a Deployment running Envoy in front of the EPP, and the Service and RBAC every router
 // has. The Pod template carries the hash of the ConfigMap's data, so any configuration edit rolls
 // the router and nothing else (a replica count is not in the data) does. noKVEvents is true when a
-// block-producing role publishes no KV events (vLLM-Ascend).
-func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool) (*Router, error) {
+// block-producing role publishes no KV events (vLLM-Ascend). images are the Settings' (the EPP's
+// only when spec.router.image is unset).
+func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool, images Images) (*Router, error) {
 	r := md.Spec.Router
 	epp, err := llmd.EPP(llmd.Deployment{
 		Namespace: md.Namespace, Name: md.Name, Model: md.Spec.Model.Name, Engine: md.Spec.Engine.Name,
@@ -60,7 +60,7 @@ func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool
 	objs := objects(md.Namespace, md.Name, r, func(meta metav1.ObjectMeta) *appsv1.Deployment {
 		volumes := []corev1.Volume{{Name: configVolume, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}
-		return routerDeployment(meta, r, []corev1.Container{envoyContainer(r), eppContainer(r, name)}, volumes, hash)
+		return routerDeployment(meta, r, []corev1.Container{envoyContainer(r, images.Proxy), eppContainer(r, name, images.Router)}, volumes, hash)
 	})
 	objs["router-configmap"] = &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -83,9 +83,9 @@ func DataHash(data map[string]string) string {
 var configMount = []corev1.VolumeMount{{Name: configVolume, MountPath: configMountPath, ReadOnly: true}}
 
 // envoyContainer is the proxy clients reach on Port; it asks the EPP which endpoint to send to.
-func envoyContainer(r *workerv1.ModelDeploymentRouter) corev1.Container {
+func envoyContainer(r *workerv1.ModelDeploymentRouter, image string) corev1.Container {
 	return corev1.Container{
-		Name: "envoy", Image: DefaultProxyImage, ImagePullPolicy: r.ImagePullPolicy,
+		Name: "envoy", Image: image, ImagePullPolicy: r.ImagePullPolicy,
 		Args:           []string{"-c", configMountPath + "/" + keyEnvoy},
 		Ports:          []corev1.ContainerPort{{Name: routerServicePortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(Port)}}},
@@ -96,8 +96,8 @@ func envoyContainer(r *workerv1.ModelDeploymentRouter) corev1.Container {
 // eppContainer is the endpoint picker. Its selector and target ports come from the ConfigMap
 // through env, so they are hashed with the rest of the configuration; the user's extraArgs follow
 // mdplane's flags, which admission keeps them from repeating.
-func eppContainer(r *workerv1.ModelDeploymentRouter, configMap string) corev1.Container {
-	image := DefaultImage
+func eppContainer(r *workerv1.ModelDeploymentRouter, configMap, defaultImage string) corev1.Container {
+	image := defaultImage
 	if r.Image != "" {
 		image = r.Image
 	}

@@ -23,7 +23,6 @@ import (
 const (
 	LabelRouter              = "modeldeployment.gpustack.ai/router"
 	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"
-	DefaultImage             = "gpustack/llm-router:v0.1.0"
 	Port                     = 8081
 	routerMetricsPort        = 9090
 	routerContainer          = "router"
@@ -31,6 +30,16 @@ const (
 	routerMetricsPortName    = "metrics"
 	routerDefaultReplicaSize = 1
 )
+
+// Images are the images mdplane picks for a router, from the Settings after the registry redirect
+// (settings.RouterImageRef, RouterProxyImageRef). An image named in spec.router.image is used
+// verbatim instead of Router.
+type Images struct {
+	// Router is the router's (the EPP's on llm-d-router) when spec.router.image is unset.
+	Router string
+	// Proxy is llm-d-router's Envoy.
+	Proxy string
+}
 
 // Endpoint is the deployment's address once a router fronts it.
 func Endpoint(namespace, deployment string) string {
@@ -58,12 +67,12 @@ func Renders(name workerv1.RouterName) bool {
 // Render renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
 // router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
 // RoleBinding that let it watch Pods. servingPort is the port every role serves on.
-func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) (*Router, error) {
+func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, images Images) (*Router, error) {
 	command, ok := routerCommands[r.Name]
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
-	container := routerContainerOf(r, command, routerArgs(namespace, deployment, r, roles, servingPort))
+	container := routerContainerOf(r, command, routerArgs(namespace, deployment, r, roles, servingPort), images.Router)
 	hash, err := configHash(container)
 	if err != nil {
 		return nil, err
@@ -140,10 +149,11 @@ func routerArgs(namespace, deployment string, r *workerv1.ModelDeploymentRouter,
 	return append(args, r.ExtraArgs...)
 }
 
-// routerContainerOf is the router's container: the image (DefaultImage unless spec.router names
-// one), its serving and metrics ports, and a TCP readiness probe on the serving port.
-func routerContainerOf(r *workerv1.ModelDeploymentRouter, command string, args []string) corev1.Container {
-	image := DefaultImage
+// routerContainerOf is the router's container: the image (defaultImage unless spec.router names
+// one, which is used verbatim), its serving and metrics ports, and a TCP readiness probe on the
+// serving port.
+func routerContainerOf(r *workerv1.ModelDeploymentRouter, command string, args []string, defaultImage string) corev1.Container {
+	image := defaultImage
 	if r.Image != "" {
 		image = r.Image
 	}

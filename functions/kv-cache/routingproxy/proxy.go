@@ -19,7 +19,6 @@ import (
 // port and forwards to the engine on an internal one.
 const (
 	Container           = "routing-proxy"
-	Image               = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
 	modelServerPortName = "model-server"
 	decoderProbePath    = "/v1/models"
 )
@@ -30,8 +29,9 @@ const (
 // probes stay on the serving port and ask for /v1/models, so a decoder is Ready only when the proxy
 // reaches its engine. An engine port another listener of the Pod takes cannot be rendered.
 // manufacturer is the role's InstanceType's: vLLM on ascend is vLLM-Ascend, whose pair the proxy
-// drives with its nixlv2 protocol.
-func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, manufacturer string, role workerv1.ModelDeploymentRole) error {
+// drives with its nixlv2 protocol. image is the sidecar's: the Setting
+// model-deployment-routing-sidecar-image through the registry redirect (settings.RoutingSidecarImageRef).
+func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, manufacturer string, role workerv1.ModelDeploymentRole, image string) error {
 	var main *corev1.Container
 	for i := range t.Spec.Containers {
 		if t.Spec.Containers[i].Name == naming.MainContainer {
@@ -84,7 +84,7 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, manufacturer string, ro
 	}
 	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
 		Name:            Container,
-		Image:           Image,
+		Image:           image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		// A native sidecar: it starts before the engine and runs beside it for the Pod's lifetime.
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),

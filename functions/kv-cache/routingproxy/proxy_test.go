@@ -14,6 +14,9 @@ import (
 	"github.com/mdplane/mdplane/functions/kv-cache/routingproxy"
 )
 
+// sidecarImage stands for the Setting's image, which Apply takes as given.
+const sidecarImage = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+
 func decoderTemplate(args []string, ports ...int32) *corev1.PodTemplateSpec {
 	c := corev1.Container{Name: "main", Args: args,
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(ports[0])}}}}
@@ -35,7 +38,7 @@ func TestRoutingProxy(t *testing.T) {
 
 	t.Run("the proxy owns the serving port and the engine moves to 8200", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port", "8000"}, 8000) // the --port render-roles filled
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode, sidecarImage))
 		require.Len(t, tmpl.Spec.InitContainers, 1)
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Equal(t, "routing-proxy", proxy.Name)
@@ -49,7 +52,7 @@ func TestRoutingProxy(t *testing.T) {
 	})
 	t.Run("the internal port is bumped past every declared port", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=9000"}, 9000, 8200, 8201)
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", decode, sidecarImage))
 		assert.Equal(t, []string{"--port=8202"}, tmpl.Spec.Containers[0].Args)
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--port=9000")
 	})
@@ -57,7 +60,7 @@ func TestRoutingProxy(t *testing.T) {
 		t.Run("user arguments are appended, never merged: the proxy forwards to the decoder's own "+args[0], func(t *testing.T) {
 			own := append(append([]string(nil), args...), "--host", "0.0.0.0")
 			tmpl := decoderTemplate(own, 8000)
-			require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing(args...)))
+			require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing(args...), sidecarImage))
 			assert.Equal(t, own, tmpl.Spec.Containers[0].Args, "the engine keeps its own --port")
 			assert.Equal(t, corev1.ContainerPort{Name: "model-server", ContainerPort: 9100}, tmpl.Spec.Containers[0].Ports[0])
 			assert.Equal(t, []string{"--port=8000", "--model-server-port=9100"}, tmpl.Spec.InitContainers[0].Args[:2])
@@ -65,13 +68,13 @@ func TestRoutingProxy(t *testing.T) {
 	}
 	t.Run("near miss: an ambiguous prefix is no --port of its own, so the filled one moves to 8200", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--p", "9100", "--port", "8000"}, 8000)
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--p", "9100")))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--p", "9100"), sidecarImage))
 		assert.Equal(t, []string{"--p", "9100", "--port", "8200"}, tmpl.Spec.Containers[0].Args)
 		assert.Contains(t, tmpl.Spec.InitContainers[0].Args, "--model-server-port=8200")
 	})
 	t.Run("an own --port the proxy takes cannot be rendered", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--port=8000"}, 8000)
-		err := routingproxy.Apply(tmpl, llmd.Engine, "", passing("--port=8000"))
+		err := routingproxy.Apply(tmpl, llmd.Engine, "", passing("--port=8000"), sidecarImage)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "--port 8000")
 		assert.Empty(t, tmpl.Spec.InitContainers)
@@ -79,7 +82,7 @@ func TestRoutingProxy(t *testing.T) {
 	t.Run("a TLS engine is reached over TLS; the proxy itself serves plain HTTP", func(t *testing.T) {
 		tmpl := decoderTemplate([]string{"--ssl-certfile", "/etc/tls/tls.crt", "--port", "8000"}, 8000)
 		tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
-		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--ssl-certfile", "/etc/tls/tls.crt")))
+		require.NoError(t, routingproxy.Apply(tmpl, llmd.Engine, "", passing("--ssl-certfile", "/etc/tls/tls.crt"), sidecarImage))
 		args := tmpl.Spec.InitContainers[0].Args
 		assert.Equal(t, []string{"--secure-proxy=false", "--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"}, args[len(args)-3:])
 		assert.Equal(t, corev1.URISchemeHTTP, tmpl.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme)
@@ -88,7 +91,7 @@ func TestRoutingProxy(t *testing.T) {
 		sg := llmd
 		sg.Engine = workerv1.EngineSGLang
 		tmpl := decoderTemplate(nil, 8000)
-		require.NoError(t, routingproxy.Apply(tmpl, sg.Engine, "", decode))
+		require.NoError(t, routingproxy.Apply(tmpl, sg.Engine, "", decode, sidecarImage))
 		proxy := tmpl.Spec.InitContainers[0]
 		assert.Contains(t, proxy.Args, "--kv-connector=sglang")
 		assert.Contains(t, proxy.Env, corev1.EnvVar{Name: "SGLANG_BOOTSTRAP_PORT", Value: "8998"})
@@ -107,7 +110,7 @@ func TestRoutingProxy(t *testing.T) {
 		} {
 			t.Run(tc.rule, func(t *testing.T) {
 				tmpl := decoderTemplate(nil, 8000)
-				require.NoError(t, routingproxy.Apply(tmpl, tc.e, tc.manufacturer, decode))
+				require.NoError(t, routingproxy.Apply(tmpl, tc.e, tc.manufacturer, decode, sidecarImage))
 				args := tmpl.Spec.InitContainers[0].Args
 				assert.Equal(t, tc.want, args[2:len(args)-1], "between the ports and --secure-proxy")
 			})
@@ -119,7 +122,7 @@ func TestRoutingProxy(t *testing.T) {
 			tls bool
 		}{{"--ssl_certfile", false}, {"--ssl-certfile", true}, {"--ssl-cert", true}} {
 			tmpl := decoderTemplate([]string{tc.arg, "/etc/tls/tls.crt", "--port", "8000"}, 8000)
-			require.NoError(t, routingproxy.Apply(tmpl, workerv1.EngineSGLang, "", passing(tc.arg, "/etc/tls/tls.crt")))
+			require.NoError(t, routingproxy.Apply(tmpl, workerv1.EngineSGLang, "", passing(tc.arg, "/etc/tls/tls.crt"), sidecarImage))
 			assert.Equal(t, tc.tls, slices.Contains(tmpl.Spec.InitContainers[0].Args, "--enable-tls=decoder"), tc.arg)
 		}
 	})
