@@ -73,9 +73,6 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
-	fs.StringVar(&o.artifacts.HuggingFaceEndpoint, "model-artifact-huggingface-endpoint", artifacts.DefaultHuggingFaceEndpoint, "Hugging Face endpoint ModelArtifacts resolve against (Setting model-artifact-huggingface-endpoint)")
-	fs.StringVar(&o.artifacts.ModelScopeEndpoint, "model-artifact-modelscope-endpoint", artifacts.DefaultModelScopeEndpoint, "ModelScope endpoint ModelArtifacts resolve against (Setting model-artifact-modelscope-endpoint)")
-	fs.DurationVar(&o.artifacts.RevalidateInterval, "model-artifact-revalidate-interval", artifacts.DefaultRevalidateInterval, "how long a ModelArtifact's resolution stands before its source is asked again (Setting model-artifact-revalidate-interval)")
 	fs.DurationVar(&o.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -252,7 +249,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig}},
+			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig, Settings: mgr.GetAPIReader()}},
 	} {
 		if err := c.r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", c.name, err)

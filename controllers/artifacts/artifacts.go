@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 )
@@ -86,6 +87,10 @@ type Reconciler struct {
 	// HTTP calls the hubs; nil is a client with DefaultRequestTimeout.
 	HTTP   *http.Client
 	Config Config
+	// Settings reads the mdplane-settings EnvironmentConfig (uncached); its hub endpoints and
+	// revalidation interval replace Config's on every pass, so a Setting change reaches the next
+	// resolution. nil keeps Config as it is (unit tests).
+	Settings settings.Getter
 }
 
 // SetupWithManager watches ModelArtifacts (their spec, deletion and finalizers, not the status this
@@ -145,6 +150,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	cfg := r.Config.WithDefaults()
+	if r.Settings != nil {
+		s, _, err := settings.Get(ctx, r.Settings)
+		if err != nil {
+			return reconcile.Result{}, err // a bad value never falls back to a default: it names the key
+		}
+		cfg.HuggingFaceEndpoint, cfg.ModelScopeEndpoint, cfg.RevalidateInterval = s.ArtifactHuggingFaceEndpoint, s.ArtifactModelScopeEndpoint, s.ArtifactRevalidateInterval
+	}
 	now := r.Clock.Now()
 	status, result, resolveErr := r.next(ctx, a, cfg, now)
 	if !equality.Semantic.DeepEqual(status, &a.Status) {
