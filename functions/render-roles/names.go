@@ -3,9 +3,11 @@ package renderroles
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -40,9 +42,23 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// revisionOf keys a revision by the role's configuration digest and the render baseline.
-func revisionOf(configDigest string) string {
-	return sha256Hex([]byte(configDigest + "/" + strconv.Itoa(RenderVersion)))[:10]
+// revisionOf keys a revision by the role's configuration digest, the render baseline and the
+// Settings the template was rendered under. A revision's ControllerRevision is immutable, and a
+// Setting moves the template (an image, a sysctl) without moving the digest: a new revision lets the
+// change reach new and replaced Pods while running replicas, whose digest still matches, stay. The
+// default Settings add nothing, so a cluster without mdplane-settings keeps its revisions.
+func revisionOf(configDigest string, s settings.Settings) string {
+	key := configDigest + "/" + strconv.Itoa(RenderVersion)
+	if b, d := settingsKey(s), settingsKey(settings.Defaults()); b != d {
+		key += "/" + b
+	}
+	return sha256Hex([]byte(key))[:10]
+}
+
+// settingsKey is the Settings as the revision key reads them.
+func settingsKey(s settings.Settings) string {
+	b, _ := json.Marshal(s) // plain values: cannot fail
+	return sha256Hex(b)
 }
 
 // seatHash is a Pod's pod-spec-hash: the role's configuration digest bound to the Pod's seat.

@@ -98,7 +98,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest), Unmanaged: role.TakesOver()}
+	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest, in.settings()), Unmanaged: role.TakesOver()}
 
 	ports := rolePorts(in.Spec, role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
