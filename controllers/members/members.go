@@ -307,8 +307,9 @@ type roleView struct {
 	quota, workload string
 	size            int32
 	reserved, ready bool
+	live            v1alpha1.MemberCounts // WeightsReady reads it
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready()}
+	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{})}
 }

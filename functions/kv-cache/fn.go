@@ -3,6 +3,7 @@ package kvcache
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -212,7 +213,8 @@ func amendRoles(desired map[resource.Name]*resource.DesiredComposed, md *workerv
 		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
-		if registered.Status == "False" {
+		// A weights hold (render-roles) is the stronger one: it also stops empty slots from filling.
+		if registered.Status == "False" && !strings.HasPrefix(dr.Resource.GetAnnotations()[workerv1.AnnotationRolloutHeld], rolloutHeldByWeights) {
 			held := RolloutHeldByCache + ": " + registered.Reason + ": " + registered.Message
 			if err := dr.Resource.SetValue("metadata.annotations["+workerv1.AnnotationRolloutHeld+"]", held); err != nil {
 				return err
