@@ -32,6 +32,9 @@ type Deployment struct {
 	// only: vLLM on ascend is vLLM-Ascend, whose store connector, direct leg, routing proxy and KV
 	// events differ. A type missing from it is native vLLM.
 	Manufacturers map[string]string
+	// CachePrefix is the KV cache identity of the deployment's weights (engine.CachePrefix), set
+	// when it names a resolved ModelArtifact and a cache: the store keys its blocks by it.
+	CachePrefix string
 }
 
 // MatchStoreTransports picks each cache-client role's transport among the backend's group offers:

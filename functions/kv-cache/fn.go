@@ -81,6 +81,11 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
 		return err
 	}
+	if d.Binding != nil {
+		if d.CachePrefix, pending, err = readCachePrefix(req, rsp, md); err != nil || pending {
+			return err
+		}
+	}
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
 	desired, err := request.GetDesiredComposedResources(req)
@@ -109,6 +114,33 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	// RouterReady and the status say why; the render still fails, so nothing is applied half-done.
 	return rt.err
+}
+
+// readCachePrefix requires the deployment's ModelArtifact and derives the cache prefix of its
+// weights; "" without an artifact or before it is resolved. pending is true while Crossplane has not
+// fetched it yet.
+func readCachePrefix(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (string, bool, error) {
+	ref := md.Spec.Model.ArtifactRef
+	if ref == nil {
+		return "", false, nil
+	}
+	r := xfn.NewRequirements(req, rsp)
+	obj, err := r.ByName("artifact", workerv1.SchemeGroupVersion.String(), workerv1.ModelArtifactKind, md.Namespace, ref.Name)
+	if err != nil || r.Pending || obj == nil {
+		return "", r.Pending, err
+	}
+	a := &workerv1.ModelArtifact{}
+	if err := xfn.Decode(obj.Object, a); err != nil {
+		return "", false, err
+	}
+	if a.Status.Resolved == nil {
+		return "", false, nil
+	}
+	prefix, err := engine.CachePrefix(a.Status.Resolved.ManifestDigest, string(a.UID))
+	if err != nil {
+		return "", false, fmt.Errorf("ModelArtifact %s: %w", a.Name, err)
+	}
+	return prefix, false, nil
 }
 
 // poolEndpoint is the client endpoint of the KVCachePool the deployment's cache domain resolved to.

@@ -276,29 +276,6 @@ func (d *Delivery) ModelStatus() *workerv1.ModelStatus {
 	return &workerv1.ModelStatus{Artifact: d.Name, Revision: r.Revision, ManifestDigest: r.ManifestDigest, Delivery: string(d.Mode)}
 }
 
-// CacheIdentity is the KV cache prefix of the artifact's weights (§2.5): m- and the first 32 hex
-// digits of the manifest digest or, without one (claim, image), of SHA-256 of the artifact's UID.
-// "" without a resolved artifact.
-func (d *Delivery) CacheIdentity() string {
-	r := d.resolved()
-	if r == nil {
-		return ""
-	}
-	return CacheIdentity(r.ManifestDigest, string(d.Artifact.UID))
-}
-
-// CacheIdentity is the identity rule of §2.5.
-func CacheIdentity(manifestDigest, uid string) string {
-	hex := strings.TrimPrefix(manifestDigest, "sha256:")
-	if manifestDigest == "" {
-		hex = sha256Hex([]byte(uid))
-	}
-	if len(hex) > 32 {
-		hex = hex[:32]
-	}
-	return "m-" + hex
-}
-
 // cacheSize is S = sizeBytes + max(sizeBytes/10, 1Gi), BinarySI.
 func cacheSize(sizeBytes int64) resource.Quantity {
 	extra := max(sizeBytes/10, int64(1)<<30)
@@ -477,9 +454,9 @@ func (d *Delivery) digestKey() *digestKey {
 		return &digestKey{Unresolved: true}
 	}
 	k := &digestKey{Mode: d.Mode, Revision: r.Revision, SizeBytes: r.SizeBytes, CSIDriver: d.CSIDriver}
-	if d.Mode == DeliveryNode {
-		k.UID = string(d.Artifact.UID)
-	}
+	// The UID is the CSI volume's artifactUID and, for a claim or an image under a KV cache, the
+	// cache prefix kv-cache renders.
+	k.UID = string(d.Artifact.UID)
 	if d.Mode == DeliveryEngine {
 		s := d.Settings
 		s.Mode = ""
