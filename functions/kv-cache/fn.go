@@ -57,8 +57,14 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
+	// The artifact is required in the same round as the Binding: Crossplane settles requirements
+	// within a few calls.
+	prefix, prefixPending, err := readCachePrefix(req, rsp, md)
+	if err != nil {
+		return err
+	}
 	objs, pending, err := readBinding(req, rsp, md)
-	if err != nil || pending {
+	if err != nil || pending || prefixPending {
 		return err
 	}
 	domain, err := ResolveDomain(md, objs.binding, objs.pool)
@@ -66,6 +72,9 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	d.Binding = domain.Binding
+	if d.Binding != nil {
+		d.CachePrefix = prefix
+	}
 	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending {
 		return err
 	}
@@ -81,11 +90,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
 		return err
 	}
-	if d.Binding != nil {
-		if d.CachePrefix, pending, err = readCachePrefix(req, rsp, md); err != nil || pending {
-			return err
-		}
-	}
+
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
 	desired, err := request.GetDesiredComposedResources(req)
@@ -116,12 +121,12 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	return rt.err
 }
 
-// readCachePrefix requires the deployment's ModelArtifact and derives the cache prefix of its
-// weights; "" without an artifact or before it is resolved. pending is true while Crossplane has not
+// readCachePrefix requires the ModelArtifact of a deployment with a KV cache and derives the cache
+// prefix of its weights; "" without either or before the artifact is resolved. pending is true while Crossplane has not
 // fetched it yet.
 func readCachePrefix(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (string, bool, error) {
 	ref := md.Spec.Model.ArtifactRef
-	if ref == nil {
+	if ref == nil || md.Spec.KVCache == nil {
 		return "", false, nil
 	}
 	r := xfn.NewRequirements(req, rsp)

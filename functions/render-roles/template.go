@@ -264,14 +264,15 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
 		c.Command = append([]string(nil), role.Command...)
 	} else {
-		c.Command = baseCommand(name, in.Delivery.modelArg(in.Spec.Model.Name))
-		// Engine delivery pins the hub revision right after the base command. Filled, not owned:
-		// each of the rest only when the user's arguments do not already pass it, in any spelling
-		// the engine accepts. The served name is synthesized (with an artifact the model argument
+		// Engine delivery pins the hub revision right after the base command: on the launch line
+		// itself, so the flags the cache step puts right after it follow the revision.
+		c.Command = append(baseCommand(name, in.Delivery.modelArg(in.Spec.Model.Name)), in.Delivery.engineArgs()...)
+		// Filled, not owned: each of the rest only when the user's arguments do not already pass
+		// it, in any spelling the engine accepts. The served name is synthesized (with an artifact the model argument
 		// is a path or a repository, so it is what names the model; without one it restates it),
 		// so it goes before the user's extraArgs (the append tier); --host and --port follow them
 		// as the line's fallbacks.
-		args := in.Delivery.engineArgs()
+		var args []string
 		if !engine.HasFlag(name, role.ExtraArgs, "--served-model-name") {
 			args = append(args, "--served-model-name", in.Spec.Model.Name)
 		}
