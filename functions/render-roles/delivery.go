@@ -112,19 +112,21 @@ type Delivery struct {
 	Settings DeliverySettings
 }
 
-// deliveryInputs are the cluster objects the delivery is decided from.
-type deliveryInputs struct {
-	artifact     *workerv1.ModelArtifact
-	claim        *corev1.PersistentVolumeClaim
-	volume       *corev1.PersistentVolume
-	storageClass *storagev1.StorageClass
-	csiDriver    bool
+// DeliveryObjects are the cluster objects the delivery is decided from, nil for one that does not
+// exist (or that the delivery does not read).
+type DeliveryObjects struct {
+	Artifact     *workerv1.ModelArtifact
+	Claim        *corev1.PersistentVolumeClaim
+	Volume       *corev1.PersistentVolume
+	StorageClass *storagev1.StorageClass
+	// CSIDriver is true when the Node delivery's CSIDriver exists.
+	CSIDriver bool
 }
 
 // readDeliveryInputs requires the objects the delivery needs beyond the artifact: the claim of a
 // PVC source, its bound PV or its StorageClass; the CSIDriver under Node delivery.
-func readDeliveryInputs(r *xfn.Requirements, md *workerv1.ModelDeployment, in *deliveryInputs, settings DeliverySettings) error {
-	a := in.artifact
+func readDeliveryInputs(r *xfn.Requirements, md *workerv1.ModelDeployment, in *DeliveryObjects, settings DeliverySettings) error {
+	a := in.Artifact
 	if a == nil || a.Status.Resolved == nil {
 		return nil
 	}
@@ -132,16 +134,16 @@ func readDeliveryInputs(r *xfn.Requirements, md *workerv1.ModelDeployment, in *d
 	switch {
 	case src.PersistentVolumeClaim != nil:
 		obj, err := r.ByName("artifact-claim", "v1", "PersistentVolumeClaim", md.Namespace, src.PersistentVolumeClaim.ClaimName)
-		if err := decodeInto(obj, err, &in.claim); err != nil || in.claim == nil {
+		if err := decodeInto(obj, err, &in.Claim); err != nil || in.Claim == nil {
 			return err
 		}
-		if in.claim.Status.Phase == corev1.ClaimBound && in.claim.Spec.VolumeName != "" {
-			obj, err := r.ByName("artifact-volume", "v1", "PersistentVolume", "", in.claim.Spec.VolumeName)
-			return decodeInto(obj, err, &in.volume)
+		if in.Claim.Status.Phase == corev1.ClaimBound && in.Claim.Spec.VolumeName != "" {
+			obj, err := r.ByName("artifact-volume", "v1", "PersistentVolume", "", in.Claim.Spec.VolumeName)
+			return decodeInto(obj, err, &in.Volume)
 		}
-		if sc := ptr.Deref(in.claim.Spec.StorageClassName, ""); sc != "" {
+		if sc := ptr.Deref(in.Claim.Spec.StorageClassName, ""); sc != "" {
 			obj, err := r.ByName("artifact-storageclass", "storage.k8s.io/v1", "StorageClass", "", sc)
-			return decodeInto(obj, err, &in.storageClass)
+			return decodeInto(obj, err, &in.StorageClass)
 		}
 	case src.HuggingFace != nil || src.ModelScope != nil:
 		if settings.Mode != DeliveryNode {
@@ -151,19 +153,22 @@ func readDeliveryInputs(r *xfn.Requirements, md *workerv1.ModelDeployment, in *d
 		if err != nil {
 			return err
 		}
-		in.csiDriver = obj != nil
+		in.CSIDriver = obj != nil
 	}
 	return nil
 }
 
-// chooseDelivery decides the delivery (§2.3). pods is the deployment's Pod count, Σ replicas×size.
-func chooseDelivery(md *workerv1.ModelDeployment, in deliveryInputs, settings DeliverySettings, pods int64) *Delivery {
+// ChooseDelivery decides the delivery (§2.3); nil when the deployment names no artifact. A claim
+// source under more than one Pod (Σ replicas×size over every role, take-over roles included) needs
+// a shared access mode.
+func ChooseDelivery(md *workerv1.ModelDeployment, in DeliveryObjects, settings DeliverySettings) *Delivery {
+	pods := podCount(md)
 	ref := md.Spec.Model.ArtifactRef
 	if ref == nil {
 		return nil
 	}
-	d := &Delivery{Artifact: in.artifact, Name: ref.Name, Settings: settings}
-	a := in.artifact
+	d := &Delivery{Artifact: in.Artifact, Name: ref.Name, Settings: settings}
+	a := in.Artifact
 	if a == nil {
 		return d.block(ArtifactNotFound, "ModelArtifact %s/%s does not exist; no Pod is created until it does, and running replicas are left alone", md.Namespace, ref.Name)
 	}
@@ -178,7 +183,7 @@ func chooseDelivery(md *workerv1.ModelDeployment, in deliveryInputs, settings De
 		d.Mode = DeliveryImage
 	case settings.Mode == DeliveryNode:
 		d.Mode = DeliveryNode
-		d.CSIDriver = in.csiDriver
+		d.CSIDriver = in.CSIDriver
 	default:
 		d.Mode = DeliveryEngine
 	}
@@ -193,7 +198,7 @@ func chooseDelivery(md *workerv1.ModelDeployment, in deliveryInputs, settings De
 	case DeliveryPVC:
 		return d.placeClaim(in, src.PersistentVolumeClaim.ClaimName, pods)
 	case DeliveryNode:
-		if !in.csiDriver {
+		if !in.CSIDriver {
 			return d.block(NodeDeliveryUnavailable, "the delivery mode is Node but CSIDriver %s does not exist; deploy the model plugin or set the delivery mode to Engine", ModelCSIDriver)
 		}
 	case DeliveryEngine:
@@ -208,8 +213,8 @@ func chooseDelivery(md *workerv1.ModelDeployment, in deliveryInputs, settings De
 }
 
 // placeClaim checks a claim source can be mounted by every Pod and captures its PV's node affinity.
-func (d *Delivery) placeClaim(in deliveryInputs, claimName string, pods int64) *Delivery {
-	c := in.claim
+func (d *Delivery) placeClaim(in DeliveryObjects, claimName string, pods int64) *Delivery {
+	c := in.Claim
 	if c == nil {
 		return d.block(ArtifactNotResolved, "PersistentVolumeClaim %s of ModelArtifact %s does not exist", claimName, d.Name)
 	}
@@ -218,13 +223,13 @@ func (d *Delivery) placeClaim(in deliveryInputs, claimName string, pods int64) *
 	}
 	switch {
 	case c.Status.Phase == corev1.ClaimBound:
-		if v := in.volume; v != nil && v.Spec.NodeAffinity != nil && v.Spec.NodeAffinity.Required != nil {
+		if v := in.Volume; v != nil && v.Spec.NodeAffinity != nil && v.Spec.NodeAffinity.Required != nil {
 			d.NodeAffinity = v.Spec.NodeAffinity.Required.DeepCopy()
 		}
 		return d
-	case c.Status.Phase == corev1.ClaimPending && in.storageClass != nil &&
-		ptr.Deref(in.storageClass.VolumeBindingMode, "") == storagev1.VolumeBindingWaitForFirstConsumer &&
-		in.storageClass.Provisioner != noProvisioner:
+	case c.Status.Phase == corev1.ClaimPending && in.StorageClass != nil &&
+		ptr.Deref(in.StorageClass.VolumeBindingMode, "") == storagev1.VolumeBindingWaitForFirstConsumer &&
+		in.StorageClass.Provisioner != noProvisioner:
 		return d // the first Pod binds it
 	}
 	return d.block(ClaimNotBound, "PersistentVolumeClaim %s is %s and no Pod would bind it", claimName, phaseOf(c))
@@ -257,6 +262,16 @@ func (d *Delivery) Held() string {
 		return ""
 	}
 	return RolloutHeldByWeights + ": " + d.Blocked + ": " + d.Message
+}
+
+// podCount is the deployment's Pods, Σ replicas×size over every role, take-over roles included.
+func podCount(md *workerv1.ModelDeployment) int64 {
+	var n int64
+	for _, role := range md.Spec.Roles {
+		role = role.WithDefaults()
+		n += int64(role.Replicas) * int64(role.Size)
+	}
+	return n
 }
 
 // resolved is the artifact's resolution; nil before it.

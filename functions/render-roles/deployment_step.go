@@ -225,23 +225,13 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 		if err != nil {
 			return nil, err
 		}
-		di := deliveryInputs{artifact: in.artifact}
-		if err := readDeliveryInputs(r, md, &di, settings); err != nil {
+		objs := DeliveryObjects{Artifact: in.artifact}
+		if err := readDeliveryInputs(r, md, &objs, settings); err != nil {
 			return nil, err
 		}
-		in.delivery = chooseDelivery(md, di, settings, podCount(md))
+		in.delivery = ChooseDelivery(md, objs, settings)
 	}
 	return in, nil
-}
-
-// podCount is the deployment's Pods, Σ replicas×size over every role, take-over roles included.
-func podCount(md *workerv1.ModelDeployment) int64 {
-	var n int64
-	for _, role := range md.Spec.Roles {
-		role = role.WithDefaults()
-		n += int64(role.Replicas) * int64(role.Size)
-	}
-	return n
 }
 
 // readInstanceTypes requires the InstanceType of every role, by name; nil for one that does not
