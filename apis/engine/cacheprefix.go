@@ -26,7 +26,7 @@ func CachePrefix(manifestDigest, uid string) (string, error) {
 	}
 	id := "m-" + digits
 	if strings.ContainsAny(id, "@_:") {
-		return "", fmt.Errorf("%s: the KV cache prefix %q of manifest digest %q holds @, _ or :", CachePrefixInvalid, id, manifestDigest)
+		return "", fmt.Errorf("%s: the KV cache prefix %q of manifest digest %q holds @, _ or : (separators to the stores)", CachePrefixInvalid, id, manifestDigest)
 	}
 	return id, nil
 }

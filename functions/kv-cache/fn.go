@@ -57,24 +57,15 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return fmt.Errorf("cannot read ModelDeployment %s: %w", xr.Resource.GetName(), err)
 	}
 	d := Deployment{Engine: md.Spec.Engine.Name, Router: md.Spec.Router, KVTransfer: md.Spec.KVTransfer, Roles: md.Spec.Roles}
-	// The artifact is required in the same round as the Binding: Crossplane settles requirements
-	// within a few calls.
-	prefix, prefixPending, err := readCachePrefix(req, rsp, md)
-	if err != nil {
-		return err
-	}
-	objs, pending, err := readBinding(req, rsp, md)
-	if err != nil || pending || prefixPending {
+	objs, prefix, pending, err := readCache(req, rsp, md)
+	if err != nil || pending {
 		return err
 	}
 	domain, err := ResolveDomain(md, objs.binding, objs.pool)
 	if err != nil {
 		return err
 	}
-	d.Binding = domain.Binding
-	if d.Binding != nil {
-		d.CachePrefix = prefix
-	}
+	d.Binding, d.CachePrefix = domain.Binding, prefix // the prefix is rendered on a store client only
 	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending {
 		return err
 	}
@@ -119,6 +110,18 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	}
 	// RouterReady and the status say why; the render still fails, so nothing is applied half-done.
 	return rt.err
+}
+
+// readCache reads the Binding, its pool and backend, and the cache prefix of the deployment's
+// weights. The artifact is required in the same round as the Binding: Crossplane settles
+// requirements within a few calls.
+func readCache(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (cacheObjects, string, bool, error) {
+	prefix, prefixPending, err := readCachePrefix(req, rsp, md)
+	if err != nil {
+		return cacheObjects{}, "", false, err
+	}
+	objs, pending, err := readBinding(req, rsp, md)
+	return objs, prefix, pending || prefixPending, err
 }
 
 // readCachePrefix requires the ModelArtifact of a deployment with a KV cache and derives the cache

@@ -100,7 +100,7 @@ type deploymentPlan struct {
 	rendered []*RenderedRole
 	// quota, upToDate and weights are the QuotaReserved, ReplicasUpToDate and WeightsReady conditions.
 	quota, upToDate, weights Condition
-	status          workerv1.ModelDeploymentStatus
+	status                   workerv1.ModelDeploymentStatus
 }
 
 // planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
