@@ -95,8 +95,9 @@ func (r *Reconciler) workloadReplica(ctx context.Context, o client.Object) []rec
 	return nil
 }
 
-// revisionReplicas maps a revision, or a role, to the replicas of the role not yet materialised: a
-// replica created before its revision reached the cache is materialised once it does.
+// revisionReplicas maps a revision, or a role, to the replicas of the role not yet materialised or
+// short of members: a replica created before its revision reached the cache is materialised once it
+// does, and one whose role's weights hold lifted gets its missing members.
 func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
@@ -109,7 +110,9 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 	}
 	var reqs []reconcile.Request
 	for _, mr := range replicas.Items {
-		if mr.Status.Members == nil {
+		// Not materialised yet, or short of members (a weights hold kept a lost member from being
+		// re-created until its role's hold lifted).
+		if mr.Status.Members == nil || mr.Status.Size != nil && *mr.Status.Members < *mr.Status.Size {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Name}})
 		}
 	}
@@ -140,6 +143,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
 		// Kueue pod group name, and a new member must not join the old group.
 		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
+	}
+	if held, err := r.weightsHeld(ctx, replica); err != nil || held {
+		// No Pod is created while the role's weights cannot be delivered, a lost member's
+		// replacement neither; the role's hold lifting brings the replica back (revisionReplicas).
+		if err == nil {
+			_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)))
+		}
+		return reconcile.Result{}, err
 	}
 	revision, err := r.revision(ctx, replica)
 	if err != nil || revision == nil {
@@ -188,6 +199,16 @@ func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplic
 		}
 	}
 	return false, nil
+}
+
+// weightsHeld reports whether the replica's role carries the weights hold.
+func (r *Reconciler) weightsHeld(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
+	role := &v1alpha1.ModelRole{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]), nil
 }
 
 // revision reads the RoleRevision a replica is stamped from: its ControllerRevision or, while that
