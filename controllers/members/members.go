@@ -139,18 +139,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		pods = append(pods, &owned.Items[i])
 	}
-	if held, err := r.slotHeld(ctx, replica); err != nil || held {
-		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
-		// Kueue pod group name, and a new member must not join the old group.
-		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
-	}
-	if held, err := r.weightsHeld(ctx, replica); err != nil || held {
-		// No Pod is created while the role's weights cannot be delivered, a lost member's
-		// replacement neither; the role's hold lifting brings the replica back (revisionReplicas).
-		if err == nil {
-			_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)))
-		}
-		return reconcile.Result{}, err
+	if res, wait, err := r.waits(ctx, replica, pods); wait || err != nil {
+		return res, err
 	}
 	revision, err := r.revision(ctx, replica)
 	if err != nil || revision == nil {
@@ -199,6 +189,23 @@ func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplic
 		}
 	}
 	return false, nil
+}
+
+// waits reports whether the replica's members must not be created now, and when to look again. A
+// slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one Kueue pod
+// group name, and a new member must not join the old group. No Pod is created while the role's
+// weights cannot be delivered, a lost member's replacement neither (the members there are are still
+// reported); the role's hold lifting brings the replica back (revisionReplicas).
+func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod) (reconcile.Result, bool, error) {
+	if held, err := r.slotHeld(ctx, replica); err != nil || held {
+		return reconcile.Result{RequeueAfter: slotBusyRetry}, true, err
+	}
+	held, err := r.weightsHeld(ctx, replica)
+	if err != nil || !held {
+		return reconcile.Result{}, held, err
+	}
+	_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)))
+	return reconcile.Result{}, true, err
 }
 
 // weightsHeld reports whether the replica's role carries the weights hold.
