@@ -194,7 +194,7 @@ func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplic
 // waits reports whether the replica's members must not be created now, and when to look again. A
 // slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one Kueue pod
 // group name, and a new member must not join the old group. No Pod is created while the role's
-// weights cannot be delivered, a lost member's replacement neither (the members there are are still
+// weights cannot be delivered, a lost member's replacement neither (the members that exist are still
 // reported); the role's hold lifting brings the replica back (revisionReplicas).
 func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod) (reconcile.Result, bool, error) {
 	if held, err := r.slotHeld(ctx, replica); err != nil || held {
