@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/internal/pipeline"
@@ -50,6 +51,9 @@ func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructur
 		return nil, err
 	}
 	objs := make([]any, 0, role.Spec.Replicas)
+	if renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]) {
+		return nil, nil // the rollout controller creates no replica while the weights cannot be delivered
+	}
 	for n := range role.Spec.Replicas {
 		objs = append(objs, renderroles.NewReplica(role, n))
 	}

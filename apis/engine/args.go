@@ -31,6 +31,9 @@ var knownOptions = map[workerv1.Engine][]string{
 		"--nnodes", "--node-rank", "--decode-context-parallel-size",
 		"--enable-expert-parallel", "--engram-config",
 		"--kv-transfer-config", "--kv-events-config", "--kv-cache-dtype",
+		// The hub flags an artifact owns, and the options sharing their leading characters.
+		"--model", "--model-impl", "--model-loader-extra-config", "--revision", "--tokenizer",
+		"--tokenizer-mode", "--tokenizer-revision", "--download-dir",
 	},
 	workerv1.EngineSGLang: {
 		"--host", "--hicache-ratio", "--hicache-size",
@@ -43,6 +46,7 @@ var knownOptions = map[workerv1.Engine][]string{
 		"--enable-hierarchical-cache", "--disaggregation-decode-retraction-backup",
 		"--hicache-storage-backend", "--hicache-storage-backend-extra-config", "--disaggregation-mode",
 		"--disaggregation-transfer-backend", "--disaggregation-bootstrap-port", "--kv-cache-dtype",
+		"--model-path", "--model", "--model-impl", "--model-loader-extra-config", "--revision", "--download-dir",
 	},
 }
 

@@ -92,3 +92,33 @@ func OwnedArgIn(e workerv1.Engine, kvCache bool, args []string) (arg, flag strin
 	}
 	return "", "", false
 }
+
+// hubArgs are the flags that name or fetch the weights, which an artifact delivers: mdplane renders
+// the model argument and, under Engine delivery, --revision (router-artifact-drain.md §2.4).
+// SGLang's --model is read as --model-path's alias.
+var hubArgs = map[workerv1.Engine][]string{
+	workerv1.EngineVLLM:   {"--model", "--revision", "--tokenizer-revision", "--download-dir"},
+	workerv1.EngineSGLang: {"--model-path", "--model", "--revision", "--download-dir"},
+}
+
+// ArtifactEnv are the variables an artifact's delivery owns, whatever its source.
+var ArtifactEnv = []string{"HF_TOKEN", "HF_ENDPOINT", "HF_HOME", "MODELSCOPE_API_TOKEN", "MODELSCOPE_DOMAIN",
+	"MODELSCOPE_CACHE", "VLLM_USE_MODELSCOPE", "SGLANG_USE_MODELSCOPE"}
+
+// ArtifactPaths are where an artifact's weights and the engine's download cache are mounted.
+var ArtifactPaths = []string{"/var/lib/gpustack/model", "/var/lib/gpustack/model-cache"}
+
+// HubArg reports which hub flag, if any, an argument names on an engine, in any spelling the engine
+// reads as it (OptionName: an exact spelling, a unique prefix, vLLM's underscores).
+func HubArg(e workerv1.Engine, arg string) (string, bool) {
+	name, ok := OptionName(e, arg)
+	if !ok {
+		return "", false
+	}
+	for _, flag := range hubArgs[e] {
+		if name == flag {
+			return flag, true
+		}
+	}
+	return "", false
+}

@@ -1,9 +1,13 @@
 package engine_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -110,4 +114,31 @@ func TestReadDegrees(t *testing.T) {
 			assert.Equal(t, tc.want, engine.ReadDegrees(tc.engine, tc.args))
 		})
 	}
+}
+
+func TestCachePrefix(t *testing.T) {
+	cases := []struct {
+		rule, digest, uid, want, err string
+	}{
+		{"the manifest digest's first 32 hex digits", "sha256:" + strings.Repeat("ab", 32), "u", "m-" + strings.Repeat("ab", 16), ""},
+		{"no manifest digest (claim, image): SHA-256 of the UID", "", "1f1f2a3b-0000-4000-8000-000000000001", "m-" + sha256Prefix("1f1f2a3b-0000-4000-8000-000000000001"), ""},
+		{"a digest that is not sha256 keeps its colon: refused", "sha512:" + strings.Repeat("ab", 64), "u", "", "CachePrefixInvalid"},
+		{"an underscore is refused", "sha256:ab_cd", "u", "", "CachePrefixInvalid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			got, err := engine.CachePrefix(tc.digest, tc.uid)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func sha256Prefix(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:32]
 }

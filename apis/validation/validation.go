@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	posixpath "path"
 	"slices"
 	"sort"
 	"strconv"
@@ -99,6 +100,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		errs = append(errs, validateMemberNames(md, role, path)...)
 		errs = append(errs, validateOwnedKeys(md, role, path, c.settings().KVCacheDtypeOwned)...)
 		errs = append(errs, validateHostAccess(role, stored, had, path, c.settings())...)
+		errs = append(errs, validateArtifactKeys(md, role, path)...)
 		errs = append(errs, validateDegrees(md.Spec.Engine.Name, role, path)...)
 		if !had || portsOrArgsChanged(role, stored) || routerChanged(md, old) {
 			errs = append(errs, validatePortArg(md, role, path)...)
@@ -274,6 +276,58 @@ func validateOwnedKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 		}
 	}
 	return errs
+}
+
+// validateArtifactKeys: on a managed role --served-model-name must be spec.model.name, the name the
+// router and the clients address (with an artifact the model argument is a path or a repository).
+// While an artifact delivers the weights, a managed role may not name or fetch them itself (the hub
+// flags, in any spelling) nor set the delivery's variables, and no role may mount a volume at,
+// inside or around the weights' or the download cache's path.
+func validateArtifactKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	e := md.Spec.Engine.Name
+	if !role.TakesOver() {
+		if v, set := engine.FlagValue(e, role.ExtraArgs, "--served-model-name"); set && v != md.Spec.Model.Name {
+			errs = append(errs, field.Invalid(path.Child("extraArgs"), v, fmt.Sprintf(
+				"--served-model-name must be spec.model.name (%q), the name clients and the router address; drop it and mdplane renders it", md.Spec.Model.Name)))
+		}
+	}
+	if md.Spec.Model.ArtifactRef == nil {
+		return errs
+	}
+	if !role.TakesOver() {
+		for j, arg := range role.ExtraArgs {
+			if flag, hub := engine.HubArg(e, arg); hub {
+				errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), arg, fmt.Sprintf(
+					"%s names or fetches the weights, which spec.model.artifactRef delivers: mdplane renders the model argument and its revision; remove it", flag)))
+			}
+		}
+		for j, env := range role.Env {
+			if slices.Contains(engine.ArtifactEnv, env.Name) {
+				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("name"), env.Name, fmt.Sprintf(
+					"%s is owned by the delivery of spec.model.artifactRef; remove it (the artifact's secretRef carries the hub token, the Settings the endpoint)", env.Name)))
+			}
+		}
+	}
+	for j, v := range role.AdditionalVolumes {
+		if !namesVolumeSource(v) {
+			continue
+		}
+		for _, p := range engine.ArtifactPaths {
+			if overlaps(v.MountPath, p) {
+				errs = append(errs, field.Invalid(path.Child("additionalVolumes").Index(j).Child("mountPath"), v.MountPath, fmt.Sprintf(
+					"%s is where spec.model.artifactRef's delivery mounts; mount this volume elsewhere", p)))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// overlaps reports whether one path is the other, inside it or around it.
+func overlaps(a, b string) bool {
+	a, b = posixpath.Clean("/"+a), posixpath.Clean("/"+b)
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, strings.TrimSuffix(a, "/")+"/")
 }
 
 // validateDegrees: a parallel degree the role declares is read, so one that cannot be read is refused

@@ -67,8 +67,16 @@ var (
 	llmd = func(md *workerv1.ModelDeployment) {
 		md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
 	}
-	sglang = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
+	sglang   = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
+	withArtifact = func(md *workerv1.ModelDeployment) {
+		md.Spec.Model.ArtifactRef = &workerv1.LocalReference{Name: "qwen3-8b"}
+	}
 )
+
+// both applies two edits in order.
+func both(a, b func(*workerv1.ModelDeployment)) func(*workerv1.ModelDeployment) {
+	return func(md *workerv1.ModelDeployment) { a(md); b(md) }
+}
 
 func fabric(n string) func(*workerv1.ModelDeploymentRole) {
 	return func(r *workerv1.ModelDeploymentRole) {
@@ -355,6 +363,101 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[0].resources.interface",
 			parts:    []string{"its replaced command is given no transfer and no cache client"},
 			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("1"))),
+		},
+		{
+			rule:     "--served-model-name other than spec.model.name, on any managed role",
+			refused:  deployment(nil, role("s", "", args("--served-model-name", "qwen"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`"qwen"`, `must be spec.model.name ("Qwen/Qwen3-8B")`},
+			admitted: deployment(nil, role("s", "", args("--served-model-name", "Qwen/Qwen3-8B"))),
+		},
+		{
+			rule:     "--served-model-name in an abbreviation is read as it",
+			refused:  deployment(nil, role("s", "", args("--served-model=qwen"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`"qwen"`, "must be spec.model.name"},
+			admitted: deployment(nil, role("s", "", args("--served-model=Qwen/Qwen3-8B"))),
+		},
+		{
+			rule:     "with an artifact, vLLM's --model is refused",
+			refused:  deployment(withArtifact, role("s", "", args("--model", "Qwen/Qwen3-8B"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--model names or fetches the weights", "spec.model.artifactRef delivers"},
+			admitted: deployment(nil, role("s", "", args("--model", "Qwen/Qwen3-8B"))),
+		},
+		{
+			rule:     "with an artifact, vLLM's --revision in underscores and as a prefix",
+			refused:  deployment(withArtifact, role("s", "", args("--max-model-len", "8192", "--revis=main"))),
+			path:     "spec.roles[0].extraArgs[2]",
+			parts:    []string{"--revision names or fetches the weights"},
+			admitted: deployment(withArtifact, role("s", "", args("--max-model-len", "8192"))),
+		},
+		{
+			rule:     "with an artifact, vLLM's --download_dir (underscores) is --download-dir",
+			refused:  deployment(withArtifact, role("s", "", args("--download_dir=/data"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--download-dir names or fetches the weights"},
+			admitted: deployment(withArtifact, role("s", "", args("--tokenizer-mode", "auto"))),
+		},
+		{
+			rule:     "with an artifact, vLLM's --tokenizer-revision is refused, its sibling --tokenizer is not",
+			refused:  deployment(withArtifact, role("s", "", args("--tokenizer-revision", "main"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--tokenizer-revision names or fetches the weights"},
+			admitted: deployment(withArtifact, role("s", "", args("--tokenizer", "/var/lib/gpustack/model"))),
+		},
+		{
+			rule:     "with an artifact, SGLang's --model-path in an abbreviation",
+			refused:  deployment(both(withArtifact, sglang), role("s", "", args("--model-pa", "/x"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--model-path names or fetches the weights"},
+			admitted: deployment(both(withArtifact, sglang), role("s", "", args("--model-impl", "sglang"))),
+		},
+		{
+			rule:     "with an artifact, SGLang's --download-dir; SGLang reads no underscores, so --download_dir names nothing",
+			refused:  deployment(both(withArtifact, sglang), role("s", "", args("--download-dir", "/x"))),
+			path:     "spec.roles[0].extraArgs[0]",
+			parts:    []string{"--download-dir names or fetches the weights"},
+			admitted: deployment(both(withArtifact, sglang), role("s", "", args("--download_dir", "/x"))),
+		},
+		{
+			rule:     "with an artifact, the delivery's env names, whatever the source",
+			refused:  deployment(withArtifact, role("s", "", env("SGLANG_USE_MODELSCOPE", "true"))),
+			path:     "spec.roles[0].env[0].name",
+			parts:    []string{"SGLANG_USE_MODELSCOPE is owned by the delivery of spec.model.artifactRef"},
+			admitted: deployment(nil, role("s", "", env("SGLANG_USE_MODELSCOPE", "true"))),
+		},
+		{
+			rule:     "with an artifact, HF_TOKEN is refused; HTTPS_PROXY is the role's to set",
+			refused:  deployment(withArtifact, role("s", "", env("HF_TOKEN", "x"))),
+			path:     "spec.roles[0].env[0].name",
+			parts:    []string{"HF_TOKEN is owned"},
+			admitted: deployment(withArtifact, role("s", "", env("HTTPS_PROXY", "http://proxy:3128"))),
+		},
+		{
+			rule:     "with an artifact, a volume at the weights' path",
+			refused:  deployment(withArtifact, role("s", "", volumes("/var/lib/gpustack/model/"))),
+			path:     "spec.roles[0].additionalVolumes[0].mountPath",
+			parts:    []string{"/var/lib/gpustack/model is where spec.model.artifactRef's delivery mounts"},
+			admitted: deployment(withArtifact, role("s", "", volumes("/var/lib/gpustack/models"))),
+		},
+		{
+			rule:     "with an artifact, a volume inside the download cache's path",
+			refused:  deployment(withArtifact, role("s", "", volumes("/var/lib/gpustack/model-cache/hub"))),
+			path:     "spec.roles[0].additionalVolumes[0].mountPath",
+			parts:    []string{"/var/lib/gpustack/model-cache is where"},
+			admitted: deployment(nil, role("s", "", volumes("/var/lib/gpustack/model-cache/hub"))),
+		},
+		{
+			rule: "with an artifact, a volume around both paths, on a take-over role too",
+			refused: deployment(withArtifact, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Command = []string{"vllm", "serve", "/var/lib/gpustack/model"}
+			}, volumes("/var/lib"))),
+			path:  "spec.roles[0].additionalVolumes[0].mountPath",
+			parts: []string{"/var/lib/gpustack/model is where"},
+			admitted: deployment(withArtifact, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Command = []string{"vllm", "serve", "/var/lib/gpustack/model"}
+			}, volumes("/var/lib/gpustack/cache"))),
 		},
 		{
 			rule:     "two additional volumes at one mount path",

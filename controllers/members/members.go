@@ -95,8 +95,9 @@ func (r *Reconciler) workloadReplica(ctx context.Context, o client.Object) []rec
 	return nil
 }
 
-// revisionReplicas maps a revision, or a role, to the replicas of the role not yet materialised: a
-// replica created before its revision reached the cache is materialised once it does.
+// revisionReplicas maps a revision, or a role, to the replicas of the role not yet materialised or
+// short of members: a replica created before its revision reached the cache is materialised once it
+// does, and one whose role's weights hold lifted gets its missing members.
 func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
@@ -109,7 +110,9 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 	}
 	var reqs []reconcile.Request
 	for _, mr := range replicas.Items {
-		if mr.Status.Members == nil {
+		// Not materialised yet, or short of members (a weights hold kept a lost member from being
+		// re-created until its role's hold lifted).
+		if mr.Status.Members == nil || mr.Status.Size != nil && *mr.Status.Members < *mr.Status.Size {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Name}})
 		}
 	}
@@ -136,10 +139,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		pods = append(pods, &owned.Items[i])
 	}
-	if held, err := r.slotHeld(ctx, replica); err != nil || held {
-		// A slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one
-		// Kueue pod group name, and a new member must not join the old group.
-		return reconcile.Result{RequeueAfter: slotBusyRetry}, err
+	if res, wait, err := r.waits(ctx, replica, pods); wait || err != nil {
+		return res, err
 	}
 	revision, err := r.revision(ctx, replica)
 	if err != nil || revision == nil {
@@ -188,6 +189,33 @@ func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplic
 		}
 	}
 	return false, nil
+}
+
+// waits reports whether the replica's members must not be created now, and when to look again. A
+// slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one Kueue pod
+// group name, and a new member must not join the old group. No Pod is created while the role's
+// weights cannot be delivered, a lost member's replacement neither (the members that exist are still
+// reported); the role's hold lifting brings the replica back (revisionReplicas).
+func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod) (reconcile.Result, bool, error) {
+	if held, err := r.slotHeld(ctx, replica); err != nil || held {
+		return reconcile.Result{RequeueAfter: slotBusyRetry}, true, err
+	}
+	held, err := r.weightsHeld(ctx, replica)
+	if err != nil || !held {
+		return reconcile.Result{}, held, err
+	}
+	_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)))
+	return reconcile.Result{}, true, err
+}
+
+// weightsHeld reports whether the replica's role carries the weights hold.
+func (r *Reconciler) weightsHeld(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
+	role := &v1alpha1.ModelRole{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]), nil
 }
 
 // revision reads the RoleRevision a replica is stamped from: its ControllerRevision or, while that
@@ -307,8 +335,9 @@ type roleView struct {
 	quota, workload string
 	size            int32
 	reserved, ready bool
+	live            v1alpha1.MemberCounts // WeightsReady reads it
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready()}
+	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{})}
 }

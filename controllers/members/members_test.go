@@ -143,6 +143,29 @@ func TestMaterialize(t *testing.T) {
 		assert.Contains(t, got[0], `holds revision "other", not the "rev1"`)
 		assert.Contains(t, got[0], "delete the ModelReplica")
 	})
+	t.Run("creates no member while the role's weights cannot be delivered, and the missing ones once they can", func(t *testing.T) {
+		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns,
+			Annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ClaimNotBound: pending"}},
+			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev1", Size: 2}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), role)
+		reconcileReplica(t, r)
+		assert.Empty(t, podsOf(t, c))
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), role))
+		role.Annotations = map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByCache: BindingNotFound: gone"}
+		require.NoError(t, c.Update(ctx, role))
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 2, "a cache hold creates Pods")
+	})
+	t.Run("the members of a replica stamped with a PV's node affinity require it", func(t *testing.T) {
+		rep := replica(1)
+		rep.Spec.RequiredNodeAffinity = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-a"}}}}}}
+		r, c, _ := newReconciler(t, writes{}, rep, revision(t, "rev1", 1))
+		reconcileReplica(t, r)
+		pods := podsOf(t, c)
+		require.Len(t, pods, 1)
+		assert.Equal(t, rep.Spec.RequiredNodeAffinity, pods[0].Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	})
 	t.Run("never updates a member that exists, and creates only the missing one", func(t *testing.T) {
 		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
 			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},

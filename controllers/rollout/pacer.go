@@ -198,11 +198,15 @@ func decide(o observed) pass {
 	if d.step.InFlight >= 0 {
 		replacing = strconv.Itoa(int(d.step.InFlight))
 	}
+	// A weights hold also keeps empty slots empty: a new Pod could not get the weights (no
+	// replacement, no scale-up). A cache hold fills them: a new replica merely starts without a
+	// cache client.
+	weightsHeld := renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld])
 	for ordinal := range role.Spec.Replicas {
 		switch {
 		case slotFilled(o.slots, ordinal):
 			d.filled = append(d.filled, ordinal)
-		case !o.occupied[ordinal]:
+		case !o.occupied[ordinal] && !weightsHeld:
 			d.vacant = append(d.vacant, ordinal)
 		}
 	}

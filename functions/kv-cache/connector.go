@@ -136,6 +136,12 @@ func (a *Amendment) sglang(c roleCache) {
 func (a *Amendment) sglangStore(c roleCache) {
 	b := c.d.Binding
 	a.Args = append(a.Args, "--hicache-storage-backend", "mooncake")
+	if c.d.CachePrefix != "" {
+		// The tag alone: with no master or client address in the document, SGLang keeps reading
+		// its store configuration from the environment.
+		tag, _ := json.Marshal(map[string]string{"extra_backend_tag": c.d.CachePrefix})
+		a.Args = append(a.Args, "--hicache-storage-backend-extra-config", string(tag))
+	}
 	if c.role.Kind != workerv1.RoleKindDecode && !engine.HasFlag(c.d.Engine, c.role.EngineArgs(), "--enable-hierarchical-cache") {
 		a.Args = append(a.Args, "--enable-hierarchical-cache")
 	}
@@ -235,6 +241,12 @@ func vllmTransferConfig(c roleCache) string {
 		}}
 		storeConnector = "AscendStoreConnector"
 	}
+	// Native vLLM's store connector keys its blocks by the weights' cache prefix; vLLM-Ascend's
+	// AscendStoreConnector takes none.
+	var storeExtra map[string]any
+	if c.d.CachePrefix != "" && !c.ascend {
+		storeExtra = map[string]any{"cache_prefix": c.d.CachePrefix}
+	}
 	var doc connector
 	switch {
 	case c.store && c.leg:
@@ -243,10 +255,10 @@ func vllmTransferConfig(c roleCache) string {
 			storeRole = "kv_consumer"
 		}
 		doc = connector{Connector: "MultiConnector", Role: vllmKVRole(kind), ExtraConfig: map[string]any{
-			"connectors": []connector{legDoc, {Connector: storeConnector, Role: storeRole}},
+			"connectors": []connector{legDoc, {Connector: storeConnector, Role: storeRole, ExtraConfig: storeExtra}},
 		}}
 	case c.store:
-		doc = connector{Connector: storeConnector, Role: vllmKVRole(kind)}
+		doc = connector{Connector: storeConnector, Role: vllmKVRole(kind), ExtraConfig: storeExtra}
 	case c.leg:
 		doc = legDoc
 	default:

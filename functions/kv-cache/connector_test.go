@@ -58,6 +58,12 @@ func TestVLLMTransferConfig(t *testing.T) {
 			`{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"mooncake_protocol":"tcp"}},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer"}]}}`},
 		{"a routed Server has no leg", kvcache.Deployment{Router: llmd, Binding: binding}, role("s", workerv1.RoleKindServer),
 			`{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}`},
+		{"an artifact's cache prefix on the store connector", kvcache.Deployment{Binding: binding, CachePrefix: "m-0123456789abcdef0123456789abcdef"}, role("s", workerv1.RoleKindServer),
+			`{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"cache_prefix":"m-0123456789abcdef0123456789abcdef"}}`},
+		{"an artifact's cache prefix on the store connector inside MultiConnector, not on the leg", kvcache.Deployment{Router: llmd, Binding: binding, CachePrefix: "m-0123456789abcdef0123456789abcdef"}, role("d", workerv1.RoleKindDecode),
+			`{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"mooncake_protocol":"tcp"}},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"cache_prefix":"m-0123456789abcdef0123456789abcdef"}}]}}`},
+		{"near miss: a cache prefix without a store renders nothing", kvcache.Deployment{Router: llmd, CachePrefix: "m-0123456789abcdef0123456789abcdef"}, role("p", workerv1.RoleKindPrefill),
+			`{"kv_connector":"MooncakeConnector","kv_role":"kv_producer","kv_connector_extra_config":{"mooncake_protocol":"tcp"}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -353,4 +359,25 @@ func TestVLLMAscendRoleRules(t *testing.T) {
 			assert.Contains(t, []string{"MC_TE_METRIC"}, e.Name)
 		}
 	})
+}
+
+// TestCachePrefix: vLLM-Ascend's AscendStoreConnector takes no cache prefix; SGLang's store gets the
+// identity as its backend tag, in a document without addresses.
+func TestCachePrefix(t *testing.T) {
+	const id = "m-0123456789abcdef0123456789abcdef"
+	d := ascendPair()
+	d.Binding, d.CachePrefix = binding, id
+	d.StoreProtocols = map[string]string{"p": "ascend", "d": "ascend"}
+	doc := transferConfig(t, kvcache.RenderRole(d, d.Roles[1]))
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), "AscendStoreConnector")
+	assert.NotContains(t, string(raw), "cache_prefix")
+
+	sg := kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: binding, CachePrefix: id}
+	a := kvcache.RenderRole(sg, role("s", workerv1.RoleKindServer))
+	assert.Equal(t, []string{"--hicache-storage-backend", "mooncake", "--hicache-storage-backend-extra-config", `{"extra_backend_tag":"` + id + `"}`},
+		a.Args[:4])
+	sg.CachePrefix = ""
+	assert.NotContains(t, kvcache.RenderRole(sg, role("s", workerv1.RoleKindServer)).Args, "--hicache-storage-backend-extra-config", "no artifact: no tag")
 }

@@ -33,6 +33,9 @@ type Deployment struct {
 	// only: vLLM on ascend is vLLM-Ascend, whose store connector, direct leg, routing proxy and KV
 	// events differ. A type missing from it is native vLLM.
 	Manufacturers map[string]string
+	// CachePrefix is the KV cache identity of the deployment's weights (engine.CachePrefix), set
+	// when it names a resolved ModelArtifact and a cache: the store keys its blocks by it.
+	CachePrefix string
 	// Settings are the worker Settings the render reads (the images mdplane picks, the dtype
 	// ownership); nil is the defaults.
 	Settings *settings.Settings

@@ -18,6 +18,10 @@ type Condition struct {
 // KV cache Binding is unresolved (related-facts §1.5, the ReplicasUpToDate reasons).
 const RolloutHeldByCache = "RolloutHeldByCache"
 
+// rolloutHeldByWeights is render-roles' hold (renderroles.RolloutHeldByWeights): while the weights
+// cannot be delivered no Pod is created at all, so the cache hold does not replace it.
+const rolloutHeldByWeights = "RolloutHeldByWeights"
+
 // Domain is what one pass read of the KVCachePoolBinding a deployment names.
 type Domain struct {
 	// Binding is what the cache clients are rendered from; nil when none is: no spec.kvCache, or

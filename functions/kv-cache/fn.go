@@ -3,6 +3,7 @@ package kvcache
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -65,7 +66,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	d.Settings = &s
-	objs, pending, err := readBinding(req, rsp, md)
+	objs, prefix, pending, err := readCache(req, rsp, md)
 	if err != nil || pending {
 		return err
 	}
@@ -73,7 +74,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return err
 	}
-	d.Binding = domain.Binding
+	d.Binding, d.CachePrefix = domain.Binding, prefix // the prefix is rendered on a store client only
 	if d.Manufacturers, pending, err = readManufacturers(req, rsp, md, objs.backend != nil); err != nil || pending || settingsPending {
 		return err
 	}
@@ -83,6 +84,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := engine.ValidateAscendLeg(d.Engine, d.Router, d.Roles, d.Manufacturers); err != nil {
 		return err
 	}
+
 	status := &workerv1.ModelDeploymentStatus{KVCache: domain.KVCache}
 
 	desired, err := request.GetDesiredComposedResources(req)
@@ -131,6 +133,45 @@ func readSettings(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse) (
 	r := xfn.NewRequirements(req, rsp)
 	s, err := r.Settings()
 	return s, r.Pending, err
+}
+
+// readCache reads the Binding, its pool and backend, and the cache prefix of the deployment's
+// weights. The artifact is required in the same round as the Binding: Crossplane settles
+// requirements within a few calls.
+func readCache(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (cacheObjects, string, bool, error) {
+	prefix, prefixPending, err := readCachePrefix(req, rsp, md)
+	if err != nil {
+		return cacheObjects{}, "", false, err
+	}
+	objs, pending, err := readBinding(req, rsp, md)
+	return objs, prefix, pending || prefixPending, err
+}
+
+// readCachePrefix requires the ModelArtifact of a deployment with a KV cache and derives the cache
+// prefix of its weights; "" without either or before the artifact is resolved. pending is true while Crossplane has not
+// fetched it yet.
+func readCachePrefix(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (string, bool, error) {
+	ref := md.Spec.Model.ArtifactRef
+	if ref == nil || md.Spec.KVCache == nil {
+		return "", false, nil
+	}
+	r := xfn.NewRequirements(req, rsp)
+	obj, err := r.ByName("artifact", workerv1.SchemeGroupVersion.String(), workerv1.ModelArtifactKind, md.Namespace, ref.Name)
+	if err != nil || r.Pending || obj == nil {
+		return "", r.Pending, err
+	}
+	a := &workerv1.ModelArtifact{}
+	if err := xfn.Decode(obj.Object, a); err != nil {
+		return "", false, err
+	}
+	if a.Status.Resolved == nil {
+		return "", false, nil
+	}
+	prefix, err := engine.CachePrefix(a.Status.Resolved.ManifestDigest, string(a.UID))
+	if err != nil {
+		return "", false, fmt.Errorf("ModelArtifact %s: %w", a.Name, err)
+	}
+	return prefix, false, nil
 }
 
 // poolEndpoint is the client endpoint of the KVCachePool the deployment's cache domain resolved to.
@@ -235,7 +276,8 @@ func amendRoles(desired map[resource.Name]*resource.DesiredComposed, md *workerv
 		if err := amend(dr, RenderRole(d, role), d, role); err != nil {
 			return fmt.Errorf("role %q: %w", role.Name, err)
 		}
-		if registered.Status == "False" {
+		// A weights hold (render-roles) is the stronger one: it also stops empty slots from filling.
+		if registered.Status == "False" && !strings.HasPrefix(dr.Resource.GetAnnotations()[workerv1.AnnotationRolloutHeld], rolloutHeldByWeights) {
 			held := RolloutHeldByCache + ": " + registered.Reason + ": " + registered.Message
 			if err := dr.Resource.SetValue("metadata.annotations["+workerv1.AnnotationRolloutHeld+"]", held); err != nil {
 				return err

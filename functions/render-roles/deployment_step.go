@@ -34,6 +34,8 @@ type deploymentInputs struct {
 	runtimeClasses map[string]bool
 	// settings are the worker Settings (the mdplane-settings EnvironmentConfig).
 	settings settings.Settings
+	// delivery is how the artifact's weights reach the Pods, nil without an artifact.
+	delivery *Delivery
 }
 
 // deploymentStep renders one ModelRole per role, the role Services and the deployment Service, and
@@ -93,9 +95,9 @@ type deploymentPlan struct {
 	// roles are the deployment's roles with their defaults, and rendered what each renders to.
 	roles    []workerv1.ModelDeploymentRole
 	rendered []*RenderedRole
-	// quota and upToDate are the QuotaReserved and ReplicasUpToDate conditions.
-	quota, upToDate Condition
-	status          workerv1.ModelDeploymentStatus
+	// quota, upToDate and weights are the QuotaReserved, ReplicasUpToDate and WeightsReady conditions.
+	quota, upToDate, weights Condition
+	status                   workerv1.ModelDeploymentStatus
 }
 
 // planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
@@ -110,6 +112,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
+	var live v1alpha1.MemberCounts
 	for i := range md.Spec.Roles {
 		role := rendered[i].Role // defaulted once, by RenderRole
 		observed := o.roles[role.Name]
@@ -118,9 +121,14 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
 		rollouts[role.Name] = observedRollout(role, observed)
+		if observed != nil && observed.Status.Members != nil {
+			live = live.Add(*observed.Status.Members)
+		}
 	}
 	p.quota = QuotaCondition(desiredReplicas, quotaStates)
-	p.upToDate = UpToDateCondition(rollouts)
+	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
+	p.weights = WeightsCondition(o.inputs.delivery, live)
+	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
 	return p, nil
@@ -138,6 +146,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	}
 	xfn.SetCondition(rsp, "QuotaReserved", p.quota.Status, p.quota.Reason, p.quota.Message)
 	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
+	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, p.rendered[0])
@@ -159,7 +168,8 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 		r := p.rendered[i]
 		roleResource := resource.Name(naming.RoleResource(role.Name))
 		observedRole := o.roles[role.Name]
-		if desired[roleResource], err = xfn.Composed(modelRole(md, role, r), observedRole != nil && statusReady(observedRole.Status.ConditionedStatus)); err != nil {
+		mr := modelRole(md, role, r, o.inputs.delivery)
+		if desired[roleResource], err = xfn.Composed(mr, observedRole != nil && statusReady(observedRole.Status.ConditionedStatus)); err != nil {
 			return err
 		}
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
@@ -212,6 +222,12 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 		if err := decodeInto(obj, err, &in.artifact); err != nil {
 			return nil, err
 		}
+		settings := deliverySettingsOf(s)
+		objs := DeliveryObjects{Artifact: in.artifact}
+		if err := readDeliveryInputs(r, md, &objs, settings); err != nil {
+			return nil, err
+		}
+		in.delivery = ChooseDelivery(md, objs, settings)
 	}
 	return in, nil
 }
@@ -296,6 +312,7 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 			Artifact:         in.artifact,
 			RuntimeClassName: runtimeClass,
 			Settings:         &in.settings,
+			Delivery:         in.delivery,
 		})
 		if err != nil {
 			errs = append(errs, err)
@@ -306,9 +323,10 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 	return out, errors.Join(errs...)
 }
 
-// modelRole is the internal composite of one role.
-func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole) *v1alpha1.ModelRole {
-	return &v1alpha1.ModelRole{
+// modelRole is the internal composite of one role. While the delivery is blocked the role carries
+// the weights hold, which keeps the rollout controller from creating any Pod.
+func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole, d *Delivery) *v1alpha1.ModelRole {
+	mr := &v1alpha1.ModelRole{
 		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
 		ObjectMeta: objectMeta(md.Namespace, naming.RoleServiceName(md.Name, role.Name), naming.RoleLabels(md.Name, role.Name)),
 		Spec: v1alpha1.ModelRoleSpec{
@@ -324,6 +342,13 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 			Template:         r.Template,
 		},
 	}
+	if held := d.Held(); held != "" {
+		mr.Annotations = map[string]string{workerv1.AnnotationRolloutHeld: held}
+	}
+	if d != nil && d.NodeAffinity != nil {
+		mr.Spec.RequiredNodeAffinity = d.NodeAffinity
+	}
+	return mr
 }
 
 // observedRollout reads a role's rollout progress off its observed ModelRole.

@@ -18,7 +18,9 @@ import (
 //
 //	1: the first render.
 //	2: the preStop drain hook on a managed role's engine container, and its default grace (30 s).
-const RenderVersion = 2
+//	3: model artifact delivery: the weights volume and mount, the delivery's env, model argument
+//	   and --revision, the engine cache's ephemeral-storage limit.
+const RenderVersion = 3
 
 // MinSupportedRenderVersion is the oldest render baseline this release keeps running in place.
 const MinSupportedRenderVersion = 1

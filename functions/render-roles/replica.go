@@ -117,6 +117,8 @@ func Materialize(replica *v1alpha1.ModelReplica, revision *v1alpha1.RoleRevision
 	pods := RenderMembers(in)
 	for _, pod := range pods {
 		pod.OwnerReferences = []metav1.OwnerReference{owner}
+		// Placement, outside the pod-spec-hash: a bound PV's node affinity (§2.4).
+		applyNodeAffinity(&pod.Spec, spec.RequiredNodeAffinity)
 	}
 	svc := RenderInstanceService(in)
 	if svc != nil {
@@ -154,5 +156,6 @@ func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size 
 	return v1alpha1.ModelReplicaStatus{
 		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
 		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
+		Live: ptr.To(countLive(members)),
 	}
 }

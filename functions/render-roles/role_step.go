@@ -146,6 +146,7 @@ func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica 
 			DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: ordinal,
 			Revision: spec.Revision, RevisionName: naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
 			ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
+			RequiredNodeAffinity: spec.RequiredNodeAffinity.DeepCopy(),
 		},
 	}
 }
@@ -166,6 +167,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	}
 	p := &rolePlan{composed: map[int32]v1alpha1.ModelReplicaSpec{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
 	var ready, upToDate int32
+	var live v1alpha1.MemberCounts
 	quota := map[string]int32{}
 	for n := range o.spec.Replicas {
 		quota[o.slotState(n)]++
@@ -182,11 +184,14 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		if statusReady(r.Status.ConditionedStatus) {
 			ready++
 		}
+		if r.Status.Live != nil {
+			live = live.Add(*r.Status.Live)
+		}
 		if r.Spec.UpToDate(o.spec) {
 			upToDate++
 		}
 	}
-	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota}
+	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live}
 	return p, nil
 }
 

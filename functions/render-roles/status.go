@@ -127,9 +127,10 @@ type RoleRollout struct {
 }
 
 // UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired
-// replicas are up to date, False with ReplacementInProgress while a replacement is in flight and
-// RolloutInProgress otherwise, Unknown before any role has reported.
-func UpToDateCondition(roles map[string]RoleRollout) Condition {
+// replicas are up to date, False with RolloutHeldByWeights while the weights hold (weightsHeld, the
+// hold's annotation value) keeps new Pods from being created, ReplacementInProgress while a
+// replacement is in flight and RolloutInProgress otherwise, Unknown before any role has reported.
+func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Condition {
 	var desired, upToDate int64
 	var observed, replacing bool
 	var behind []string
@@ -143,7 +144,7 @@ func UpToDateCondition(roles map[string]RoleRollout) Condition {
 			behind = append(behind, fmt.Sprintf("%s %d of %d", name, n, r.Desired))
 		}
 	}
-	if !observed {
+	if !observed && weightsHeld == "" {
 		return Condition{"Unknown", "RolloutNotObserved", "no role has reported its replicas yet"}
 	}
 	if len(behind) == 0 {
@@ -151,6 +152,10 @@ func UpToDateCondition(roles map[string]RoleRollout) Condition {
 	}
 	sort.Strings(behind)
 	message := fmt.Sprintf("%d of %d instances run the current configuration (%s)", upToDate, desired, strings.Join(behind, ", "))
+	if weightsHeld != "" {
+		_, why, _ := strings.Cut(weightsHeld, ": ")
+		return Condition{"False", RolloutHeldByWeights, message + "; no Pod is created until the weights can be delivered: " + why}
+	}
 	if replacing {
 		return Condition{"False", "ReplacementInProgress", message + "; one replica per role is replaced at a time"}
 	}

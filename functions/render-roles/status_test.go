@@ -91,19 +91,29 @@ func TestUpToDateCondition(t *testing.T) {
 	cases := []struct {
 		rule  string
 		roles map[string]renderroles.RoleRollout
+		held  string
 		want  renderroles.Condition
 	}{
-		{"every instance current", map[string]renderroles.RoleRollout{"s": {Desired: 2, UpToDate: 2, Observed: true}},
+		{"every instance current", map[string]renderroles.RoleRollout{"s": {Desired: 2, UpToDate: 2, Observed: true}}, "",
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 2 instances run the current configuration"}},
-		{"a replacement in flight", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 1, Observed: true, Replacing: true}},
+		{"a replacement in flight", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 1, Observed: true, Replacing: true}}, "",
 			renderroles.Condition{Status: "False", Reason: "ReplacementInProgress", Message: "1 of 3 instances run the current configuration (s 1 of 3); one replica per role is replaced at a time"}},
-		{"outdated instances waiting for the next pass", map[string]renderroles.RoleRollout{"p": {Desired: 2, UpToDate: 2, Observed: true}, "d": {Desired: 2, UpToDate: 1, Observed: true}},
+		{"outdated instances waiting for the next pass", map[string]renderroles.RoleRollout{"p": {Desired: 2, UpToDate: 2, Observed: true}, "d": {Desired: 2, UpToDate: 1, Observed: true}}, "",
 			renderroles.Condition{Status: "False", Reason: "RolloutInProgress", Message: "3 of 4 instances run the current configuration (d 1 of 2)"}},
-		{"no role reported yet", map[string]renderroles.RoleRollout{"s": {Desired: 2}},
+		{"no role reported yet", map[string]renderroles.RoleRollout{"s": {Desired: 2}}, "",
 			renderroles.Condition{Status: "Unknown", Reason: "RolloutNotObserved", Message: "no role has reported its replicas yet"}},
+		{"held by the weights: outdated instances stay and no new one comes", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 0, Observed: true}},
+			"RolloutHeldByWeights: ClaimNotBound: claim w is Pending",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 3 instances run the current configuration (s 0 of 3); no Pod is created until the weights can be delivered: ClaimNotBound: claim w is Pending"}},
+		{"held by the weights before any role reported", map[string]renderroles.RoleRollout{"s": {Desired: 1}},
+			"RolloutHeldByWeights: ArtifactNotFound: gone",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 1 instances run the current configuration (s 0 of 1); no Pod is created until the weights can be delivered: ArtifactNotFound: gone"}},
+		{"a weights hold with every instance current is up to date", map[string]renderroles.RoleRollout{"s": {Desired: 1, UpToDate: 1, Observed: true}},
+			"RolloutHeldByWeights: ArtifactNotResolved: revalidating",
+			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 1 instances run the current configuration"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) { assert.Equal(t, tc.want, renderroles.UpToDateCondition(tc.roles)) })
+		t.Run(tc.rule, func(t *testing.T) { assert.Equal(t, tc.want, renderroles.UpToDateCondition(tc.roles, tc.held)) })
 	}
 }
 

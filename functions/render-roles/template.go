@@ -49,6 +49,8 @@ type Role struct {
 	// RuntimeClassName is the RuntimeClass the Pods run with: the InstanceType's
 	// (InstanceType.RuntimeClassName) when a RuntimeClass of that name exists, else empty, for none.
 	RuntimeClassName string
+	// Delivery is how the artifact's weights reach the Pods, nil when the deployment names none.
+	Delivery *Delivery
 	// Settings are the worker Settings; nil is the defaults. They reach the template (so new and
 	// replaced Pods, under the render version), not the digest, except the dtype ownership.
 	Settings *settings.Settings
@@ -113,6 +115,9 @@ func RenderRole(in Role) (*RenderedRole, error) {
 		return nil, fmt.Errorf("role %q: %w", role.Name, err)
 	}
 	main.Resources = resources
+	if !role.TakesOver() {
+		in.Delivery.growEphemeralLimit(&main)
+	}
 
 	volumes, mounts := roleVolumes(in, role)
 	main.VolumeMounts = mounts
@@ -285,10 +290,14 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 		// Take-over: the user's argv is the whole command; nothing is synthesized onto it.
 		c.Command = append([]string(nil), role.Command...)
 	} else {
-		c.Command = baseCommand(name, in.Spec.Model.Name)
-		// Filled, not owned: each only when the user's arguments do not already pass it, in any
-		// spelling the engine accepts. The served name is synthesized, so it goes before the user's
-		// extraArgs (the append tier); --host and --port follow them as the line's fallbacks.
+		// Engine delivery pins the hub revision right after the base command: on the launch line
+		// itself, so the flags the cache step puts right after it follow the revision.
+		c.Command = append(baseCommand(name, in.Delivery.modelArg(in.Spec.Model.Name)), in.Delivery.engineArgs()...)
+		// Filled, not owned: each of the rest only when the user's arguments do not already pass
+		// it, in any spelling the engine accepts. The served name is synthesized (with an artifact the model argument
+		// is a path or a repository, so it is what names the model; without one it restates it),
+		// so it goes before the user's extraArgs (the append tier); --host and --port follow them
+		// as the line's fallbacks.
 		var args []string
 		if !engine.HasFlag(name, role.ExtraArgs, "--served-model-name") {
 			args = append(args, "--served-model-name", in.Spec.Model.Name)
@@ -302,7 +311,7 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 		}
 		c.Args = args
 	}
-	c.Env = roleEnv(name, role, managed)
+	c.Env = roleEnv(name, role, managed, in.Delivery)
 	if managed && ports.probed {
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probes(ports.target, ports.scheme, *role.StartupTimeoutSeconds)
 	}
@@ -318,21 +327,33 @@ func mainContainer(in Role, role workerv1.ModelDeploymentRole, ports portPlan) c
 	return c
 }
 
-// roleEnv is the synthesized environment, where a user value of the same name wins, followed by the
-// user's own variables. The GPUSTACK_* variables of a multi-member replica are added per replica.
-func roleEnv(engine workerv1.Engine, role workerv1.ModelDeploymentRole, managed bool) []corev1.EnvVar {
-	var env []corev1.EnvVar
+// roleEnv merges the environment: the entries the render owns first (Engine delivery's), then the
+// defaulted ones, each skipped when the user sets its name, then the user's own variables, less any
+// that names an owned entry. The GPUSTACK_* variables of a multi-member replica are added per
+// replica.
+func roleEnv(engine workerv1.Engine, role workerv1.ModelDeploymentRole, managed bool, d *Delivery) []corev1.EnvVar {
+	var env, defaulted []corev1.EnvVar
 	if managed {
+		env = d.ownedEnv(engine)
 		name := "VLLM_CACHE_ROOT"
 		if engine == workerv1.EngineSGLang {
 			name = "SGLANG_CACHE_DIR"
 		}
-		if !userSets(role.Env, name) {
-			env = append(env, corev1.EnvVar{Name: name, Value: compileCachePath})
+		defaulted = append([]corev1.EnvVar{{Name: name, Value: compileCachePath}}, d.defaultedEnv()...)
+	}
+	owned := map[string]bool{}
+	for _, e := range env {
+		owned[e.Name] = true
+	}
+	for _, e := range defaulted {
+		if !userSets(role.Env, e.Name) {
+			env = append(env, e)
 		}
 	}
 	for _, e := range role.Env {
-		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		if !owned[e.Name] {
+			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		}
 	}
 	return env
 }
@@ -387,6 +408,10 @@ func roleVolumes(in Role, role workerv1.ModelDeploymentRole) ([]corev1.Volume, [
 			HostPath: &corev1.HostPathVolumeSource{Path: compileCacheNodePath(in, role), Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: compileCache, MountPath: compileCachePath})
+	}
+	if v, m, ok := in.Delivery.volume(role.TakesOver()); ok {
+		volumes = append(volumes, v)
+		mounts = append(mounts, m)
 	}
 	for i, v := range role.AdditionalVolumes {
 		source, ok := volumeSource(v)
@@ -461,6 +486,7 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		PoolEndpoint  string                             `json:"poolEndpoint,omitempty"`
 		Artifact      *workerv1.ModelArtifactSpec        `json:"artifact,omitempty"`
 		ArtifactFrom  string                             `json:"artifactDigest,omitempty"`
+		Delivery      *digestKey                         `json:"delivery,omitempty"`
 		// RuntimeClass is left out when empty, so a role on a type without one keeps its digest.
 		RuntimeClass string `json:"runtimeClassName,omitempty"`
 		// StoreTransport is the backend group transport the cache client speaks: a backend whose
@@ -509,6 +535,7 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 			b.ArtifactFrom = r.ManifestDigest
 		}
 	}
+	b.Delivery = in.Delivery.digestKey()
 	var router workerv1.RouterName
 	if in.Spec.Router != nil {
 		router = in.Spec.Router.Name

@@ -78,6 +78,14 @@ type ModelRoleSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	Template corev1.PodTemplateSpec `json:"template"`
+	// RequiredNodeAffinity is the node affinity a bound PersistentVolume holding the weights requires.
+	// New replicas copy it and their Pods are created with it ANDed into their required node
+	// affinity: it is placement, outside the configuration digest and the revision.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
 }
 
 // ModelRoleStatus aggregates a role's replicas. Counts are in instances. The counts are pointers:
@@ -97,6 +105,9 @@ type ModelRoleStatus struct {
 	// Quota counts the instances in each admission state (see ModelReplicaStatus.Quota).
 	// +optional
 	Quota map[string]int32 `json:"quota,omitempty"`
+	// Members counts the live members of the role's standing instances, for WeightsReady.
+	// +optional
+	Members *MemberCounts `json:"members,omitempty"`
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
@@ -171,6 +182,13 @@ type ModelReplicaSpec struct {
 	// RenderVersion is the render baseline the instance was stamped with.
 	// +optional
 	RenderVersion int32 `json:"renderVersion,omitempty"`
+	// RequiredNodeAffinity is the role's RequiredNodeAffinity when the instance was created: its Pods
+	// are created with it ANDed into their required node affinity.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
 }
 
 // UpToDate reports whether an instance needs no replacement under its role: its configuration is the
@@ -213,6 +231,26 @@ type ModelReplicaStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Reserved;Pending;PodGroupIncomplete;Preempted;Parked;NoQueue;InFlight;Terminating
 	Quota string `json:"quota,omitempty"`
+	// Live counts the instance's live members (not deleting, Succeeded or Failed), for WeightsReady.
+	// +optional
+	Live *MemberCounts `json:"live,omitempty"`
+}
+
+// MemberCounts counts live member Pods by how far their weights are: how many there are, how many
+// have their volumes set up (PodReadyToStartContainers True) and how many have a Ready main
+// container.
+type MemberCounts struct {
+	// Live is the number of live member Pods.
+	Live int32 `json:"live"`
+	// Started is the number whose PodReadyToStartContainers condition is True.
+	Started int32 `json:"started"`
+	// MainReady is the number whose main container is Ready.
+	MainReady int32 `json:"mainReady"`
+}
+
+// Add sums two counts.
+func (c MemberCounts) Add(o MemberCounts) MemberCounts {
+	return MemberCounts{Live: c.Live + o.Live, Started: c.Started + o.Started, MainReady: c.MainReady + o.MainReady}
 }
 
 // Ready reports whether a replica is ready: as many members as its revision gives it exist and are
