@@ -67,7 +67,7 @@ var (
 	llmd = func(md *workerv1.ModelDeployment) {
 		md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
 	}
-	sglang   = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
+	sglang       = func(md *workerv1.ModelDeployment) { md.Spec.Engine.Name = workerv1.EngineSGLang }
 	withArtifact = func(md *workerv1.ModelDeployment) {
 		md.Spec.Model.ArtifactRef = &workerv1.LocalReference{Name: "qwen3-8b"}
 	}

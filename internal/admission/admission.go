@@ -98,24 +98,33 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
 			continue
 		}
-		md := &workerv1.ModelDeployment{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, md); err != nil {
+		errs, err := judgeDeployment(checker, obj, old[schemacheck.Key(d.Object)], cluster, cache)
+		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
-		}
-		cluster.KVCache = cache.chain(md)
-		errs := validation.ValidateCreate(md, cluster)
-		if prev, ok := old[schemacheck.Key(d.Object)]; ok {
-			stored := &workerv1.ModelDeployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
-				return nil, nil, err
-			}
-			errs = validation.ValidateUpdate(md, stored, cluster)
 		}
 		for _, e := range errs {
 			refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
 		}
 	}
 	return objects, refusals, nil
+}
+
+// judgeDeployment runs the ModelDeployment webhook's rules with the cluster objects among the
+// documents, as an update of prev when one is stored.
+func judgeDeployment(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured, cluster validation.Cluster, cache cacheObjects) (field.ErrorList, error) {
+	md := &workerv1.ModelDeployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, md); err != nil {
+		return nil, err
+	}
+	cluster.KVCache = cache.chain(md)
+	if prev == nil {
+		return validation.ValidateCreate(md, cluster), nil
+	}
+	stored := &workerv1.ModelDeployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
+		return nil, err
+	}
+	return validation.ValidateUpdate(md, stored, cluster), nil
 }
 
 // kindRules are the webhooks of the kinds judged alone (without the other documents), by kind.
