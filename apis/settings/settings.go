@@ -124,6 +124,14 @@ func Defaults() Settings {
 	}
 }
 
+// OrDefaults is *s, or the defaults when no Settings were read (nil).
+func OrDefaults(s *Settings) Settings {
+	if s == nil {
+		return Defaults()
+	}
+	return *s
+}
+
 // rule reads one key into s; it returns the refusal's message (the way out included), or "".
 type rule struct {
 	name  string

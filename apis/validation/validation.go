@@ -41,10 +41,7 @@ type Cluster struct {
 
 // settings are c's Settings, the defaults when none were read.
 func (c Cluster) settings() settings.Settings {
-	if c.Settings == nil {
-		return settings.Defaults()
-	}
-	return *c.Settings
+	return settings.OrDefaults(c.Settings)
 }
 
 // ValidateCreate judges a new deployment.

@@ -43,10 +43,7 @@ type Deployment struct {
 
 // settings are d's Settings, the defaults when none were read.
 func (d Deployment) settings() settings.Settings {
-	if d.Settings == nil {
-		return settings.Defaults()
-	}
-	return *d.Settings
+	return settings.OrDefaults(d.Settings)
 }
 
 // MatchStoreTransports picks each cache-client role's transport among the backend's group offers:

@@ -58,10 +58,7 @@ type Role struct {
 
 // settings are the role's Settings, the defaults when none were read.
 func (in Role) settings() settings.Settings {
-	if in.Settings == nil {
-		return settings.Defaults()
-	}
-	return *in.Settings
+	return settings.OrDefaults(in.Settings)
 }
 
 // RenderedRole is a role's resolved Pod template and what Services and status need of it.
