@@ -207,7 +207,7 @@ func TestMountedDeliveries(t *testing.T) {
 	assert.Equal(t, &corev1.CSIVolumeSource{Driver: "model.csi.gpustack.ai", ReadOnly: ptr.To(true), VolumeAttributes: map[string]string{
 		"artifact": "weights", "artifactUID": "6d1c0a52-0000-4000-8000-000000000001", "manifestDigest": d.Artifact.Status.Resolved.ManifestDigest,
 	}, NodePublishSecretRef: &corev1.LocalObjectReference{Name: "hf"}}, v.CSI)
-	assert.Equal(t, []string{"python3", "-m", "sglang.launch_server", "--model-path", "/var/lib/gpustack/model"}, pod.Containers[0].Command, "no --revision off Engine delivery")
+	assert.Equal(t, []string{"python3", "-m", "sglang.launch_server", "--model-path", "/var/lib/gpustack/model", "--enable-metrics"}, pod.Containers[0].Command, "no --revision off Engine delivery")
 	assert.NotContains(t, envOf(pod.Containers[0]), "HF_TOKEN", "the token reaches the plugin through the kubelet")
 
 	blocked := renderroles.ChooseDelivery(deploymentWith(1), renderroles.DeliveryObjects{Artifact: artifactOf(hf)}, node)

@@ -265,7 +265,8 @@ func portsOf(spec *workerv1.ModelDeploymentSpec, role workerv1.ModelDeploymentRo
 // baseCommand is the engine's own launch line for a model.
 func baseCommand(engine workerv1.Engine, model string) []string {
 	if engine == workerv1.EngineSGLang {
-		return []string{"python3", "-m", "sglang.launch_server", "--model-path", model}
+		// SGLang serves /metrics only when asked: the scrape annotations and the drain hook read it.
+		return []string{"python3", "-m", "sglang.launch_server", "--model-path", model, "--enable-metrics"}
 	}
 	return []string{"vllm", "serve", model}
 }
