@@ -149,6 +149,8 @@ func newManager(o options) (manager.Manager, error) {
 			&corev1.Pod{}:                {Label: labels.SelectorFromSet(naming.Managed())},
 			&corev1.Service{}:            {Label: labels.SelectorFromSet(naming.Managed())},
 			&appsv1.ControllerRevision{}: {Label: labels.SelectorFromSet(naming.Managed())},
+			// Nodes are read for the images they hold only (Image delivery's placement).
+			&corev1.Node{}: {Transform: members.CachedNode},
 		}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir}),
 	})

@@ -32,6 +32,9 @@ const (
 	// RoleGroup is every pod group (Workload name) of a ModelRole's declared slots, so that a
 	// Workload outliving its Pods still finds its role when it goes.
 	RoleGroup = "mdplane.roleGroup"
+	// NodeImage is every name of every image a Node holds (status.images[].names), so that Image
+	// delivery's placement finds the Nodes holding a reference without scanning the cluster's.
+	NodeImage = "mdplane.nodeImage"
 )
 
 // Field is one index: the kind it is on, its name and how a value is read.
@@ -50,6 +53,7 @@ var Fields = []Field{
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
 	{&workerv1.ModelDeployment{}, DeploymentArtifact, artifact},
 	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
+	{&corev1.Node{}, NodeImage, nodeImages},
 }
 
 // Register adds every index to the manager's cache, once for all the controllers.
@@ -129,6 +133,25 @@ func roleGroups(o client.Object) []string {
 	out := make([]string, 0, role.Spec.Replicas)
 	for ordinal := range role.Spec.Replicas {
 		out = append(out, workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal))
+	}
+	return out
+}
+
+// nodeImages indexes a Node by each name of the images it holds, once each.
+func nodeImages(o client.Object) []string {
+	node, ok := o.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, image := range node.Status.Images {
+		for _, name := range image.Names {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
 	}
 	return out
 }

@@ -55,6 +55,10 @@ func TestIndexes(t *testing.T) {
 		{"a role is found by the pod group of each declared slot", RoleGroup, &v1alpha1.ModelRole{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}, Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "decode", Replicas: 2}},
 			[]string{workerv1.GroupName("team-a", "md", "decode", 0), workerv1.GroupName("team-a", "md", "decode", 1)}},
+		{"a Node is found by each name of each image it holds, once", NodeImage, &corev1.Node{Status: corev1.NodeStatus{Images: []corev1.ContainerImage{
+			{Names: []string{"r.example.com/m@sha256:aa", "r.example.com/m:v1"}}, {Names: []string{"r.example.com/m@sha256:aa", "vllm:v1"}}}}},
+			[]string{"r.example.com/m@sha256:aa", "r.example.com/m:v1", "vllm:v1"}},
+		{"a Node holding no image is not indexed", NodeImage, &corev1.Node{}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

@@ -62,7 +62,9 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
-// Workloads and the revisions they are stamped from.
+// Workloads and the revisions they are stamped from. Nodes are read from the cache, through the
+// index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
+// matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.expected, r.reported = expectations.New(), newWriteTimes()
 	workers := r.Workers
@@ -273,16 +275,21 @@ func (r *Reconciler) createService(ctx context.Context, replica *v1alpha1.ModelR
 
 // createMissing creates each member no Pod of the replica stands for and says how many it created;
 // busy is true while a member's name is still held by a Pod of the slot's departing replica. A member
-// that exists is never updated: a Pod's configuration changes only by replacing its replica.
+// that exists is never updated: a Pod's configuration changes only by replacing its replica. Image
+// delivery's preferred Nodes are read as each member is created (placement).
 func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelReplica, want, have []*corev1.Pod) (created int, busy bool, err error) {
 	present := map[string]bool{}
 	for _, pod := range have {
 		present[pod.Labels[workerv1.LabelMemberIndex]] = true
 	}
+	place := newPlacement(r.Client)
 	for m, pod := range want {
 		index := strconv.Itoa(m)
 		if r.expected.Awaiting(replica.UID, int32(m), present[index]) || present[index] {
 			continue
+		}
+		if err := place.place(ctx, pod); err != nil {
+			return created, busy, err
 		}
 		if err := r.Client.Create(ctx, pod); err != nil {
 			if apierrors.IsAlreadyExists(err) {

@@ -35,9 +35,10 @@ const (
 
 // Delivery rendering constants (§2.4).
 const (
-	ModelPath        = "/var/lib/gpustack/model"
-	ModelCachePath   = "/var/lib/gpustack/model-cache"
-	modelVolume      = "gpustack-model"
+	ModelPath      = "/var/lib/gpustack/model"
+	ModelCachePath = "/var/lib/gpustack/model-cache"
+	// ModelVolume is the weights volume of PVC, Node and Image delivery.
+	ModelVolume      = "gpustack-model"
 	modelCacheVolume = "gpustack-model-cache"
 	revisionFlag     = "--revision"
 	tokenKey         = "token"
@@ -349,16 +350,16 @@ func (d *Delivery) volume(takesOver bool) (corev1.Volume, corev1.VolumeMount, bo
 		return corev1.Volume{}, corev1.VolumeMount{}, false
 	}
 	a := d.Artifact
-	weights := corev1.VolumeMount{Name: modelVolume, MountPath: ModelPath, ReadOnly: true}
+	weights := corev1.VolumeMount{Name: ModelVolume, MountPath: ModelPath, ReadOnly: true}
 	switch d.Mode {
 	case DeliveryPVC:
 		c := a.Spec.Source.PersistentVolumeClaim
 		weights.SubPath = c.Path
-		return corev1.Volume{Name: modelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 			ClaimName: c.ClaimName, ReadOnly: true,
 		}}}, weights, true
 	case DeliveryImage:
-		return corev1.Volume{Name: modelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
 			Reference: a.Spec.Source.Image.Reference,
 		}}}, weights, true
 	case DeliveryNode:
@@ -371,7 +372,7 @@ func (d *Delivery) volume(takesOver bool) (corev1.Volume, corev1.VolumeMount, bo
 		if hub := d.hub(); hub != nil && hub.SecretRef != nil {
 			csi.NodePublishSecretRef = &corev1.LocalObjectReference{Name: hub.SecretRef.Name}
 		}
-		return corev1.Volume{Name: modelVolume, VolumeSource: corev1.VolumeSource{CSI: csi}}, weights, true
+		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{CSI: csi}}, weights, true
 	case DeliveryEngine:
 		if takesOver {
 			return corev1.Volume{}, corev1.VolumeMount{}, false
