@@ -83,6 +83,7 @@ func main() {
 	o.bindFlags(flag.CommandLine)
 	flag.Parse()
 	o.certs.namespace = o.namespace
+	o.artifacts.Namespace = o.namespace
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	if err := run(o); err != nil {
 		ctrl.Log.WithName("mdplane-controllers").Error(err, "exiting")

@@ -56,6 +56,14 @@ type Config struct {
 	// SecretNotFound, EmptyManifest, DigestMismatch) waits before it is tried again: the fix is on
 	// the hub or in a Secret, neither of which is watched.
 	RetryInterval time.Duration
+	// HTTPSProxy and NoProxy are Settings model-artifact-https-proxy and -no-proxy: the proxy the
+	// hub calls go through; blank keeps the controller's own proxy environment.
+	HTTPSProxy, NoProxy string
+	// CABundle is Setting model-artifact-ca-bundle: a ConfigMap in Namespace whose certificates
+	// the hub calls also trust; blank trusts the system roots alone.
+	CABundle string
+	// Namespace is the one the controller runs in, where the CA bundle ConfigMap lives.
+	Namespace string
 }
 
 // WithDefaults is c with every zero field defaulted.
@@ -73,6 +81,25 @@ func (c Config) WithDefaults() Config {
 		c.RetryInterval = DefaultRetryInterval
 	}
 	return c
+}
+
+// transport is the hub calls' transport under cfg's proxy and CA bundle Settings.
+func (r *Reconciler) transport(ctx context.Context, cfg Config) (*http.Transport, *failure) {
+	var bundle map[string]string
+	if cfg.CABundle != "" {
+		cm := &corev1.ConfigMap{}
+		if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.CABundle}, cm); err != nil {
+			return nil, fail(workerv1.ReasonSourceUnavailable, "reading ConfigMap %s/%s, which Setting %s names: %v; create it with the hub's CA certificates, or clear the Setting",
+				cfg.Namespace, cfg.CABundle, settings.ArtifactCABundle, err)
+		}
+		bundle = cm.Data
+	}
+	t, err := hubTransport(cfg.HTTPSProxy, cfg.NoProxy, bundle)
+	if err != nil {
+		return nil, fail(workerv1.ReasonSourceUnavailable, "ConfigMap %s/%s, which Setting %s names, holds %v; put the hub's CA certificates in it as PEM",
+			cfg.Namespace, cfg.CABundle, settings.ArtifactCABundle, err)
+	}
+	return t, nil
 }
 
 // Reconciler resolves ModelArtifacts and keeps their protection finalizer.
@@ -156,6 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err // a bad value never falls back to a default: it names the key
 		}
 		cfg.HuggingFaceEndpoint, cfg.ModelScopeEndpoint, cfg.RevalidateInterval = s.ArtifactHuggingFaceEndpoint, s.ArtifactModelScopeEndpoint, s.ArtifactRevalidateInterval
+		cfg.HTTPSProxy, cfg.NoProxy, cfg.CABundle = s.ArtifactHTTPSProxy, s.ArtifactNoProxy, s.ArtifactCABundle
 	}
 	now := r.Clock.Now()
 	status, result, resolveErr := r.next(ctx, a, cfg, now)
@@ -382,7 +410,12 @@ func (r *Reconciler) hub(ctx context.Context, a *workerv1.ModelArtifact, cfg Con
 	}
 	c := hubClient{http: r.HTTP}
 	if c.http == nil {
-		c.http = &http.Client{Timeout: DefaultRequestTimeout}
+		transport, f := r.transport(ctx, cfg)
+		if f != nil {
+			return nil, "", f
+		}
+		defer transport.CloseIdleConnections() // a resolution is rare: no connection is kept for the next
+		c.http = &http.Client{Timeout: DefaultRequestTimeout, Transport: transport}
 	}
 	var m Manifest
 	var err error
