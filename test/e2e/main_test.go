@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		// a test can watch a rollout resume once the hub learns the repository.
 		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + managedQueuesLabel + "=true",
 			"--model-artifact-retry-interval=" + artifactRetry.String()},
-		Log:            func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
+		Log: func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
 	})
 	cancel()
 	if err != nil {

@@ -143,6 +143,57 @@ func requiresHostname(p corev1.Pod, node string) bool {
 	return len(terms) > 0
 }
 
+// localClaim creates a PersistentVolumeClaim bound to a local PersistentVolume of its own, which
+// only node reaches (its required node affinity), with one access mode; the namespace is torn down
+// and both are deleted when the test ends.
+func localClaim(t *testing.T, ctx context.Context, namespace, claim, volume, node string, mode corev1.PersistentVolumeAccessMode) {
+	t.Helper()
+	t.Cleanup(func() {
+		tearDown(t, ctx, namespace)
+		// The claim first: the volume's protection holds it while it is bound.
+		if _, err := stack.Kubectl("delete", "persistentvolumeclaim", claim, "-n", namespace, "--ignore-not-found", "--timeout=60s"); err != nil {
+			t.Error(err)
+		}
+		if _, err := stack.Kubectl("delete", "persistentvolume", volume, "--ignore-not-found", "--timeout=60s"); err != nil {
+			t.Error(err)
+		}
+	})
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: %[1]s}
+spec:
+  accessModes: [%[5]s]
+  capacity: {storage: 100Gi}
+  storageClassName: ""
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {namespace: %[2]s, name: %[3]s}
+  local: {path: /models}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [%[4]s]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: %[3]s, namespace: %[2]s}
+spec:
+  accessModes: [%[5]s]
+  storageClassName: ""
+  volumeName: %[1]s
+  resources: {requests: {storage: 100Gi}}
+`, volume, namespace, claim, node, mode))
+	eventually(t, time.Minute, "claim "+claim+" Bound", func() error {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
+			return err
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			return fmt.Errorf("claim %s is %q", claim, pvc.Status.Phase)
+		}
+		return nil
+	})
+}
+
 // TestAClaimDeliversTheWeights: a ModelArtifact whose source is a PersistentVolumeClaim resolves
 // without any hub; a deployment naming it runs its replicas with the claim mounted read-only at
 // /var/lib/gpustack/model (the artifact's path as subPath), the engine serving that path under
@@ -161,67 +212,26 @@ func TestAClaimDeliversTheWeights(t *testing.T) {
 	const ns, name, artifact, claim, volume, node, subPath = "team-v", "pvc", "weights-claim", "weights", "team-v-weights", "gpu-node-1", "Qwen3-8B"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "weights-claim", a10gEntrance, ns, 8)
-	t.Cleanup(func() {
-		tearDown(t, ctx, ns)
-		// The claim first: the volume's protection holds it while it is bound.
-		if _, err := stack.Kubectl("delete", "persistentvolumeclaim", claim, "-n", ns, "--ignore-not-found"); err != nil {
-			t.Error(err)
-		}
-		if _, err := stack.Kubectl("delete", "persistentvolume", volume, "--ignore-not-found"); err != nil {
-			t.Error(err)
-		}
-	})
-	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata: {name: %[1]s}
-spec:
-  accessModes: [ReadOnlyMany]
-  capacity: {storage: 100Gi}
-  storageClassName: ""
-  persistentVolumeReclaimPolicy: Retain
-  claimRef: {namespace: %[2]s, name: %[3]s}
-  local: {path: /models}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [%[4]s]}]
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: %[3]s, namespace: %[2]s}
-spec:
-  accessModes: [ReadOnlyMany]
-  storageClassName: ""
-  volumeName: %[1]s
-  resources: {requests: {storage: 100Gi}}
----
-apiVersion: worker.gpustack.ai/v1
+	localClaim(t, ctx, ns, claim, volume, node, corev1.ReadOnlyMany)
+	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
 kind: ModelArtifact
-metadata: {name: %[5]s, namespace: %[2]s}
+metadata: {name: %[1]s, namespace: %[2]s}
 spec:
   source:
-    persistentVolumeClaim: {claimName: %[3]s, path: %[6]s}
+    persistentVolumeClaim: {claimName: %[3]s, path: %[4]s}
 ---
 apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
-metadata: {name: %[7]s, namespace: %[2]s}
+metadata: {name: %[5]s, namespace: %[2]s}
 spec:
   model:
     name: Qwen/Qwen3-8B
-    artifactRef: {name: %[5]s}
+    artifactRef: {name: %[1]s}
   engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
   roles:
     - {name: server, replicas: 2, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}}
-`, volume, ns, claim, node, artifact, subPath, name))
-
-	eventually(t, time.Minute, "the claim Bound and the artifact Resolved", func() error {
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
-			return err
-		}
-		if pvc.Status.Phase != corev1.ClaimBound {
-			return fmt.Errorf("claim %s is %q", claim, pvc.Status.Phase)
-		}
+`, artifact, ns, claim, subPath, name))
+	eventually(t, 30*time.Second, "the claim's artifact Resolved without a hub", func() error {
 		return artifactConditionIs(ctx, ns, artifact, workerv1.ArtifactResolved, metav1.ConditionTrue, workerv1.ReasonArtifactResolved)
 	})
 	running := runningPods(t, ctx, ns, name, "server", 2)
@@ -466,4 +476,79 @@ spec:
 		t.Error(err)
 	}
 	hub.Fail(repo, 0)
+}
+
+// TestAHeldScaleUpLeavesTheRunningReplica: a rollout held by the weights never touches what runs.
+// A deployment on a ReadWriteOnce claim runs one replica; scaling it to two would mount the claim
+// in two Pods, which its access mode forbids, so the deployment is blocked (WeightsReady
+// False/AccessModeConflict, ReplicasUpToDate False/RolloutHeldByWeights): no second Pod or Workload
+// is created, and the running replica keeps its Pod. Scaling back to one lifts the hold, and the
+// replica that ran throughout is up to date, still the same Pod.
+func TestAHeldScaleUpLeavesTheRunningReplica(t *testing.T) {
+	ctx := context.Background()
+	const ns, name, artifact, claim, volume, node = "team-o", "rwo", "weights-rwo", "weights", "team-o-weights", "gpu-node-0"
+	applyCluster(t, ctx, ns)
+	queue(t, ctx, "weights-held", a10gEntrance, ns, 8)
+	localClaim(t, ctx, ns, claim, volume, node, corev1.ReadWriteOnce)
+	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
+kind: ModelArtifact
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  source:
+    persistentVolumeClaim: {claimName: %[3]s}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %[4]s, namespace: %[2]s}
+spec:
+  model:
+    name: Qwen/Qwen3-8B
+    artifactRef: {name: %[1]s}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, replicas: 1, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}}
+`, artifact, ns, claim, name))
+	before := runningPods(t, ctx, ns, name, "server", 1)[0]
+	if m := mountOf(container(before, naming.MainContainer), weightsVolume); m == nil || m.SubPath != "" || !m.ReadOnly {
+		t.Errorf("Pod %s mounts %+v, want the whole claim read-only", before.Name, m)
+	}
+	eventually(t, 30*time.Second, "the replica up to date", func() error {
+		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "True", "UpToDate")
+	})
+
+	patchReplicas(t, ns, name, 2)
+	eventually(t, 30*time.Second, "the scale-up held by the claim's access mode", func() error {
+		if err := conditionIs(ctx, ns, name, "WeightsReady", "False", "AccessModeConflict"); err != nil {
+			return err
+		}
+		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "False", "RolloutHeldByWeights")
+	})
+	// Held, not merely slow: for longer than a Crossplane poll, nothing is added or replaced.
+	for range 8 {
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wls, err := workloads(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != 1 || ps[0].UID != before.UID || ps[0].DeletionTimestamp != nil || len(wls) != 1 {
+			t.Fatalf("a held scale-up has %d Pods and %d Workloads; want only the running Pod %s", len(ps), len(wls), before.Name)
+		}
+		time.Sleep(time.Second)
+	}
+
+	patchReplicas(t, ns, name, 1)
+	eventually(t, 30*time.Second, "the hold lifted and the replica up to date", func() error {
+		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "True", "UpToDate")
+	})
+	if c, err := deploymentConditionOf(ctx, ns, name, "WeightsReady"); err != nil {
+		t.Fatal(err)
+	} else if c.Reason == "AccessModeConflict" {
+		t.Errorf("WeightsReady still reports %s/%s after the scale-down: %s", c.Status, c.Reason, c.Message)
+	}
+	if after := runningPods(t, ctx, ns, name, "server", 1)[0]; after.UID != before.UID {
+		t.Errorf("the running replica %s was replaced by %s", before.Name, after.Name)
+	}
 }
