@@ -150,6 +150,9 @@ func localClaim(t *testing.T, ctx context.Context, namespace, claim, volume, nod
 	t.Helper()
 	t.Cleanup(func() {
 		tearDown(t, ctx, namespace)
+		if _, err := stack.Kubectl("delete", "modelartifacts", "--all", "-n", namespace, "--wait=false"); err != nil {
+			t.Error(err)
+		}
 		// The claim first: the volume's protection holds it while it is bound.
 		if _, err := stack.Kubectl("delete", "persistentvolumeclaim", claim, "-n", namespace, "--ignore-not-found", "--timeout=60s"); err != nil {
 			t.Error(err)
@@ -322,6 +325,11 @@ func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
 	queue(t, ctx, "weights-hub", a10gEntrance, ns, 8)
 	t.Cleanup(func() {
 		tearDown(t, ctx, ns)
+		// The artifact before the Settings and the hub: left behind, a degraded artifact would be
+		// retried against the default endpoint. Being deleted, it is not resolved again.
+		if _, err := stack.Kubectl("delete", "modelartifacts", "--all", "-n", ns, "--wait=false"); err != nil {
+			t.Error(err)
+		}
 		if _, err := stack.Kubectl("delete", "environmentconfig", "mdplane-settings", "--ignore-not-found"); err != nil {
 			t.Error(err)
 		}
