@@ -155,11 +155,14 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []stri
 
 // startControllerManager runs the controllers the tests rely on: garbage collection (owner
 // references, foreground deletion), namespace deletion, Service endpoints, node lifecycle, which
-// lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready, and the
-// Deployment and ReplicaSet controllers, which run the routers' Deployments.
+// lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready, the
+// Deployment and ReplicaSet controllers, which run the routers' Deployments, and the
+// PersistentVolume binder, which binds a claim to its volume (a claim-delivered ModelArtifact's
+// deployment waits for a Bound claim), and the volume and claim protection controllers, which
+// release the finalizers the API server puts on both once nothing uses them.
 func (s *Stack) startControllerManager(ctx context.Context) error {
 	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), []string{
-		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller",
+		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
 	})
 }
 

@@ -29,8 +29,11 @@ func TestMain(m *testing.M) {
 		// holding a set on purpose.
 		// The other tests make their own queues, with the quotas they need; mdplane manages the queues
 		// of the types labelled so.
-		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + managedQueuesLabel + "=true"},
-		Log:            func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
+		// A ModelArtifact the hub refused is asked again after artifactRetry rather than 5 minutes, so
+		// a test can watch a rollout resume once the hub learns the repository.
+		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + managedQueuesLabel + "=true",
+			"--model-artifact-retry-interval=" + artifactRetry.String()},
+		Log: func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
 	})
 	cancel()
 	if err != nil {
