@@ -1,6 +1,6 @@
 // Package cluster starts the real control plane mdplane's end-to-end tests run against, on loopback
 // only: etcd and kube-apiserver (through envtest), kube-controller-manager, kube-scheduler, KWOK with
-// fake GPU nodes, the Kueue manager with its webhooks, Crossplane core, and mdplane installed from
+// fake GPU nodes, a local model hub, the Kueue manager with its webhooks, Crossplane core, and mdplane installed from
 // its packages through Crossplane's package manager and its kustomize base (install.go), with the
 // functions, webhooks and controllers as local processes. The binaries come from build.sh, built
 // once per version from the Go module proxy.
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/mdplane/mdplane/internal/hubtest"
 )
 
 // Versions of the programs the stack runs; build.sh pins the same.
@@ -81,6 +84,11 @@ type Stack struct {
 	Dir string
 	// Registry is the host:port of the loopback OCI registry mdplane's packages were installed from.
 	Registry string
+	// Hub is the local model hub (the Hugging Face and ModelScope API subset the ModelArtifact
+	// resolver calls) and HubURL its loopback address: the real hubs are not reachable here. A test
+	// points the Settings' hub endpoints at it and seeds it.
+	Hub    *hubtest.Hub
+	HubURL string
 
 	opts      Options
 	env       *envtest.Environment
@@ -159,6 +167,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		{"kube-controller-manager", s.startControllerManager},
 		{"kube-scheduler", s.startScheduler},
 		{"kwok and fake nodes", s.startKWOK},
+		{"local model hub", s.startHub},
 		{"kueue", s.startKueue},
 		{"functions", s.startFunctions},
 		{"crossplane", s.startCrossplane},
@@ -181,6 +190,15 @@ func (s *Stack) timed(name string, run func() error) error {
 		s.opts.Log("%-32s %s", name, time.Since(start).Round(time.Millisecond))
 	}
 	return err
+}
+
+// startHub serves the local model hub on loopback until the stack stops.
+func (s *Stack) startHub(context.Context) error {
+	s.Hub = hubtest.New()
+	srv := httptest.NewServer(s.Hub)
+	s.HubURL = srv.URL
+	s.stops = append(s.stops, srv.Close)
+	return nil
 }
 
 // Stop stops every component in reverse order; the API server stops before etcd.

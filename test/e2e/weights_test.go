@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -315,11 +314,9 @@ spec:
 func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
 	ctx := context.Background()
 	const ns, name, artifact, repo = "team-h", "hub", "tiny-chat", "acme/tiny-chat"
-	hub := hubtest.New()
-	srv := httptest.NewServer(hub)
-	t.Cleanup(srv.Close)
-	if !strings.HasPrefix(srv.URL, "http://127.0.0.1:") {
-		t.Fatalf("the local hub listens at %s, not on loopback", srv.URL)
+	hub := stack.Hub // the stack's local hub: the public hubs are not reachable here
+	if !strings.HasPrefix(stack.HubURL, "http://127.0.0.1:") {
+		t.Fatalf("the local hub listens at %s, not on loopback", stack.HubURL)
 	}
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "weights-hub", a10gEntrance, ns, 8)
@@ -340,7 +337,7 @@ metadata: {name: mdplane-settings}
 data:
   model-artifact-huggingface-endpoint: %q
   model-artifact-revalidate-interval: 1m
-`, srv.URL))
+`, stack.HubURL))
 	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
 kind: ModelArtifact
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -430,8 +427,8 @@ spec:
 		if got := flagValue(&p, "--served-model-name"); got != "tiny-chat" {
 			t.Errorf("Pod %s: --served-model-name %q, want spec.model.name", p.Name, got)
 		}
-		if v, _ := envOf(main, "HF_ENDPOINT"); v != srv.URL {
-			t.Errorf("Pod %s: HF_ENDPOINT %q, want the Setting's %s", p.Name, v, srv.URL)
+		if v, _ := envOf(main, "HF_ENDPOINT"); v != stack.HubURL {
+			t.Errorf("Pod %s: HF_ENDPOINT %q, want the Setting's %s", p.Name, v, stack.HubURL)
 		}
 		if v := volumeOf(p, cacheVolume); v == nil || v.EmptyDir == nil {
 			t.Errorf("Pod %s has no emptyDir %s for the engine's download: %+v", p.Name, cacheVolume, v)

@@ -49,6 +49,7 @@ func run(dir string, nodes int) error {
 		return err
 	}
 	defer s.Stop()
+	fmt.Printf("local model hub at %s (empty; point the Setting model-artifact-huggingface-endpoint at it)\n", s.HubURL)
 	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte(s.Kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
