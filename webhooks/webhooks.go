@@ -195,11 +195,14 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 }
 
 // BackendValidator refuses the KVCacheBackend edits its schema cannot judge, and warns of a fabric
-// interface count that requests nothing.
-type BackendValidator struct{}
+// interface count that requests nothing. It reads Setting kv-cache-backend-image, the image of a
+// managed store that names none.
+type BackendValidator struct {
+	Reader Reader
+}
 
 // Handle answers one admission review of a KVCacheBackend.
-func (BackendValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v BackendValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	b := &workerv1.KVCacheBackend{}
 	if err := json.Unmarshal(req.Object.Raw, b); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -211,7 +214,15 @@ func (BackendValidator) Handle(_ context.Context, req admission.Request) admissi
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	errs, warnings := validation.ValidateBackend(b, old)
+	s, _, err := settings.Get(ctx, v.Reader)
+	var invalid *settings.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		return admission.Denied(err.Error())
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	errs, warnings := validation.ValidateBackend(b, old, s.KVCacheBackendImage)
 	if len(errs) == 0 {
 		return admission.Allowed("").WithWarnings(warnings...)
 	}

@@ -137,12 +137,12 @@ func TestBackendValidatorRefusesAMovedGroupAndWarnsOfUnusedInterfaces(t *testing
 	old, err := json.Marshal(backend(a + "," + b))
 	require.NoError(t, err)
 	req.OldObject = runtime.RawExtension{Raw: old}
-	rsp := webhooks.BackendValidator{}.Handle(context.Background(), req)
+	rsp := webhooks.BackendValidator{Reader: reader(t)}.Handle(context.Background(), req)
 	require.False(t, rsp.Allowed)
 	assert.Equal(t, metav1.StatusReasonInvalid, rsp.Result.Reason)
 	assert.Contains(t, rsp.Result.Message, "was stored at index 1")
 
-	rsp = webhooks.BackendValidator{}.Handle(context.Background(), request(t, admissionv1.Create, backend(a+","+b)))
+	rsp = webhooks.BackendValidator{Reader: reader(t)}.Handle(context.Background(), request(t, admissionv1.Create, backend(a+","+b)))
 	assert.True(t, rsp.Allowed)
 	assert.Equal(t, []string{"spec.connection.managed.members[1].fabricInterfaceCount is 2 but the group's protocol is Auto: only RDMA and EFA members request fabric interfaces, so the count requests nothing"}, rsp.Warnings)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -19,16 +20,21 @@ import (
 var diskTierFloor = resource.MustParse("16Mi")
 
 // ValidateBackend judges a KVCacheBackend on the rules its schema cannot say (each would exceed the
-// API server's CEL cost budget over 32 groups, or needs the stored object): old is nil on create.
-// It returns the refusals and the warnings to show beside an admitted object. An update that leaves
-// the spec as stored (a finalizer, a label) is admitted whatever the stored spec holds: the store's
-// own reconciler must never be locked out of an object admitted before a rule existed.
-func ValidateBackend(b, old *workerv1.KVCacheBackend) (field.ErrorList, []string) {
+// API server's CEL cost budget over 32 groups, or needs the stored object): old is nil on create;
+// fallbackImage is Setting kv-cache-backend-image, the image of a managed store whose spec names
+// none. It returns the refusals and the warnings to show beside an admitted object. An update that
+// leaves the spec as stored (a finalizer, a label) is admitted whatever the stored spec holds: the
+// store's own reconciler must never be locked out of an object admitted before a rule existed.
+func ValidateBackend(b, old *workerv1.KVCacheBackend, fallbackImage string) (field.ErrorList, []string) {
 	if old != nil && equality.Semantic.DeepEqual(b.Spec, old.Spec) {
 		return nil, nil
 	}
 	spec := field.NewPath("spec")
 	errs := validateImage(b.Spec.Image, spec.Child("image"))
+	if b.Spec.Connection.Managed != nil && b.Spec.Image == "" && fallbackImage == "" {
+		errs = append(errs, field.Required(spec.Child("image"), fmt.Sprintf(
+			"a managed store needs an image: spec.image is empty and the Setting %s is blank; name the image here, or set the Setting", settings.KVCacheBackendImage)))
+	}
 	for i, s := range b.Spec.ImagePullSecrets {
 		p := spec.Child("imagePullSecrets").Index(i).Child("name")
 		if s.Name == "" {

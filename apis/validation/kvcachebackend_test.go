@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -105,7 +106,7 @@ func TestBackendRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs, _ := validation.ValidateBackend(tc.refused, tc.old)
+			errs, _ := validation.ValidateBackend(tc.refused, tc.old, defaultBackendImage)
 			if assert.NotEmpty(t, errs) { // a swap moves two groups: the first is named first
 				assert.Equal(t, tc.path, errs[0].Field)
 				for _, part := range tc.parts {
@@ -116,7 +117,7 @@ func TestBackendRefusals(t *testing.T) {
 			if old == nil {
 				old = tc.old
 			}
-			errs, _ = validation.ValidateBackend(tc.admitted, old)
+			errs, _ = validation.ValidateBackend(tc.admitted, old, defaultBackendImage)
 			assert.Empty(t, errs, "the near-miss is admitted")
 		})
 	}
@@ -126,12 +127,32 @@ func TestABackendUpdateLeavingTheSpecIsAdmitted(t *testing.T) {
 	stored := managedBackend(group("a", func(g *workerv1.KVCacheBackendMember) { g.CapacityPerMember = resource.MustParse("0") }))
 	finalized := stored.DeepCopy()
 	finalized.Finalizers = []string{"kvcache.gpustack.ai/backend"}
-	errs, _ := validation.ValidateBackend(finalized, stored)
+	errs, _ := validation.ValidateBackend(finalized, stored, defaultBackendImage)
 	assert.Empty(t, errs, "a metadata-only update of a backend admitted before a rule existed")
 	edited := finalized.DeepCopy()
 	edited.Spec.Image = "gpustack/mirrored-mooncake:0.3.13"
-	errs, _ = validation.ValidateBackend(edited, stored)
+	errs, _ = validation.ValidateBackend(edited, stored, defaultBackendImage)
 	assert.NotEmpty(t, errs, "a spec edit is judged whole")
+}
+
+// defaultBackendImage is Setting kv-cache-backend-image's default.
+var defaultBackendImage = settings.Defaults().KVCacheBackendImage
+
+func TestAManagedBackendNeedsAnImage(t *testing.T) {
+	bare := managedBackend(group("a"))
+	errs, _ := validation.ValidateBackend(bare, nil, "")
+	if assert.Len(t, errs, 1) {
+		assert.Equal(t, "spec.image", errs[0].Field)
+		assert.Contains(t, errs[0].Error(), "the Setting kv-cache-backend-image is blank; name the image here, or set the Setting")
+	}
+	errs, _ = validation.ValidateBackend(bare, nil, defaultBackendImage)
+	assert.Empty(t, errs, "near miss: the Setting names the fallback")
+	named := withSpec(managedBackend(group("a")), func(s *workerv1.KVCacheBackendSpec) { s.Image = "gpustack/mirrored-mooncake:0.3.13.post1-cpu" })
+	errs, _ = validation.ValidateBackend(named, nil, "")
+	assert.Empty(t, errs, "near miss: the backend names its image")
+	external := &workerv1.KVCacheBackend{Spec: workerv1.KVCacheBackendSpec{Connection: workerv1.KVCacheBackendConnection{External: &workerv1.KVCacheBackendExternal{}}}}
+	errs, _ = validation.ValidateBackend(external, nil, "")
+	assert.Empty(t, errs, "near miss: an external store runs no image of ours")
 }
 
 const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -163,7 +184,7 @@ func TestBackendWarnings(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs, warnings := validation.ValidateBackend(tc.backend, nil)
+			errs, warnings := validation.ValidateBackend(tc.backend, nil, defaultBackendImage)
 			assert.Empty(t, errs)
 			assert.Equal(t, tc.want, warnings)
 		})

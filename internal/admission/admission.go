@@ -86,7 +86,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	for i, d := range docs {
 		obj := objects[i]
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
-			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)])
+			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)], s)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", d.Source, err)
 			}
@@ -128,14 +128,14 @@ func judgeDeployment(checker *schemacheck.Checker, obj, prev *unstructured.Unstr
 }
 
 // kindRules are the webhooks of the kinds judged alone (without the other documents), by kind.
-var kindRules = map[schema.GroupVersionKind]func(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error){
+var kindRules = map[schema.GroupVersionKind]func(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured, s settings.Settings) (field.ErrorList, error){
 	workerv1.SchemeGroupVersion.WithKind(workerv1.KVCacheBackendKind): judgeBackend,
 	workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind):  judgeArtifact,
 }
 
 // judgeArtifact runs the artifact webhook's rules on a ModelArtifact, as an update of prev when one
 // is stored.
-func judgeArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error) {
+func judgeArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured, _ settings.Settings) (field.ErrorList, error) {
 	a, stored, err := artifacts(checker, obj, prev)
 	if err != nil {
 		return nil, err
@@ -191,8 +191,8 @@ func SettingsWarnings(docs []schemacheck.Document) []string {
 }
 
 // judgeBackend runs the backend webhook's rules on a KVCacheBackend, as an update of prev when one
-// is stored.
-func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) (field.ErrorList, error) {
+// is stored, with the Settings' fallback image.
+func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured, s settings.Settings) (field.ErrorList, error) {
 	b := &workerv1.KVCacheBackend{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b); err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func judgeBackend(checker *schemacheck.Checker, obj, prev *unstructured.Unstruct
 			return nil, err
 		}
 	}
-	errs, _ := validation.ValidateBackend(b, stored)
+	errs, _ := validation.ValidateBackend(b, stored, s.KVCacheBackendImage)
 	return errs, nil
 }
 
