@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -156,22 +155,7 @@ spec:
 		if volumeOf(p, cacheVolume) != nil {
 			t.Errorf("Pod %s has the engine's cache volume under Image delivery", p.Name)
 		}
-		main := container(p, naming.MainContainer)
-		if main == nil {
-			t.Fatalf("Pod %s has no %s container", p.Name, naming.MainContainer)
-		}
-		if m := mountOf(main, weightsVolume); m == nil || m.MountPath != weightsPath || !m.ReadOnly || m.SubPath != "" {
-			t.Errorf("Pod %s mounts %+v, want %s read-only at %s without subPath", p.Name, m, weightsVolume, weightsPath)
-		}
-		if got := modelArgument(&p); got != weightsPath {
-			t.Errorf("Pod %s serves model %q, want the mount path %s: %s", p.Name, got, weightsPath, argsOf(&p))
-		}
-		if got := flagValue(&p, "--served-model-name"); got != "Qwen/Qwen3-8B" {
-			t.Errorf("Pod %s: --served-model-name %q, want spec.model.name: %s", p.Name, got, argsOf(&p))
-		}
-		if strings.Contains(argsOf(&p), "--revision") {
-			t.Errorf("Pod %s passes a revision under Image delivery: %s", p.Name, argsOf(&p))
-		}
+		servesMountedWeights(t, p, "", "Image")
 	}
 	md, err := modelDeployment(ctx, ns, name)
 	if err != nil {

@@ -248,22 +248,7 @@ spec:
 		if v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != claim || !v.PersistentVolumeClaim.ReadOnly {
 			t.Errorf("Pod %s: volume %s is %+v, want claim %s read-only", p.Name, weightsVolume, v, claim)
 		}
-		main := container(p, naming.MainContainer)
-		if main == nil {
-			t.Fatalf("Pod %s has no %s container", p.Name, naming.MainContainer)
-		}
-		if m := mountOf(main, weightsVolume); m == nil || m.MountPath != weightsPath || !m.ReadOnly || m.SubPath != subPath {
-			t.Errorf("Pod %s mounts %+v, want %s read-only at %s with subPath %s", p.Name, m, weightsVolume, weightsPath, subPath)
-		}
-		if got := modelArgument(&p); got != weightsPath {
-			t.Errorf("Pod %s serves model %q, want the mount path %s: %s", p.Name, got, weightsPath, argsOf(&p))
-		}
-		if got := flagValue(&p, "--served-model-name"); got != "Qwen/Qwen3-8B" {
-			t.Errorf("Pod %s: --served-model-name %q, want spec.model.name: %s", p.Name, got, argsOf(&p))
-		}
-		if strings.Contains(argsOf(&p), "--revision") {
-			t.Errorf("Pod %s passes a revision under PVC delivery: %s", p.Name, argsOf(&p))
-		}
+		servesMountedWeights(t, p, subPath, "PVC")
 	}
 	md, err := modelDeployment(ctx, ns, name)
 	if err != nil {
@@ -278,15 +263,7 @@ spec:
 		return conditionIs(ctx, ns, name, "WeightsReady", "False", "WeightsNotMounted")
 	})
 	// The kubelet's part: the sandbox is up and the volumes are mounted.
-	for i := range running {
-		orig := running[i].DeepCopy()
-		running[i].Status.Conditions = append(running[i].Status.Conditions, corev1.PodCondition{
-			Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
-		})
-		if err := stack.Client.Status().Patch(ctx, &running[i], client.StrategicMergeFrom(orig)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setReadyToStartContainers(t, ctx, running)
 	eventually(t, 30*time.Second, "WeightsReady True/Mounted", func() error {
 		return conditionIs(ctx, ns, name, "WeightsReady", "True", "Mounted")
 	})
@@ -555,5 +532,28 @@ spec:
 	}
 	if after := runningPods(t, ctx, ns, name, "server", 1)[0]; after.UID != before.UID {
 		t.Errorf("the running replica %s was replaced by %s", before.Name, after.Name)
+	}
+}
+
+// servesMountedWeights checks a Pod of a mounted delivery (PVC, Image): the main container mounts
+// the weights read-only at their path (with subPath, "" for none), serves that path under
+// spec.model.name, and pins no hub revision.
+func servesMountedWeights(t *testing.T, p corev1.Pod, subPath, delivery string) {
+	t.Helper()
+	main := container(p, naming.MainContainer)
+	if main == nil {
+		t.Fatalf("Pod %s has no %s container", p.Name, naming.MainContainer)
+	}
+	if m := mountOf(main, weightsVolume); m == nil || m.MountPath != weightsPath || !m.ReadOnly || m.SubPath != subPath {
+		t.Errorf("Pod %s mounts %+v, want %s read-only at %s with subPath %q", p.Name, m, weightsVolume, weightsPath, subPath)
+	}
+	if got := modelArgument(&p); got != weightsPath {
+		t.Errorf("Pod %s serves model %q, want the mount path %s: %s", p.Name, got, weightsPath, argsOf(&p))
+	}
+	if got := flagValue(&p, "--served-model-name"); got != "Qwen/Qwen3-8B" {
+		t.Errorf("Pod %s: --served-model-name %q, want spec.model.name: %s", p.Name, got, argsOf(&p))
+	}
+	if strings.Contains(argsOf(&p), "--revision") {
+		t.Errorf("Pod %s passes a revision under %s delivery: %s", p.Name, delivery, argsOf(&p))
 	}
 }
