@@ -229,3 +229,23 @@ func (a *assembly) appendWindow(l list, w metricsv1.Window) {
 		a.out.Transfer = append(a.out.Transfer, w)
 	}
 }
+
+// Why a snapshot cannot be served at all (HTTP 503).
+const (
+	ReasonNoOwnedPods = "ModelDeployment has no owned metrics Pods"
+	reasonUnreadable  = "all ModelDeployment metrics Pods are unreadable: "
+)
+
+// Unavailable is the reason no snapshot can be served: no owned Pod, or none readable (with the
+// first Pod's error, by name); false when some Pod was read.
+func Unavailable(sel Selection, reads []Read) (string, bool) {
+	if len(sel.Targets) == 0 {
+		return ReasonNoOwnedPods, true
+	}
+	for _, r := range reads {
+		if r.Err == "" {
+			return "", false
+		}
+	}
+	return reasonUnreadable + reads[0].Err, true
+}

@@ -288,3 +288,31 @@ func TestSGLangCacheTiers(t *testing.T) {
 		})
 	}
 }
+
+func TestUnavailable(t *testing.T) {
+	c := newChain()
+	a, b := c.engine("a", "server", mdUID), c.engine("b", "server", mdUID)
+	md := deployment(workerv1.EngineVLLM, "", role("server", "", 2))
+	sel := Select(md, c.pods, c.owners)
+	cases := []struct {
+		name  string
+		sel   Selection
+		reads []Read
+		want  string
+	}{
+		{name: "no owned Pod is unavailable", sel: Selection{}, want: "ModelDeployment has no owned metrics Pods"},
+		{name: "no readable Pod is unavailable with the first Pod's error", sel: sel,
+			reads: []Read{{Target: Target{Pod: a}, Err: "metrics endpoint returned HTTP 500"}, {Target: Target{Pod: b}, Err: "pod has no ready advertised metrics endpoint"}},
+			want:  "all ModelDeployment metrics Pods are unreadable: metrics endpoint returned HTTP 500"},
+		{name: "one readable Pod is enough", sel: sel,
+			reads: []Read{{Target: Target{Pod: a}, Err: "metrics endpoint returned HTTP 500"}, {Target: Target{Pod: b}, Families: Families{}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := Unavailable(tc.sel, tc.reads)
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
