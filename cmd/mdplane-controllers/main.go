@@ -54,6 +54,7 @@ type options struct {
 	leaderElect, enableWebhooks, enableControllers               bool
 	artifacts                                                    artifacts.Config
 	certs                                                        certificates
+	metricsAPI                                                   metricsAPI
 	zap                                                          zap.Options
 }
 
@@ -75,6 +76,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	fs.DurationVar(&o.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
 	o.certs.bindFlags(fs)
+	o.metricsAPI.bindFlags(fs)
 	o.zap.BindFlags(fs)
 }
 
@@ -112,6 +114,9 @@ func run(o options) error {
 		if err := serveWebhooks(mgr, ready); err != nil {
 			return err
 		}
+	}
+	if err := o.metricsAPI.add(mgr); err != nil {
+		return err
 	}
 	if o.enableControllers {
 		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts); err != nil {
