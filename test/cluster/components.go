@@ -72,6 +72,9 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		},
 	}
 	var err error
+	if err := s.configureAggregation(); err != nil {
+		return err
+	}
 	if s.opts.Audit {
 		if err := s.configureAudit(); err != nil {
 			return err
@@ -127,6 +130,33 @@ func (s *Stack) AuditLog() string {
 }
 
 // configureAudit passes the audit policy and log to the API server envtest starts.
+// frontProxyClient is the name of the kube-apiserver's front-proxy client certificate: the one name
+// an aggregated API server accepts it under.
+const frontProxyClient = "front-proxy-client"
+
+// configureAggregation gives the kube-apiserver a front-proxy CA and client certificate, so that it
+// proxies aggregated APIs (the metrics snapshot) and publishes the CA in
+// kube-system/extension-apiserver-authentication for them to authenticate it by.
+func (s *Stack) configureAggregation() error {
+	ca, err := newAuthority()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.Dir, "certs", "front-proxy")
+	if err := ca.issue(dir, frontProxyClient, 2); err != nil {
+		return err
+	}
+	args := s.env.ControlPlane.GetAPIServer().Configure()
+	args.Set("requestheader-client-ca-file", filepath.Join(dir, "ca.crt"))
+	args.Set("requestheader-allowed-names", frontProxyClient)
+	args.Set("requestheader-username-headers", "X-Remote-User")
+	args.Set("requestheader-group-headers", "X-Remote-Group")
+	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
+	args.Set("proxy-client-cert-file", filepath.Join(dir, "tls.crt"))
+	args.Set("proxy-client-key-file", filepath.Join(dir, "tls.key"))
+	return nil
+}
+
 func (s *Stack) configureAudit() error {
 	policy := filepath.Join(s.Dir, "config", "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {

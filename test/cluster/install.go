@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,9 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := s.launchControllersAs(ctx, root); err != nil {
 		return err
 	}
+	if err := s.routeMetricsAPI(ctx); err != nil {
+		return err
+	}
 	for _, obj := range []map[string]any{
 		{"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "ImageConfig",
 			"metadata": map[string]any{"name": "mdplane-mirror"},
@@ -97,6 +101,29 @@ func (s *Stack) install(ctx context.Context) error {
 		return err
 	}
 	return s.controllersReady(ctx)
+}
+
+// routeMetricsAPI points the metrics snapshot's APIService at the controllers' loopback port: its
+// Service becomes an ExternalName of 127.0.0.1 (the aggregator dials an ExternalName Service's name
+// at the APIService's port, k8s.io/apiserver/pkg/util/proxy.ResolveCluster), and the APIService's
+// port the one the controllers serve on.
+func (s *Stack) routeMetricsAPI(ctx context.Context) error {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "mdplane-metrics-api"}}
+	if err := s.Client.Delete(ctx, svc); err != nil {
+		return fmt.Errorf("replacing the metrics API Service: %w", err)
+	}
+	svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "mdplane-metrics-api",
+		Labels: map[string]string{"app.kubernetes.io/part-of": "mdplane"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "127.0.0.1"}}
+	if err := waitFor(ctx, nil, 30*time.Second, "the metrics API Service replaced", func() error { return s.Client.Create(ctx, svc) }); err != nil {
+		return err
+	}
+	api := &unstructured.Unstructured{}
+	api.SetAPIVersion("apiregistration.k8s.io/v1")
+	api.SetKind("APIService")
+	api.SetName("v1.metrics.worker.gpustack.ai")
+	patch := fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, s.metricsAPIPort)
+	return s.Client.Patch(ctx, api, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // repoRoot is the checkout the stack runs from.
@@ -315,9 +342,17 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
+	if s.metricsAPIPort, err = freePort(); err != nil {
+		return err
+	}
+	s.MetricsExporter = &Exporter{}
+	exporter := httptest.NewServer(s.MetricsExporter)
+	s.stops = append(s.stops, exporter.Close)
 	s.controllers = controllers{bin: bin, health: health, args: append(append([]string{
 		"--kubeconfig=" + kubeconfig, "--enable-webhooks=false", "--leader-elect", "--namespace=" + Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+		"--metrics-api-bind-address=127.0.0.1:" + strconv.Itoa(s.metricsAPIPort),
+		"--metrics-scrape-dial-override=" + exporter.Listener.Addr().String(),
 	}, profile...), s.opts.ControllerArgs...)}
 	return s.launchControllers()
 }

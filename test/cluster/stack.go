@@ -89,6 +89,9 @@ type Stack struct {
 	// points the Settings' hub endpoints at it and seeds it.
 	Hub    *hubtest.Hub
 	HubURL string
+	// MetricsExporter answers the metrics snapshot's scrapes of the stack's Pods; a test sets each
+	// Pod's body by its address.
+	MetricsExporter *Exporter
 
 	opts      Options
 	env       *envtest.Environment
@@ -101,6 +104,8 @@ type Stack struct {
 	bin         string
 	modules     map[string]string
 	controllers controllers
+	// metricsAPIPort is the loopback port mdplane-controllers serves the metrics snapshot API on.
+	metricsAPIPort int
 }
 
 // Binaries returns the directory build.sh writes to.
