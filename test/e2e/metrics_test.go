@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	metricsv1 "github.com/mdplane/mdplane/apis/metrics/v1"
+	"github.com/mdplane/mdplane/snapshot"
 	"github.com/mdplane/mdplane/snapshot/scrape"
 )
 
@@ -34,10 +37,19 @@ vllm:prefix_cache_hits_total %d
 `, running, waiting, n, 0.5*float64(n), n, 100*n, 25*n)
 }
 
+// routerMetrics is a vllm-router's /metrics after n requests.
+func routerMetrics(n int) string {
+	return fmt.Sprintf(`vllm_router_running_requests 5
+vllm_router_active_workers 2
+# TYPE vllm_router_requests_total counter
+vllm_router_requests_total %d
+`, n)
+}
+
 // TestTheMetricsSnapshotOnTheStack: the snapshot is read through the kube-apiserver's aggregation
 // layer from mdplane-controllers, which scrapes the deployment's KWOK Pods (their /metrics served by
 // the stack's exporter): a user granted get modeldeployments/metrics reads the gauges summed over the
-// Pods, and windows on a second read; a user without the grant is refused by the kube-apiserver, one
+// engine Pods and the router's gauge, and windows on a second read; a user without the grant is refused by the kube-apiserver, one
 // granted only the proxied group by mdplane's own SubjectAccessReview; a deployment with no metrics
 // Pod is unavailable.
 func TestTheMetricsSnapshotOnTheStack(t *testing.T) {
@@ -62,6 +74,7 @@ metadata: {name: snap, namespace: `+ns+`}
 spec:
   model: {name: Qwen/Qwen3-8B}
   engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  router: {name: vllm-router}
   roles:
     - {name: server, replicas: 2, `+a10g+`}
 ---
@@ -97,6 +110,23 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 		addresses = append(addresses, a)
 		stack.MetricsExporter.Set(a, vllmMetrics(3+i, 1, 10))
 	}
+	var router corev1.Pod
+	eventually(t, 3*time.Minute, "the router Pod Ready", func() error {
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelRouter: "vllm-router"}); err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			if ready(p) && p.DeletionTimestamp == nil {
+				router = p
+				return nil
+			}
+		}
+		return fmt.Errorf("%d router Pods, none Ready", len(list.Items))
+	})
+	routerAddress := net.JoinHostPort(router.Status.PodIP, router.Annotations[scrape.AnnotationPort])
+	addresses = append(addresses, routerAddress)
+	stack.MetricsExporter.Set(routerAddress, routerMetrics(10))
 	path := func(name string) string {
 		return "/apis/metrics.worker.gpustack.ai/v1/namespaces/" + ns + "/modeldeployments/" + name + "/metrics"
 	}
@@ -113,20 +143,32 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 		return &m
 	}
 	first := read("alice")
-	if len(first.Processing) != 1 || first.Processing[0].Value != 7 || first.Processing[0].PodCount != 2 || first.Processing[0].Scope != "engine/server" {
-		t.Errorf("the running gauge is not summed over both Pods: %+v", first.Processing)
+	engineRunning := false
+	for _, g := range first.Processing {
+		engineRunning = engineRunning || g.Name == "running" && g.Scope == "engine/server" && g.Value == 7 && g.PodCount == 2
+	}
+	if !engineRunning {
+		t.Errorf("the running gauge is not summed over both engine Pods: %+v", first.Processing)
 	}
 	if len(first.Queueing) != 1 || first.Queueing[0].Value != 2 {
 		t.Errorf("waiting: %+v", first.Queueing)
+	}
+	routerRunning := false
+	for _, g := range first.Processing {
+		routerRunning = routerRunning || g.Name == "router-running" && g.Scope == "router" && g.Value == 5 && g.PodCount == 1
+	}
+	if !routerRunning {
+		t.Errorf("the router Pod, owned through its ReplicaSet and Deployment, is not read: %+v, missing %+v", first.Processing, first.Missing)
 	}
 	if first.Kind != "ModelDeploymentMetrics" || first.Name != "snap" || first.Namespace != ns {
 		t.Errorf("object: %+v %+v", first.TypeMeta, first.ObjectMeta)
 	}
 
 	time.Sleep(1100 * time.Millisecond)
-	for _, a := range addresses {
+	for _, a := range addresses[:2] {
 		stack.MetricsExporter.Set(a, vllmMetrics(2, 0, 30))
 	}
+	stack.MetricsExporter.Set(routerAddress, routerMetrics(30))
 	second := read("alice")
 	ttft := 0
 	for _, w := range second.Latency {
@@ -140,11 +182,24 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 			hits++
 		}
 	}
-	if ttft != 2 || hits != 2 {
+	successful := false
+	for _, w := range second.Traffic {
+		successful = successful || w.Name == "successful-requests" && w.Pod == router.Name && w.Samples == 20 && w.Unit == "requests/second"
+	}
+	if ttft != 2 || hits != 2 || !successful {
 		t.Errorf("the second read's windows: latency %+v, cache hits %+v, missing %+v", second.Latency, second.CacheHits, second.Missing)
 	}
 
-	out, err := stack.Kubectl("get", "--raw", path("snap"), "--as=bob")
+	// The group's discovery, as the aggregator and every kubectl read it: no warning about it.
+	out, err := stack.Kubectl("get", "--raw", "/apis/metrics.worker.gpustack.ai/v1")
+	if err != nil || !strings.Contains(out, `"name":"modeldeployments/metrics"`) {
+		t.Errorf("the group-version's discovery: %v\n%s", err, out)
+	}
+	out, err = stack.Kubectl("api-resources")
+	if err != nil || strings.Contains(out, "metrics.worker.gpustack.ai") {
+		t.Errorf("discovery through the aggregator complains about the snapshot's group: %v\n%s", err, out)
+	}
+	out, err = stack.Kubectl("get", "--raw", path("snap"), "--as=bob")
 	if err == nil || !strings.Contains(out, "Forbidden") && !strings.Contains(out, "forbidden") {
 		t.Errorf("a user without the grant read the snapshot: %v\n%s", err, out)
 	}
