@@ -41,22 +41,35 @@ const (
 	metricsPath      = "/metrics"
 )
 
+// Bounds limit one snapshot's scrape.
+type Bounds struct {
+	Concurrency     int
+	PerFetch, Whole time.Duration
+}
+
+// DefaultBounds are the facts' bounds.
+var DefaultBounds = Bounds{Concurrency: Concurrency, PerFetch: PerFetch, Whole: Whole}
+
 // Scraper fetches Pods' metrics.
 type Scraper struct {
 	client *http.Client
+	bounds Bounds
 }
 
-// New is a scraper dialing the Pods. dialOverride, when set, is dialed instead of every Pod (the
-// request still names the Pod's address as its host): for tests only, whose fake Pods' addresses
-// lead nowhere.
-func New(dialOverride string) *Scraper {
+// New is a scraper dialing the Pods within DefaultBounds. dialOverride, when set, is dialed instead
+// of every Pod (the request still names the Pod's address as its host): for tests only, whose fake
+// Pods' addresses lead nowhere.
+func New(dialOverride string) *Scraper { return NewWithBounds(dialOverride, DefaultBounds) }
+
+// NewWithBounds is New with other bounds.
+func NewWithBounds(dialOverride string, b Bounds) *Scraper {
+	// No proxy: an environment's HTTP(S)_PROXY must not carry Pod reads to a proxy.
 	t := &http.Transport{
 		Proxy:                 nil,
 		MaxIdleConnsPerHost:   1,
 		IdleConnTimeout:       30 * time.Second,
-		TLSHandshakeTimeout:   PerFetch,
-		ResponseHeaderTimeout: PerFetch,
-		DisableCompression:    false,
+		TLSHandshakeTimeout:   b.PerFetch,
+		ResponseHeaderTimeout: b.PerFetch,
 	}
 	if dialOverride != "" {
 		var d net.Dialer
@@ -64,16 +77,16 @@ func New(dialOverride string) *Scraper {
 			return d.DialContext(ctx, network, dialOverride)
 		}
 	}
-	return &Scraper{client: &http.Client{Transport: t, Timeout: PerFetch,
+	return &Scraper{bounds: b, client: &http.Client{Transport: t, Timeout: b.PerFetch,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // Scrape reads every target within the bounds and returns one Read per target, in the targets' order.
 func (s *Scraper) Scrape(ctx context.Context, targets []snapshot.Target) []snapshot.Read {
-	ctx, cancel := context.WithTimeout(ctx, Whole)
+	ctx, cancel := context.WithTimeout(ctx, s.bounds.Whole)
 	defer cancel()
 	reads := make([]snapshot.Read, len(targets))
-	slots := make(chan struct{}, Concurrency)
+	slots := make(chan struct{}, s.bounds.Concurrency)
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		reads[i].Target = t
@@ -139,7 +152,7 @@ func declares(pod *corev1.Pod, port int32) bool {
 
 // fetch reads and parses one endpoint within PerFetch and MaxBytes.
 func (s *Scraper) fetch(ctx context.Context, url string) (snapshot.Families, string) {
-	ctx, cancel := context.WithTimeout(ctx, PerFetch)
+	ctx, cancel := context.WithTimeout(ctx, s.bounds.PerFetch)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

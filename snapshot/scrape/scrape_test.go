@@ -94,6 +94,45 @@ func TestFetchRules(t *testing.T) {
 	}
 }
 
+func TestTheBoundsAreTheFacts(t *testing.T) {
+	if DefaultBounds != (Bounds{Concurrency: 32, PerFetch: 2 * time.Second, Whole: 8 * time.Second}) || MaxBytes != 1048576 {
+		t.Fatalf("bounds %+v, %d bytes", DefaultBounds, MaxBytes)
+	}
+}
+
+func TestTheWholeScrapeEndsAtItsBound(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(150 * time.Millisecond):
+			_, _ = w.Write([]byte("x 1\n"))
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	var targets []snapshot.Target
+	for range 10 {
+		targets = append(targets, snapshot.Target{Pod: podAt("p", srv.Listener.Addr().String())})
+	}
+	// One at a time, 150 ms each, 400 ms in all: the first two are read, the rest are cut off.
+	start := time.Now()
+	reads := NewWithBounds("", Bounds{Concurrency: 1, PerFetch: time.Second, Whole: 400 * time.Millisecond}).Scrape(context.Background(), targets)
+	if took := time.Since(start); took > 700*time.Millisecond {
+		t.Errorf("took %s, past the whole bound", took)
+	}
+	read, cut := 0, 0
+	for _, r := range reads {
+		switch {
+		case r.Err == "":
+			read++
+		case strings.HasPrefix(r.Err, "metrics request failed: "):
+			cut++
+		}
+	}
+	if read < 1 || read > 3 || read+cut != len(targets) {
+		t.Errorf("read %d, cut off %d of %d", read, cut, len(targets))
+	}
+}
+
 func TestAFetchTakesAtMostTwoSeconds(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
