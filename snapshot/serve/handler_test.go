@@ -131,6 +131,7 @@ func TestTheSnapshotAPI(t *testing.T) {
 	cases := []struct {
 		name     string
 		client   *http.Client
+		method   string
 		path     string
 		user     string
 		code     int
@@ -150,10 +151,16 @@ func TestTheSnapshotAPI(t *testing.T) {
 		{name: "a deployment without owned Pods is unavailable", client: frontProxy, user: "alice",
 			path: base + "/namespaces/team-a/modeldeployments/idle/metrics", code: 503, contains: `"message":"ModelDeployment has no owned metrics Pods"`},
 		{name: "another path is not found", client: frontProxy, user: "alice", path: base + "/namespaces/team-a/modeldeployments/md", code: 404},
+		{name: "only GET is served", client: frontProxy, user: "alice", method: http.MethodPost,
+			path: base + "/namespaces/team-a/modeldeployments/md/metrics", code: 405, contains: "POST is not supported"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
+			method := tc.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			req, _ := http.NewRequest(method, srv.URL+tc.path, nil)
 			if tc.user != "" {
 				req.Header.Set("X-Remote-User", tc.user)
 				req.Header.Add("X-Remote-Group", "system:authenticated")
