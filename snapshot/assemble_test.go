@@ -264,6 +264,8 @@ func TestSGLangCacheTiers(t *testing.T) {
 		{name: "a Pod without a host tier reads the device tier only", want: []string{"device-prefix 0.25"}},
 		{name: "--enable-hierarchical-cache builds the host tier", args: []string{"--enable-hierarchical-cache"}, want: []string{"device-prefix 0.25", "host-prefix 0.25"}},
 		{name: "--radix-cache-backend flexkv builds the host tier", args: []string{"--radix-cache-backend", "flexkv"}, want: []string{"device-prefix 0.25", "host-prefix 0.25"}},
+		{name: "a unique prefix of --enable-hierarchical-cache counts, as SGLang reads it", args: []string{"--enable-hier"}, want: []string{"device-prefix 0.25", "host-prefix 0.25"}},
+		{name: "--hicache-storage-backend builds the storage tier", args: []string{"--hicache-storage-backend=mooncake"}, want: []string{"device-prefix 0.25", "storage-prefix 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChain()
@@ -310,6 +312,50 @@ func TestUnavailable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _ := Unavailable(tc.sel, tc.reads)
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVLLMExternalStore(t *testing.T) {
+	body := func(n float64) []string {
+		return lines(vllmBody(1, 0, n, n, n, 10*n), []string{
+			"# TYPE vllm:external_prefix_cache_hits_total counter", "vllm:external_prefix_cache_hits_total " + formatFloat(n),
+			"# TYPE vllm:external_prefix_cache_queries_total counter", "vllm:external_prefix_cache_queries_total " + formatFloat(2*n)})
+	}
+	for _, tc := range []struct {
+		name string
+		pool bool
+		kind workerv1.RoleKind
+		args []string
+		want string
+	}{
+		{name: "a Pod with a pool and a KV connector reads the external store", pool: true, args: []string{"--kv-transfer-config", "{}"}, want: "external-store 0.5"},
+		{name: "vLLM's underscore spelling of the connector counts", pool: true, args: []string{"--kv_transfer_config={}"}, want: "external-store 0.5"},
+		{name: "a Pod without a pool has no external store", args: []string{"--kv-transfer-config", "{}"}, want: ReasonExternalCacheAbsent},
+		{name: "the decode half of a pair has no external store", pool: true, kind: workerv1.RoleKindDecode, args: []string{"--kv-transfer-config", "{}"}, want: ReasonExternalCacheAbsent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChain()
+			c.engine("p", "server", mdUID).Spec.Containers = []corev1.Container{{Name: "engine", Args: tc.args}}
+			md := deployment(workerv1.EngineVLLM, "", role("server", tc.kind, 1))
+			if tc.pool {
+				md.Spec.KVCache = &workerv1.ModelDeploymentKVCache{PoolRef: workerv1.KVCachePoolBindingReference{Name: "b"}}
+			}
+			m := twoReads(md, c, body(10), body(20), time.Second, t)
+			got := ""
+			for _, h := range m.CacheHits {
+				if h.Scope == "external-store" {
+					got = h.Scope + " " + formatFloat(h.Rate)
+				}
+			}
+			for _, miss := range m.Missing {
+				if miss.Source == "vllm:external_prefix_cache" {
+					got = miss.Reason
+				}
+			}
 			if got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}

@@ -1,11 +1,10 @@
 package snapshot
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	metricsv1 "github.com/mdplane/mdplane/apis/metrics/v1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -36,7 +35,7 @@ func (a *assembly) cacheHits(r Read, at metav1.Time, idle bool) {
 	case "vllm":
 		reads, ok = a.vllmCache(r)
 	case "sglang":
-		reads, ok = sglangCache(r)
+		reads, ok = sglangCache(a.md.Spec.Engine.Name, r)
 	default:
 		return
 	}
@@ -85,7 +84,7 @@ func (a *assembly) vllmCache(r Read) ([]cacheRead, bool) {
 	// The external store is read on a Pod with a pool that is not a decode half and that names a KV
 	// connector (or whose counter moves): vLLM exports the counter, at zero, on every Pod.
 	uses := a.md.Spec.KVCache != nil && r.Target.Role.Kind != workerv1.RoleKindDecode &&
-		(podHasFlag(r.Target.Pod, "--kv-transfer-config") || extQueries > 0)
+		(podHasFlag(a.md.Spec.Engine.Name, r.Target.Pod, "--kv-transfer-config") || extQueries > 0)
 	switch {
 	case !uses:
 		out = append(out, cacheRead{source: sourceVLLMExternal, scope: "external-store", skip: ReasonExternalCacheAbsent})
@@ -98,7 +97,7 @@ func (a *assembly) vllmCache(r Read) ([]cacheRead, bool) {
 }
 
 // sglangCache reads SGLang's prefill tokens by mode: each hit tier over every prefilled token.
-func sglangCache(r Read) ([]cacheRead, bool) {
+func sglangCache(e workerv1.Engine, r Read) ([]cacheRead, bool) {
 	mode := func(m string) float64 {
 		v, _ := r.Families.Sum(func(l map[string]string) bool { return l["mode"] == m }, counterNames(sourceSGLangTokens)...)
 		return v
@@ -115,46 +114,44 @@ func sglangCache(r Read) ([]cacheRead, bool) {
 		}
 		return cacheRead{source: sourceSGLangTokens, scope: scope, hits: hits, queries: queries}
 	}
-	hostBuilt := podHasFlag(pod, "--enable-hierarchical-cache", "--enable-lmcache", "--enable-flexkv") ||
-		podFlagValue(pod, "--radix-cache-backend") == "flexkv"
+	hostBuilt := podHasFlag(e, pod, "--enable-hierarchical-cache", "--enable-lmcache", "--enable-flexkv") ||
+		podFlagValue(e, pod, "--radix-cache-backend") == "flexkv"
 	return []cacheRead{
 		tier("device-prefix", device, true),
 		tier("host-prefix", host, hostBuilt),
-		tier("storage-prefix", storage, podHasFlag(pod, "--hicache-storage-backend")),
+		tier("storage-prefix", storage, podHasFlag(e, pod, "--hicache-storage-backend")),
 	}, true
 }
 
-// podHasFlag reports whether any container's command line carries one of the flags, as --flag or
-// --flag=value: the rendered Pod holds the whole line, synthesized arguments included.
-func podHasFlag(pod *corev1.Pod, flags ...string) bool {
-	for _, f := range flags {
-		if _, ok := podFlag(pod, f); ok {
+// podHasFlag reports whether any container's command line passes one of the flags, in any spelling
+// the engine accepts (apis/engine): the rendered Pod holds the whole line, synthesized arguments
+// included.
+func podHasFlag(e workerv1.Engine, pod *corev1.Pod, flags ...string) bool {
+	for _, line := range commandLines(pod) {
+		if engine.HasFlag(e, line, flags...) {
 			return true
 		}
 	}
 	return false
 }
 
-// podFlagValue is the value of a flag in any container's command line, "" when absent.
-func podFlagValue(pod *corev1.Pod, flag string) string {
-	v, _ := podFlag(pod, flag)
-	return v
-}
-
-func podFlag(pod *corev1.Pod, flag string) (string, bool) {
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		line := append(append([]string{}, c.Command...), c.Args...)
-		for i, arg := range line {
-			if arg == flag {
-				if i+1 < len(line) && !strings.HasPrefix(line[i+1], "--") {
-					return line[i+1], true
-				}
-				return "", true
-			}
-			if v, ok := strings.CutPrefix(arg, flag+"="); ok {
-				return v, true
-			}
+// podFlagValue is the value of a flag in the Pod's command lines, "" when absent.
+func podFlagValue(e workerv1.Engine, pod *corev1.Pod, flag string) string {
+	for _, line := range commandLines(pod) {
+		if v, ok := engine.FlagValue(e, line, flag); ok {
+			return v
 		}
 	}
-	return "", false
+	return ""
+}
+
+// commandLines are the command and arguments of each container and init container.
+func commandLines(pod *corev1.Pod) [][]string {
+	var lines [][]string
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			lines = append(lines, append(append([]string{}, c.Command...), c.Args...))
+		}
+	}
+	return lines
 }
