@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,20 @@ func TestAnIssuedCertificateNeedsItsNamespace(t *testing.T) {
 	case <-ready:
 	default:
 		t.Fatal("a provided certificate directory is ready at once")
+	}
+}
+
+func TestTheMetricsSnapshotAPIIsOffUnlessItsAddressIsSet(t *testing.T) {
+	var o options
+	fs := flag.NewFlagSet("mdplane-controllers", flag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if o.metricsAPI.addr != "" || o.metricsAPI.dialOverride != "" {
+		t.Fatalf("defaults %+v: the webhooks Deployment runs the same binary and must not serve it", o.metricsAPI)
+	}
+	if err := o.metricsAPI.add(nil); err != nil {
+		t.Fatalf("an unset address adds nothing: %v", err)
 	}
 }
