@@ -83,8 +83,23 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		return objects, refused, nil // the rules below read the Settings
 	}
 	cluster.Settings = &s
+	var bindings []workerv1.KVCachePoolBinding // as stored, then as each document is admitted in order
+	for _, d := range stored {
+		if b, ok := asBinding(d.Object); ok {
+			bindings = append(bindings, *b)
+		}
+	}
 	for i, d := range docs {
 		obj := objects[i]
+		if b, ok := asBinding(obj); ok {
+			if old[schemacheck.Key(d.Object)] == nil {
+				for _, e := range validation.ValidateBinding(b, bindings, cache.backendOf) {
+					refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+				}
+			}
+			bindings = append(bindings, *b)
+			continue
+		}
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
 			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)], s)
 			if err != nil {
@@ -264,6 +279,27 @@ func (c cacheObjects) add(obj *unstructured.Unstructured) error {
 		c.backends[b.Name] = b
 	}
 	return err
+}
+
+// backendOf names the backend of a pool among the documents, "" when either is absent.
+func (c cacheObjects) backendOf(pool string) string {
+	p := c.pools[pool]
+	if p == nil || len(p.Spec.Backends) == 0 || c.backends[p.Spec.Backends[0]] == nil {
+		return ""
+	}
+	return p.Spec.Backends[0]
+}
+
+// asBinding decodes a KVCachePoolBinding document; ok is false for any other kind.
+func asBinding(obj *unstructured.Unstructured) (*workerv1.KVCachePoolBinding, bool) {
+	if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.KVCachePoolBindingKind) {
+		return nil, false
+	}
+	b := &workerv1.KVCachePoolBinding{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b); err != nil {
+		return nil, false // the schema check has refused what does not decode
+	}
+	return b, true
 }
 
 // chain is what the webhook would read for a deployment's spec.kvCache. When the documents carry

@@ -73,6 +73,28 @@ func TestJudgeReadsTheCacheChainFromTheDocuments(t *testing.T) {
 	assert.Empty(t, judge("TCP"), "near miss: one transport")
 }
 
+// The offline judge runs the Binding webhook's rule: a second namespace's Binding declaring the same
+// (default) domain on the pool's master is refused, as the documents would be admitted in order; one
+// naming its own domain is admitted.
+func TestJudgeRefusesASecondBindingOfOneDomain(t *testing.T) {
+	checker, err := schemacheck.ForPackage(manifests.FS)
+	require.NoError(t, err)
+	judge := func(domain string) []admission.Refusal {
+		second := "---\napiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\nmetadata: {name: team, namespace: team-b}\n" +
+			"spec: {poolRef: {name: dram}, domain: {" + domain + "blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}\n"
+		docs, err := schemacheck.SplitDocuments("bindings.yaml", []byte(strings.Replace(cacheChain, "SECOND", "TCP", 1)+second))
+		require.NoError(t, err)
+		_, refusals, err := admission.Judge(checker, docs, nil)
+		require.NoError(t, err)
+		return refusals
+	}
+	refusals := judge("")
+	require.Len(t, refusals, 1)
+	assert.Equal(t, "spec.domain.name", refusals[0].Path)
+	assert.Contains(t, refusals[0].Reason, `KVCachePoolBinding team-a/team (pool "dram") already declares domain "default"`)
+	assert.Empty(t, judge("name: team-b, "), "near miss: a domain of its own")
+}
+
 // The offline judge runs the backend webhook's rules too: a group moved to another index is refused
 // as an update of the stored backend, and an append is admitted.
 func TestJudgeRunsTheBackendRules(t *testing.T) {

@@ -96,7 +96,8 @@ func publishStatuses(t *testing.T, ctx context.Context) {
 // the statuses their reconcilers would.
 func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace))
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
+		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize"))
 	publishStatuses(t, ctx)
 }
 
