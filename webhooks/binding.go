@@ -64,8 +64,8 @@ func (v *BindingValidator) Handle(ctx context.Context, req admission.Request) ad
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	rivals := append(stored.Items, v.recent(time.Now())...)
-	if errs := validation.ValidateBinding(b, rivals, backendOf); len(errs) > 0 {
+	stored.Items = append(stored.Items, v.recent(time.Now())...)
+	if errs := validation.ValidateBinding(b, stored.Items, backendOf); len(errs) > 0 {
 		return invalid(workerv1.KVCachePoolBindingKind, b.Name, errs)
 	}
 	if master := backendOf(b.Spec.PoolRef.Name); master != "" {

@@ -83,23 +83,9 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		return objects, refused, nil // the rules below read the Settings
 	}
 	cluster.Settings = &s
-	var bindings []workerv1.KVCachePoolBinding // as stored, then as each document is admitted in order
-	for _, d := range stored {
-		if b, ok := asBinding(d.Object); ok {
-			bindings = append(bindings, *b)
-		}
-	}
+	refusals = append(refusals, judgeBindings(docs, objects, stored, cache)...)
 	for i, d := range docs {
 		obj := objects[i]
-		if b, ok := asBinding(obj); ok {
-			if old[schemacheck.Key(d.Object)] == nil {
-				for _, e := range validation.ValidateBinding(b, bindings, cache.backendOf) {
-					refusals = append(refusals, Refusal{d.Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
-				}
-			}
-			bindings = append(bindings, *b)
-			continue
-		}
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
 			errs, err := judge(checker, obj, old[schemacheck.Key(d.Object)], s)
 			if err != nil {
@@ -279,6 +265,33 @@ func (c cacheObjects) add(obj *unstructured.Unstructured) error {
 		c.backends[b.Name] = b
 	}
 	return err
+}
+
+// judgeBindings runs the Binding webhook's rule on each new KVCachePoolBinding among the documents,
+// against the stored ones and those before it, as the API server would admit them in order.
+func judgeBindings(docs []schemacheck.Document, objects []*unstructured.Unstructured, stored []schemacheck.Document, cache cacheObjects) []Refusal {
+	var bindings []workerv1.KVCachePoolBinding
+	isStored := map[string]bool{}
+	for _, d := range stored {
+		if b, ok := asBinding(d.Object); ok {
+			bindings = append(bindings, *b)
+			isStored[schemacheck.Key(d.Object)] = true
+		}
+	}
+	var refusals []Refusal
+	for i, obj := range objects {
+		b, ok := asBinding(obj)
+		if !ok {
+			continue
+		}
+		if !isStored[schemacheck.Key(docs[i].Object)] {
+			for _, e := range validation.ValidateBinding(b, bindings, cache.backendOf) {
+				refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+			}
+		}
+		bindings = append(bindings, *b)
+	}
+	return refusals
 }
 
 // backendOf names the backend of a pool among the documents, "" when either is absent.
