@@ -181,6 +181,22 @@ func TestMaterialize(t *testing.T) {
 		assert.Len(t, podsOf(t, c), 2)
 		assert.Zero(t, w["update"]+w["patch"])
 	})
+	t.Run("an interrupted replacement is completed with its own configuration, not the role's newer one", func(t *testing.T) {
+		// The replica on rev1 had created m0 when the role moved on to rev2 (another image).
+		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm"}}}}
+		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
+			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev2", Size: 2,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm-newer"}}}}}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), role, existing)
+		reconcileReplica(t, r)
+		got := &corev1.Pod{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "md-server-r1-m1"}, got))
+		assert.Equal(t, "vllm", got.Spec.Containers[0].Image, "the missing member comes from the replica's own revision")
+	})
 	t.Run("a member name still held by the slot's departing replica is retried, not taken", func(t *testing.T) {
 		departing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
 			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},

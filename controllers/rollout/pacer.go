@@ -362,13 +362,16 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 // admission it is (Crossplane may even re-create a retired replica's Pod, which then rejoins the old,
 // admitted group): a replica counts as admitted only through an ungated Pod of its own.
 func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
-	ungated, present := map[types.UID]bool{}, map[int32]bool{}
+	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
 	for _, pod := range pods {
 		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
 		if err == nil {
 			present[int32(o)] = true
 		}
 		owner := metav1.GetControllerOf(&pod)
+		if owner != nil && pod.DeletionTimestamp != nil {
+			lost[owner.UID] = true
+		}
 		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
 			continue // a departing replica's Pods say nothing of its replacement
 		}
@@ -385,7 +388,7 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 		}
 		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
 			Outdated: !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
-			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID]})
+			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID]})
 	}
 	return slots, present
 }
