@@ -273,6 +273,8 @@ func TestReport(t *testing.T) {
 		wl := reserved()
 		wl.Status.Conditions = append(wl.Status.Conditions,
 			metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.Now()})
+		wl.Status.Admission = &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{
+			{Name: "server", Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100"}}}}
 		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), wl)
 		reconcileReplica(t, r)
 		for _, pod := range podsOf(t, c) {
@@ -287,6 +289,7 @@ func TestReport(t *testing.T) {
 		assert.Equal(t, "Reserved", got.Status.Quota)
 		assert.True(t, *got.Status.Admitted)
 		assert.Equal(t, wl.Name, got.Status.Workload)
+		assert.Equal(t, []string{"h100"}, got.Status.Flavors, "the flavors of the role's PodSet")
 	})
 	t.Run("a reconcile that creates members leaves the report to the next", func(t *testing.T) {
 		w := writes{}

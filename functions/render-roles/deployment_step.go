@@ -377,6 +377,12 @@ func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1
 	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged}
 	if observed != nil {
 		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
+		s.AssignedFlavors = observed.Status.AssignedFlavors
+		// What is deployed decides: a role part-way through a command edit is unmanaged while any
+		// standing replica runs a take-over command. With none standing, the spec says what will run.
+		if m := observed.Status.Modes; m != nil && m.Managed+m.Unmanaged > 0 {
+			s.Unmanaged = m.Unmanaged > 0
+		}
 	}
 	return s
 }

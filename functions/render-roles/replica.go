@@ -3,6 +3,7 @@ package renderroles
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -141,7 +142,7 @@ func ReadRevision(cr *appsv1.ControllerRevision) (*v1alpha1.RoleRevision, error)
 
 // MemberStatus reports an instance from its member Pods on the API server and its group's Workload
 // (nil while Kueue has built none): how many members exist and are Ready, and its admission.
-func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size int) v1alpha1.ModelReplicaStatus {
+func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group, role string, size int) v1alpha1.ModelReplicaStatus {
 	var ready, terminating int32
 	for _, pod := range members {
 		if podReady(pod) {
@@ -156,6 +157,28 @@ func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size 
 	return v1alpha1.ModelReplicaStatus{
 		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
 		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
-		Live: ptr.To(countLive(members)),
+		Live: ptr.To(countLive(members)), Flavors: AssignedFlavors(wl, role),
 	}
+}
+
+// AssignedFlavors are the ResourceFlavors a Workload was admitted on for the PodSet of a role: the
+// PodSet is named by the members' kueue.x-k8s.io/role-hash, which the render sets to the role's
+// name. Sorted and distinct; nil before admission.
+func AssignedFlavors(wl *kueue.Workload, role string) []string {
+	if wl == nil || wl.Status.Admission == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range wl.Status.Admission.PodSetAssignments {
+		if string(a.Name) != role {
+			continue
+		}
+		for _, f := range a.Flavors {
+			if !slices.Contains(out, string(f)) {
+				out = append(out, string(f))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

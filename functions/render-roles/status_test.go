@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -125,4 +126,31 @@ func TestRenderFloor(t *testing.T) {
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("0"), "clamped up to the lowest supported")
 	assert.Equal(t, int32(renderroles.RenderVersion), floor("99"), "clamped down to this release's baseline")
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("two"), "unreadable: the lowest supported")
+}
+
+func TestAssignedFlavors(t *testing.T) {
+	admitted := func(assignments ...kueue.PodSetAssignment) *kueue.Workload {
+		return &kueue.Workload{Status: kueue.WorkloadStatus{Admission: &kueue.Admission{PodSetAssignments: assignments}}}
+	}
+	assignment := func(podSet string, flavors map[corev1.ResourceName]kueue.ResourceFlavorReference) kueue.PodSetAssignment {
+		return kueue.PodSetAssignment{Name: kueue.PodSetReference(podSet), Flavors: flavors}
+	}
+	cases := []struct {
+		rule string
+		wl   *kueue.Workload
+		want []string
+	}{
+		{"no Workload yet: none", nil, nil},
+		{"a Workload not admitted: none", &kueue.Workload{}, nil},
+		{"the PodSet named by the role-hash gives the flavors, once each, sorted",
+			admitted(assignment("server", map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100", "cpu": "default", "memory": "default"})),
+			[]string{"default", "h100"}},
+		{"another role's PodSet is not this role's",
+			admitted(assignment("decode", map[corev1.ResourceName]kueue.ResourceFlavorReference{"cpu": "spot"})), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.want, renderroles.AssignedFlavors(tc.wl, "server"))
+		})
+	}
 }

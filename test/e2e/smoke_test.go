@@ -270,6 +270,23 @@ func TestQwenChat(t *testing.T) {
 			}
 			return nil
 		})
+		// The Workloads are attributed to the role through their PodSet (named by the role-hash), and
+		// the flavor Kueue admitted them on is reported.
+		eventually(t, time.Minute, "status.roles[].assignedFlavors naming the queue's flavor", func() error {
+			md := &unstructured.Unstructured{}
+			md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "qwen-chat"}, md); err != nil {
+				return err
+			}
+			roles, _, _ := unstructured.NestedSlice(md.Object, "status", "roles")
+			if len(roles) != 1 {
+				return fmt.Errorf("status.roles: %v", roles)
+			}
+			if flavors, _, _ := unstructured.NestedStringSlice(roles[0].(map[string]any), "assignedFlavors"); !slices.Equal(flavors, []string{"default-flavor"}) {
+				return fmt.Errorf("assignedFlavors %v", flavors)
+			}
+			return nil
+		})
 	})
 
 	t.Run("deleting the deployment removes its Pods, Services and Workloads", func(t *testing.T) {

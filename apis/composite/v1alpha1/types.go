@@ -111,6 +111,29 @@ type ModelRoleStatus struct {
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// AssignedFlavors are the ResourceFlavors the standing instances were admitted on, sorted.
+	// +optional
+	// +listType=atomic
+	AssignedFlavors []string `json:"assignedFlavors,omitempty"`
+	// Modes counts the standing instances by the mode of the revision each runs: what status claims
+	// of take-over is what is deployed, not what the spec now says.
+	// +optional
+	Modes *DeployedModes `json:"modes,omitempty"`
+}
+
+// DeployedModes counts a role's standing instances by how their command line was built.
+type DeployedModes struct {
+	// Managed instances run a command line mdplane built.
+	Managed int32 `json:"managed"`
+	// Unmanaged instances run a take-over command.
+	Unmanaged int32 `json:"unmanaged"`
+}
+
+// TakesOver reports whether a revision's Pods run a take-over command. The render gives a managed
+// engine its scrape annotations and a take-over command none (in every render version), so the
+// template itself says it, also for revisions stored before this was asked.
+func (r *RoleRevision) TakesOver() bool {
+	return r.Template.Annotations["prometheus.io/scrape"] != "true"
 }
 
 // Replacement is the slot a rollout is replacing.
@@ -234,6 +257,11 @@ type ModelReplicaStatus struct {
 	// Live counts the instance's live members (not deleting, Succeeded or Failed), for WeightsReady.
 	// +optional
 	Live *MemberCounts `json:"live,omitempty"`
+	// Flavors are the ResourceFlavors Kueue admitted the instance on: those of its Workload's PodSet
+	// named by the members' kueue.x-k8s.io/role-hash, sorted.
+	// +optional
+	// +listType=atomic
+	Flavors []string `json:"flavors,omitempty"`
 }
 
 // MemberCounts counts live member Pods by how far their weights are: how many there are, how many
