@@ -167,7 +167,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		return nil, err
 	}
 	p := &rolePlan{composed: map[int32]v1alpha1.ModelReplicaSpec{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
-	var ready, upToDate int32
+	var ready, upToDate, olderCompatible int32
 	var live v1alpha1.MemberCounts
 	var modes v1alpha1.DeployedModes
 	var flavors []string
@@ -199,6 +199,9 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		if r.Spec.UpToDate(o.spec) {
 			upToDate++
 		}
+		if r.Spec.OlderCompatible(o.spec) {
+			olderCompatible++
+		}
 		if data, ok := p.revisions[r.Spec.Revision]; ok {
 			over, seen := takesOver[r.Spec.Revision]
 			if !seen {
@@ -216,7 +219,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 			}
 		}
 	}
-	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
+	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
 	slices.Sort(p.status.AssignedFlavors)
 	return p, nil
 }

@@ -109,6 +109,8 @@ func TestUpToDateCondition(t *testing.T) {
 		{"held by the weights before any role reported", map[string]renderroles.RoleRollout{"s": {Desired: 1}},
 			"RolloutHeldByWeights: ArtifactNotFound: gone",
 			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 1 instances run the current configuration (s 0 of 1); no Pod is created until the weights can be delivered: ArtifactNotFound: gone"}},
+		{"older compatible instances are up to date, and told apart", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 3, Observed: true, OlderCompatible: 2}}, "",
+			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 3 instances run the current configuration; 2 of them on an older compatible render baseline, kept in place until modeldeployment.gpustack.ai/min-render-version rises above it"}},
 		{"a weights hold with every instance current is up to date", map[string]renderroles.RoleRollout{"s": {Desired: 1, UpToDate: 1, Observed: true}},
 			"RolloutHeldByWeights: ArtifactNotResolved: revalidating",
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 1 instances run the current configuration"}},

@@ -99,6 +99,10 @@ type ModelRoleStatus struct {
 	// UpToDate is the number of instances on the current revision.
 	// +optional
 	UpToDate *int32 `json:"upToDate,omitempty"`
+	// OlderCompatible is the number of up-to-date instances rendered on an older render baseline that
+	// still meets the floor: kept in place, not rolled.
+	// +optional
+	OlderCompatible *int32 `json:"olderCompatible,omitempty"`
 	// QuotaReserved is the number of instances whose Workload holds quota.
 	// +optional
 	QuotaReserved *int32 `json:"quotaReserved,omitempty"`
@@ -212,6 +216,12 @@ type ModelReplicaSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
+}
+
+// OlderCompatible reports an up-to-date instance stamped on an older render baseline than the role's
+// current one: it meets the floor and is kept in place.
+func (s ModelReplicaSpec) OlderCompatible(role ModelRoleSpec) bool {
+	return s.UpToDate(role) && s.ConfigDigest != "" && s.RenderVersion < role.RenderVersion
 }
 
 // UpToDate reports whether an instance needs no replacement under its role: its configuration is the

@@ -263,6 +263,11 @@ func (in *ModelRoleStatus) DeepCopyInto(out *ModelRoleStatus) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.OlderCompatible != nil {
+		in, out := &in.OlderCompatible, &out.OlderCompatible
+		*out = new(int32)
+		**out = **in
+	}
 	if in.QuotaReserved != nil {
 		in, out := &in.QuotaReserved, &out.QuotaReserved
 		*out = new(int32)
