@@ -65,14 +65,22 @@ func RenderMembers(r Replica) []*corev1.Pod {
 	return pods
 }
 
-// addInstanceEnv tells the main container its leader, the instance size and, through the downward
-// API, its own index, so every member carries the same container spec.
+// addInstanceEnv tells the main container (and the wait-for-worker container, when the revision has
+// one) its leader, the instance size and, through the downward API, its own index, so every member
+// carries the same container spec.
 func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
+	containers := make([]*corev1.Container, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
 	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if c.Name != naming.MainContainer {
-			continue
+		if pod.Spec.Containers[i].Name == naming.MainContainer {
+			containers = append(containers, &pod.Spec.Containers[i])
 		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == WaitForWorkerContainer {
+			containers = append(containers, &pod.Spec.InitContainers[i])
+		}
+	}
+	for _, c := range containers {
 		instance := []corev1.EnvVar{
 			{Name: EnvLeaderAddress, Value: naming.LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
 			{Name: EnvReplicaSize, Value: strconv.Itoa(int(size))},
