@@ -296,8 +296,8 @@ func (p *Pacer) retire(ctx context.Context, role *v1alpha1.ModelRole, name strin
 		}
 		return fmt.Errorf("retiring ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err)
 	}
-	p.event(ctx, role, corev1.EventTypeNormal, "ReplicaLeaving", "Retire",
-		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for %s, then its siblings lose them",
+	p.event(ctx, role, corev1.EventTypeWarning, "ReplicaLeaving", "Retire",
+		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
 		ordinal, role.Spec.RoleName, why, LeaseWindow)
 	return nil
 }
