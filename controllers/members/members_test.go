@@ -34,6 +34,15 @@ const ns = "team-a"
 
 var ctx = context.Background()
 
+// leader is the replica's member m0 as the API server holds it, running image.
+func leader(image string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+		Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+			Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: image}}}}
+}
+
 func replica(size int32) *v1alpha1.ModelReplica {
 	return &v1alpha1.ModelReplica{
 		ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-abcde", Namespace: ns, UID: "replica-uid",
@@ -167,11 +176,7 @@ func TestMaterialize(t *testing.T) {
 		assert.Equal(t, rep.Spec.RequiredNodeAffinity, pods[0].Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 	})
 	t.Run("never updates a member that exists, and creates only the missing one", func(t *testing.T) {
-		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
-			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
-				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "as-it-was"}}}}
+		existing := leader("as-it-was")
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), existing)
 		reconcileReplica(t, r)
@@ -183,11 +188,7 @@ func TestMaterialize(t *testing.T) {
 	})
 	t.Run("an interrupted replacement is completed with its own configuration, not the role's newer one", func(t *testing.T) {
 		// The replica on rev1 had created m0 when the role moved on to rev2 (another image).
-		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
-			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
-				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm"}}}}
+		existing := leader("vllm")
 		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
 			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev2", Size: 2,
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm-newer"}}}}}}
