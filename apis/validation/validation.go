@@ -95,6 +95,9 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
 		errs = append(errs, validateMemberNames(md, role, path)...)
+		if !had || stored.TakesOver() != role.TakesOver() {
+			errs = append(errs, validateRenderingTerm(md.Spec.Engine.Name, role, path)...)
+		}
 		errs = append(errs, validateOwnedKeys(md, role, path, c.settings().KVCacheDtypeOwned)...)
 		errs = append(errs, validateHostAccess(role, stored, had, path, c.settings())...)
 		errs = append(errs, validateArtifactKeys(md, role, path)...)
@@ -170,6 +173,19 @@ func validateKinds(md *workerv1.ModelDeployment, roles *field.Path) field.ErrorL
 			server, other)))
 	}
 	return errs
+}
+
+// validateRenderingTerm: a managed role's kind is one its engine has a rendering term for
+// (engine.RendersKind). A take-over role renders nothing of its kind but the label, so its argv may
+// declare what mdplane has no term for. Judged when a role is new or moves between managed and
+// take-over, so a stored role is not stranded.
+func validateRenderingTerm(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	if role.TakesOver() || engine.RendersKind(e, role.Kind) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path.Child("kind"), string(role.Kind), fmt.Sprintf(
+		"engine %s has no rendering term for kind %s: mdplane renders %s for it; write the role's whole command line in %s, or use another kind",
+		e, role.Kind, strings.Join(engine.RenderedKinds(e), ", "), path.Child("command")))}
 }
 
 // serviceClaim is one Service name a role (or, with no role, the router) derives.
@@ -364,7 +380,8 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			}
 			if n, err := strconv.Atoi(env.Value); err != nil || n < 1 {
 				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("value"), env.Value, fmt.Sprintf(
-					"role %q sets VLLM_DP_SIZE to %q, which is not a whole number of at least 1", role.Name, env.Value)))
+					"role %q sets VLLM_DP_SIZE to %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+					role.Name, env.Value, path.Child("command"))))
 			}
 		}
 	}
@@ -803,7 +820,7 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 	for _, r := range md.Spec.Roles {
 		users[r.InstanceType] = append(users[r.InstanceType], r.Name)
 	}
-	slicing := map[workerv1.RoleKind]string{} // kind -> accelerator group it slices
+	slicers := map[workerv1.RoleKind]slicer{} // the Prefill or Decode role slicing, and its group
 	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		it, ok := c.InstanceTypes[role.InstanceType]
@@ -821,7 +838,7 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 			if !it.OffersSlicing() {
 				errs = append(errs, field.Invalid(rp, "logical slice", fmt.Sprintf("InstanceType %q offers no logical slicing; request whole accelerators or name a type that slices", it.Name)))
 			}
-			slicing[role.Kind] = it.Spec.AcceleratorGroup
+			slicers[role.Kind] = slicer{role: role.Name, group: it.Spec.AcceleratorGroup, field: rp.Child(slicedField(res))}
 		}
 		errs = append(errs, validatePartitionProfile(it, res.AcceleratorPartitionedProfile, rp.Child("acceleratorPartitionedProfile"))...)
 		if !sharesOneCard(res) {
@@ -830,11 +847,29 @@ func validateInstanceTypes(md *workerv1.ModelDeployment, roles *field.Path, c Cl
 			errs = append(errs, validateCards(it, res.Accelerator, users[role.InstanceType], rp.Child("accelerator"))...)
 		}
 	}
-	if g, ok := slicing[workerv1.RoleKindPrefill]; ok && g != "" && g == slicing[workerv1.RoleKindDecode] {
-		errs = append(errs, field.Invalid(roles, g, fmt.Sprintf(
-			"the Prefill and the Decode role both request a logical slice (resources.acceleratorSlicedMemoryPercentage or acceleratorSlicedCoresPercentage) of accelerator group %q; give one of them whole accelerators or a partition profile", g)))
+	prefill, pOK := slicers[workerv1.RoleKindPrefill]
+	decode, dOK := slicers[workerv1.RoleKindDecode]
+	if pOK && dOK && prefill.group != "" && prefill.group == decode.group {
+		errs = append(errs, field.Invalid(decode.field, "logical slice", fmt.Sprintf(
+			"the Prefill role %q (%s) and the Decode role %q (%s) both request a logical slice of accelerator group %q; give one of them whole accelerators or a partition profile",
+			prefill.role, prefill.field, decode.role, decode.field, prefill.group)))
 	}
 	return errs
+}
+
+// slicer is a role requesting a logical slice: its name, the accelerator group its type draws on and
+// the slice field it set.
+type slicer struct {
+	role, group string
+	field       *field.Path
+}
+
+// slicedField names the slice field a request sets, memory first.
+func slicedField(res *workerv1.ModelDeploymentRoleResources) string {
+	if res.AcceleratorSlicedMemoryPercentage != nil {
+		return "acceleratorSlicedMemoryPercentage"
+	}
+	return "acceleratorSlicedCoresPercentage"
 }
 
 // validatePartitionProfile: a requested partition profile is one the InstanceType offers.
@@ -860,7 +895,9 @@ func validatePartitionProfile(it *workerv1.InstanceType, profile string, path *f
 		}
 		offered = append(offered, pc.Name)
 	}
-	return field.ErrorList{field.NotSupported(path, profile, offered)}
+	return field.ErrorList{field.Invalid(path, profile, fmt.Sprintf(
+		"InstanceType %q offers no partition profile %q; request one it offers (%s) or name a type that offers it",
+		it.Name, profile, strings.Join(offered, ", ")))}
 }
 
 // validateCards: a Pod's whole accelerators fit the InstanceType, and a CPU-only role does not

@@ -148,6 +148,13 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("a", ""), role("b", workerv1.RoleKindServer)),
 		},
 		{
+			rule:     "a kind the engine has no rendering term for: a managed Encode role",
+			refused:  deployment(nil, role("e", workerv1.RoleKindEncode), role("d", workerv1.RoleKindDecode)),
+			path:     "spec.roles[0].kind",
+			parts:    []string{"engine vLLM has no rendering term for kind Encode", "Server, Prefill, Decode", "spec.roles[0].command"},
+			admitted: deployment(nil, role("e", workerv1.RoleKindEncode, func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"encode"} }), role("d", workerv1.RoleKindDecode)),
+		},
+		{
 			rule:     "two roles of one non-Server kind",
 			refused:  deployment(nil, role("p1", workerv1.RoleKindPrefill), role("p2", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)),
 			path:     "spec.roles[1].kind",
@@ -242,7 +249,7 @@ func TestRefusals(t *testing.T) {
 			rule:     "a malformed VLLM_DP_SIZE",
 			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"))),
 			path:     "spec.roles[0].env[0].value",
-			parts:    []string{"VLLM_DP_SIZE", `"two"`},
+			parts:    []string{`role "s" sets VLLM_DP_SIZE`, `"two"`, "spec.roles[0].command"},
 			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2"))),
 		},
 		{
@@ -335,7 +342,7 @@ func TestRefusals(t *testing.T) {
 			rule:     "a malformed VLLM_DP_SIZE even where --data-parallel-size makes it irrelevant",
 			refused:  deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "two"))),
 			path:     "spec.roles[0].env[0].value",
-			parts:    []string{"VLLM_DP_SIZE", `"two"`},
+			parts:    []string{`role "s" sets VLLM_DP_SIZE`, `"two"`, "spec.roles[0].command"},
 			admitted: deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "2"))),
 		},
 		{
@@ -708,7 +715,7 @@ func TestInstanceTypeRefusals(t *testing.T) {
 			deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
 				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "3g.40gb"}
 			})), h100(slicing), "spec.roles[0].resources.acceleratorPartitionedProfile",
-			[]string{`"1g.10gb"`}, h100(func(it *workerv1.InstanceType) {
+			[]string{`InstanceType "h100" offers no partition profile "3g.40gb"`, `(1g.10gb)`}, h100(func(it *workerv1.InstanceType) {
 				slicing(it)
 				it.Status.Detail.SlicedDetail.Physical.Profiles = append(it.Status.Detail.SlicedDetail.Physical.Profiles, workerv1.ProfileCount{Name: "3g.40gb", Count: 2})
 			})},
@@ -724,9 +731,9 @@ func TestInstanceTypeRefusals(t *testing.T) {
 			deployment(nil, role("a", "", cards("0")), role("b", "")), h100(nil), "spec.roles[0].resources.accelerator",
 			[]string{"acceleratable InstanceType \"h100\"", "request at least one accelerator, or move the CPU-only role"},
 			h100(func(it *workerv1.InstanceType) { it.Spec.Acceleratable = false })},
-		{"Prefill and Decode both slicing one accelerator group",
-			deployment(nil, role("p", workerv1.RoleKindPrefill, sliced), role("d", workerv1.RoleKindDecode, sliced)), h100(slicing), "spec.roles",
-			[]string{"both request a logical slice", "nvidia-h100"}, nil},
+		{"Prefill and Decode both slicing one accelerator group names both roles and the slice field",
+			deployment(nil, role("p", workerv1.RoleKindPrefill, sliced), role("d", workerv1.RoleKindDecode, sliced)), h100(slicing), "spec.roles[1].resources.acceleratorSlicedMemoryPercentage",
+			[]string{`the Prefill role "p" (spec.roles[0].resources.acceleratorSlicedMemoryPercentage)`, `the Decode role "d"`, "both request a logical slice", "nvidia-h100"}, nil},
 		{"a type that does not exist",
 			deployment(nil, role("s", "")), map[string]*workerv1.InstanceType{}, "spec.roles[0].instanceType",
 			[]string{`InstanceType "h100" does not exist`}, h100(nil)},
@@ -751,6 +758,17 @@ func TestExemptions(t *testing.T) {
 		edited := stored.DeepCopy()
 		edited.Spec.Roles[0].Replicas = 3
 		assert.Empty(t, validation.ValidateUpdate(edited, stored, validation.Cluster{}))
+	})
+	t.Run("a stored managed Encode role stays editable; dropping a take-over Encode role's command is judged", func(t *testing.T) {
+		stored := deployment(nil, role("e", workerv1.RoleKindEncode), role("d", workerv1.RoleKindDecode))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 2
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		takeOver := stored.DeepCopy()
+		takeOver.Spec.Roles[0].Command = []string{"encode"}
+		managed := takeOver.DeepCopy()
+		managed.Spec.Roles[0].Command = nil
+		refused(t, validation.ValidateUpdate(managed, takeOver, validation.Cluster{}), "spec.roles[0].kind", "no rendering term for kind Encode")
 	})
 	t.Run("a stored --port is judged only when an edit changes the ports or arguments", func(t *testing.T) {
 		stored := deployment(nil, role("s", "", ports(8080), args("--port", "9000")))

@@ -217,6 +217,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.ValidateBackendPath, &webhook.Admission{Handler: webhooks.BackendValidator{Reader: reader}})
+		mgr.GetWebhookServer().Register(webhooks.ValidateBindingPath, &webhook.Admission{Handler: &webhooks.BindingValidator{Reader: reader}})
 		mgr.GetWebhookServer().Register(webhooks.ValidateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactValidator{}})
 		mgr.GetWebhookServer().Register(webhooks.MutateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactDefaulter{}})
 		mgr.GetWebhookServer().Register(webhooks.ValidateSettingsPath, &webhook.Admission{Handler: &webhooks.SettingsValidator{Reader: reader}})

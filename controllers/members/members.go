@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
@@ -316,7 +317,7 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		}
 		wl = nil
 	}
-	status := renderroles.MemberStatus(pods, wl, group, size)
+	status := renderroles.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
 	status.ConditionedStatus = replica.Status.ConditionedStatus
 	if equality.Semantic.DeepEqual(status, replica.Status) {
 		return 0, nil
@@ -343,8 +344,10 @@ type roleView struct {
 	size            int32
 	reserved, ready bool
 	live            v1alpha1.MemberCounts // WeightsReady reads it
+	flavors         string                // status.roles[].assignedFlavors reads it
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{})}
+	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{}),
+		flavors: strings.Join(s.Flavors, ",")}
 }

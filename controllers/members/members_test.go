@@ -34,6 +34,15 @@ const ns = "team-a"
 
 var ctx = context.Background()
 
+// leader is the replica's member m0 as the API server holds it, running image.
+func leader(image string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
+		Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+			Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: image}}}}
+}
+
 func replica(size int32) *v1alpha1.ModelReplica {
 	return &v1alpha1.ModelReplica{
 		ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-abcde", Namespace: ns, UID: "replica-uid",
@@ -167,11 +176,7 @@ func TestMaterialize(t *testing.T) {
 		assert.Equal(t, rep.Spec.RequiredNodeAffinity, pods[0].Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 	})
 	t.Run("never updates a member that exists, and creates only the missing one", func(t *testing.T) {
-		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
-			Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
-				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "as-it-was"}}}}
+		existing := leader("as-it-was")
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), existing)
 		reconcileReplica(t, r)
@@ -180,6 +185,18 @@ func TestMaterialize(t *testing.T) {
 		assert.Equal(t, "as-it-was", got.Spec.Containers[0].Image)
 		assert.Len(t, podsOf(t, c), 2)
 		assert.Zero(t, w["update"]+w["patch"])
+	})
+	t.Run("an interrupted replacement is completed with its own configuration, not the role's newer one", func(t *testing.T) {
+		// The replica on rev1 had created m0 when the role moved on to rev2 (another image).
+		existing := leader("vllm")
+		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
+			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev2", Size: 2,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm-newer"}}}}}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), role, existing)
+		reconcileReplica(t, r)
+		got := &corev1.Pod{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "md-server-r1-m1"}, got))
+		assert.Equal(t, "vllm", got.Spec.Containers[0].Image, "the missing member comes from the replica's own revision")
 	})
 	t.Run("a member name still held by the slot's departing replica is retried, not taken", func(t *testing.T) {
 		departing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
@@ -257,6 +274,8 @@ func TestReport(t *testing.T) {
 		wl := reserved()
 		wl.Status.Conditions = append(wl.Status.Conditions,
 			metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.Now()})
+		wl.Status.Admission = &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{
+			{Name: "server", Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100"}}}}
 		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), wl)
 		reconcileReplica(t, r)
 		for _, pod := range podsOf(t, c) {
@@ -271,6 +290,7 @@ func TestReport(t *testing.T) {
 		assert.Equal(t, "Reserved", got.Status.Quota)
 		assert.True(t, *got.Status.Admitted)
 		assert.Equal(t, wl.Name, got.Status.Workload)
+		assert.Equal(t, []string{"h100"}, got.Status.Flavors, "the flavors of the role's PodSet")
 	})
 	t.Run("a reconcile that creates members leaves the report to the next", func(t *testing.T) {
 		w := writes{}

@@ -102,7 +102,7 @@ func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica
 	md := &workerv1.ModelDeployment{}
 	if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err == nil {
 		d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, "Rebuild",
-			"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for %s, then its siblings lose them",
+			"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
 			replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
 	}
 	return nil

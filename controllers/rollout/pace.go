@@ -16,6 +16,9 @@ type Slot struct {
 	// Admitted is true while the group's Workload is admitted; EverAdmitted once it has been.
 	Admitted     bool
 	EverAdmitted bool
+	// Broken is true when a member of the replica is being deleted: the departures controller
+	// rebuilds the whole instance once no other replacement of its role is in flight.
+	Broken bool
 }
 
 // Step is what the pacer does next for a role.
@@ -51,6 +54,12 @@ func Pace(current string, replicas int32, slots []Slot, inFlight int32) Step {
 	if s, ok := byOrdinal[inFlight]; ok && inFlight >= 0 && !s.Outdated && !s.Admitted {
 		return Step{InFlight: inFlight, Message: fmt.Sprintf("replica r%d's replacement waits for admission before the next replica leaves", inFlight)}
 	}
+	// A broken replica does not jump the queue, and is not overtaken either: once the replacement in
+	// flight is resolved, naming its ordinal lets the departures controller rebuild it, and no
+	// healthy replica leaves meanwhile.
+	if s, ok := brokenSlot(replicas, byOrdinal); ok {
+		return Step{InFlight: s.Ordinal, Message: fmt.Sprintf("replica r%d lost a member; it is rebuilt whole before another replica leaves", s.Ordinal)}
+	}
 	if len(outdated) == 0 {
 		return Step{InFlight: -1, Message: "every replica is on the current revision"}
 	}
@@ -83,6 +92,16 @@ func outdatedSlots(byOrdinal map[int32]Slot) []Slot {
 	}
 	sort.Slice(outdated, func(i, j int) bool { return outdated[i].Ordinal > outdated[j].Ordinal })
 	return outdated
+}
+
+// brokenSlot is the lowest declared ordinal whose replica lost a member.
+func brokenSlot(replicas int32, byOrdinal map[int32]Slot) (Slot, bool) {
+	for ordinal := range replicas {
+		if s, ok := byOrdinal[ordinal]; ok && s.Replica != "" && s.Broken {
+			return s, true
+		}
+	}
+	return Slot{}, false
 }
 
 // firstMissing is the lowest declared ordinal whose slot is empty (or, when admitted is set, whose

@@ -50,6 +50,12 @@ func TestPace(t *testing.T) {
 			[]Slot{running(0, "a"), running(1, "a"), queued(2, "b")}, 2, "r2", 2},
 		{"a group still waiting for its first admission is replaced before admitted siblings", "b", 2,
 			[]Slot{running(0, "a"), queued(1, "a")}, -1, "r1", 1},
+		{"a broken old replica is rebuilt before the next healthy one leaves", "b", 3,
+			[]Slot{running(0, "a"), func() Slot { s := running(1, "a"); s.Broken = true; return s }(), running(2, "b")}, 2, "", 1},
+		{"a broken replica waits behind the replacement in flight", "b", 3,
+			[]Slot{running(0, "a"), func() Slot { s := running(1, "a"); s.Broken = true; return s }(), queued(2, "b")}, 2, "", 2},
+		{"a broken replica is rebuilt on a role with nothing outdated", "b", 2,
+			[]Slot{running(0, "b"), func() Slot { s := running(1, "b"); s.Broken = true; return s }()}, -1, "", 1},
 		{"an ordinal above replicas is a scale-down, not a rollout", "b", 1,
 			[]Slot{running(0, "b"), running(1, "a")}, -1, "", -1},
 	}
@@ -105,8 +111,8 @@ func TestReadSlots(t *testing.T) {
 		{"the retired replica's re-created Pod in the old admitted group does not admit its replacement",
 			[]corev1.Pod{pod("old", "2", false, false), pod("new", "2", true, false)}, true,
 			Slot{Ordinal: 2, Replica: "r2-new"}},
-		{"a leaving Pod of its own says nothing", []corev1.Pod{pod("new", "2", false, true)}, true,
-			Slot{Ordinal: 2, Replica: "r2-new"}},
+		{"a leaving Pod of its own says nothing of admission, and marks the replica broken", []corev1.Pod{pod("new", "2", false, true)}, true,
+			Slot{Ordinal: 2, Replica: "r2-new", Broken: true}},
 		{"an ungated Pod in a group no longer admitted was admitted once", []corev1.Pod{pod("new", "2", false, false)}, false,
 			Slot{Ordinal: 2, Replica: "r2-new", EverAdmitted: true}},
 	}

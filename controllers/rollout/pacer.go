@@ -296,8 +296,8 @@ func (p *Pacer) retire(ctx context.Context, role *v1alpha1.ModelRole, name strin
 		}
 		return fmt.Errorf("retiring ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err)
 	}
-	p.event(ctx, role, corev1.EventTypeNormal, "ReplicaLeaving", "Retire",
-		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for %s, then its siblings lose them",
+	p.event(ctx, role, corev1.EventTypeWarning, "ReplicaLeaving", "Retire",
+		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
 		ordinal, role.Spec.RoleName, why, LeaseWindow)
 	return nil
 }
@@ -362,13 +362,16 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 // admission it is (Crossplane may even re-create a retired replica's Pod, which then rejoins the old,
 // admitted group): a replica counts as admitted only through an ungated Pod of its own.
 func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
-	ungated, present := map[types.UID]bool{}, map[int32]bool{}
+	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
 	for _, pod := range pods {
 		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
 		if err == nil {
 			present[int32(o)] = true
 		}
 		owner := metav1.GetControllerOf(&pod)
+		if owner != nil && pod.DeletionTimestamp != nil {
+			lost[owner.UID] = true
+		}
 		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
 			continue // a departing replica's Pods say nothing of its replacement
 		}
@@ -385,7 +388,7 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 		}
 		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
 			Outdated: !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
-			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID]})
+			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID]})
 	}
 	return slots, present
 }

@@ -114,7 +114,7 @@ func exists(t *testing.T, c client.Client, obj client.Object, name string) bool 
 
 func TestPacerReconcile(t *testing.T) {
 	leaving := func(ordinal int32, why string) string {
-		return "Normal ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for 30s, then its siblings lose them"
+		return "Warning ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for the 30s kv_lease_duration window, then its siblings lose them"
 	}
 	cases := []struct {
 		rule        string
@@ -308,7 +308,7 @@ func TestDeparturesReconcile(t *testing.T) {
 	evicted := groupOf(1, true)
 	evicted.Status.Conditions = append(evicted.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "Preempted to accommodate a workload"})
 	rebuilt := func(why string) string {
-		return "replica r1 of role server lost member md-server-r1-a-m0 (" + why + "); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for 30s, then its siblings lose them"
+		return "replica r1 of role server lost member md-server-r1-a-m0 (" + why + "); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the 30s kv_lease_duration window, then its siblings lose them"
 	}
 	cases := []struct {
 		rule    string

@@ -106,7 +106,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 		return err
 	}
 	xfn.SetCondition(rsp, "DomainRegistered", domain.Registered.Status, domain.Registered.Reason, domain.Registered.Message)
-	setConditions(rsp, md, d)
+	setConditions(rsp, md, d, unmanagedRoles(req, md))
 	removed := setRouterStatus(rsp, md, rt, routerRoles, poolEndpoint(d, objs.pool), status)
 	if err := xfn.SetDesiredStatus(req, rsp, xr, status, removed...); err != nil {
 		return err
@@ -312,11 +312,11 @@ func amend(dr *resource.DesiredComposed, a Amendment, d Deployment, role workerv
 }
 
 // setConditions reports what was configured, not what the containers did with it.
-func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, d Deployment) {
+func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, d Deployment, takesOver map[string]bool) {
 	unmanaged := false
 	producersUnmanaged := false
 	for _, r := range md.Spec.Roles {
-		if r.TakesOver() {
+		if takesOver[r.Name] {
 			unmanaged = true
 			producersUnmanaged = producersUnmanaged || r.Kind != workerv1.RoleKindDecode
 		}
@@ -338,11 +338,13 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	switch {
 	case d.Router == nil:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "NoRouter").WithMessage("no router consumes KV events").TargetComposite()
-	case d.Router.Name != workerv1.RouterLLMD:
-		response.ConditionTrue(rsp, "KVEventsPublishing", "NotApplicable").WithMessage("only llm-d-router consumes KV events").TargetComposite()
 	case d.Engine == workerv1.EngineSGLang:
+		// model-deployment.md: "A routed SGLang deployment renders no publisher arguments and reports
+		// KVEventsPublishing=False/PublisherDisabled", behind whichever router.
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
+	case d.Router.Name != workerv1.RouterLLMD:
+		response.ConditionTrue(rsp, "KVEventsPublishing", "NotApplicable").WithMessage("only llm-d-router consumes KV events").TargetComposite()
 	case len(silent) > 0:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage(fmt.Sprintf("the block-producing roles %q run vLLM-Ascend (their InstanceType reports manufacturer ascend), whose rendering carries no KV event publisher; llm-d-router scores prefixes approximately",
@@ -354,6 +356,30 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 		response.ConditionTrue(rsp, "KVEventsPublishing", "Publishing").
 			WithMessage(fmt.Sprintf("every block-producing role is configured to publish on tcp://*:%d, topic %s", engine.KVEventsPort, engine.KVEventsTopic)).TargetComposite()
 	}
+}
+
+// unmanagedRoles says which roles run a take-over command as deployed: status.roles[].unmanaged as
+// render-roles, earlier in the pipeline, read it off the standing replicas; a role it has not
+// reported on is judged by its spec.
+func unmanagedRoles(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range md.Spec.Roles {
+		out[r.Name] = r.TakesOver()
+	}
+	desired, err := request.GetDesiredCompositeResource(req)
+	if err != nil || desired.Resource == nil {
+		return out
+	}
+	var status workerv1.ModelDeploymentStatus
+	if raw, ok := desired.Resource.Object["status"]; !ok || xfn.Decode(raw, &status) != nil {
+		return out
+	}
+	for _, rs := range status.Roles {
+		if _, declared := out[rs.Name]; declared {
+			out[rs.Name] = rs.Unmanaged
+		}
+	}
+	return out
 }
 
 // ascendProducers are the managed, block-producing roles (not decoders or encoders) on vLLM-Ascend,

@@ -170,3 +170,36 @@ func TestVLLMAscendRender(t *testing.T) {
 		assert.Contains(t, initContainers[0].(map[string]any)["args"], "--kv-connector=nixlv2")
 	})
 }
+
+func TestConditionsReportWhatIsDeployed(t *testing.T) {
+	t.Run("SGLang behind sglang-gateway reports KVEventsPublishing=False/PublisherDisabled", func(t *testing.T) {
+		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), routerRequest(t, ""))
+		require.NoError(t, err)
+		c := condition(rsp, "KVEventsPublishing")
+		assert.Equal(t, fnv1.Status_STATUS_CONDITION_FALSE, c.GetStatus())
+		assert.Equal(t, "PublisherDisabled", c.GetReason())
+	})
+	// A managed vLLM pair under llm-d-router on nvidia publishes; render-roles, earlier in the
+	// pipeline, reports from the standing replicas whether a role still runs a take-over command.
+	nvidiaPair := func(desiredStatus string) *fnv1.RunFunctionRequest {
+		req := ascendRequest(t, "2", "2")
+		req.RequiredResources["instancetype/910b"] = &fnv1.Resources{Items: []*fnv1.Resource{res(t,
+			`{apiVersion: worker.gpustack.ai/v1, kind: InstanceType, metadata: {name: 910b}, status: {detail: {manufacturer: nvidia}}}`)}}
+		req.Desired.Composite = res(t, `{apiVersion: worker.gpustack.ai/v1, kind: ModelDeployment, status: `+desiredStatus+`}`)
+		return req
+	}
+	for _, tc := range []struct {
+		rule, status, reason string
+	}{
+		{"every deployed producer managed: Publishing", `{roles: [{name: prefill}, {name: decode}]}`, "Publishing"},
+		{"a producer whose standing replicas still run a take-over command: RoleUnmanaged, though its spec is managed",
+			`{roles: [{name: prefill, unmanaged: true}, {name: decode}]}`, "RoleUnmanaged"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			rsp, err := (&kvcache.Function{}).RunFunction(context.Background(), nvidiaPair(tc.status))
+			require.NoError(t, err)
+			require.Empty(t, rsp.GetResults())
+			assert.Equal(t, tc.reason, condition(rsp, "KVEventsPublishing").GetReason())
+		})
+	}
+}

@@ -275,6 +275,6 @@ func TestMemberStatusCountsLive(t *testing.T) {
 	failed := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}
 	deleting := live.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{}
-	s := renderroles.MemberStatus([]*corev1.Pod{live, waiting, failed, deleting}, nil, "g", 4)
+	s := renderroles.MemberStatus([]*corev1.Pod{live, waiting, failed, deleting}, nil, "g", "server", 4)
 	assert.Equal(t, &v1alpha1.MemberCounts{Live: 2, Started: 1, MainReady: 1}, s.Live)
 }

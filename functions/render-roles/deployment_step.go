@@ -361,6 +361,7 @@ func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.Model
 		r.UpToDate, r.Observed = int64(*upToDate), true
 	}
 	r.Replacing = observed.Annotations[workerv1.AnnotationReplacing] != ""
+	r.OlderCompatible = int64(ptr.Deref(observed.Status.OlderCompatible, 0))
 	return r
 }
 
@@ -377,6 +378,12 @@ func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1
 	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged}
 	if observed != nil {
 		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
+		s.AssignedFlavors = observed.Status.AssignedFlavors
+		// What is deployed decides: a role part-way through a command edit is unmanaged while any
+		// standing replica runs a take-over command. With none standing, the spec says what will run.
+		if m := observed.Status.Modes; m != nil && m.Managed+m.Unmanaged > 0 {
+			s.Unmanaged = m.Unmanaged > 0
+		}
 	}
 	return s
 }

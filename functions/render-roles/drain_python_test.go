@@ -204,3 +204,34 @@ func TestDrainHookRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitForWorkerScript runs the wait-for-worker container's program with python3, as the engine
+// image would: a worker returns at once; a leader whose workers do not resolve keeps waiting and
+// names them.
+func TestWaitForWorkerScript(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	script := renderroles.WaitForWorkerScript()
+	run := func(env ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "python3", "-c", script)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Run("a worker returns at once", func(t *testing.T) {
+		_, err := run(renderroles.EnvMemberIndex+"=1", renderroles.EnvReplicaSize+"=2", renderroles.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		assert.NoError(t, err)
+	})
+	t.Run("a leader of one member has nobody to wait for", func(t *testing.T) {
+		_, err := run(renderroles.EnvMemberIndex+"=0", renderroles.EnvReplicaSize+"=1", renderroles.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		assert.NoError(t, err)
+	})
+	t.Run("a leader waits for its workers by name", func(t *testing.T) {
+		out, err := run(renderroles.EnvMemberIndex+"=0", renderroles.EnvReplicaSize+"=3", renderroles.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		assert.Error(t, err, "still waiting when the test stops it")
+		assert.Contains(t, out, "waiting for workers: md-s-r0-m1.md-s-r0.invalid, md-s-r0-m2.md-s-r0.invalid")
+	})
+}

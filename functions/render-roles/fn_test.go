@@ -229,6 +229,19 @@ func TestDeploymentStep(t *testing.T) {
 		roles := field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)
 		assert.Equal(t, true, roles[0].(map[string]any)["unmanaged"])
 	})
+	t.Run("unmanaged is what the standing replicas run, not what the spec now says", func(t *testing.T) {
+		observedRole := func(managed, unmanaged int) map[string]string {
+			return map[string]string{"role-server": fmt.Sprintf(`{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-server, namespace: team-a}, status: {modes: {managed: %d, unmanaged: %d}}}`, managed, unmanaged)}
+		}
+		unmanaged := func(composite string, observed map[string]string) any {
+			rsp := run(t, request{composite: composite, required: resolvedDeploymentInputs(), observed: observed})
+			return field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)[0].(map[string]any)["unmanaged"]
+		}
+		takeover := deployment[:len(deployment)-2] + ", command: [sleep, infinity]}\n"
+		assert.Equal(t, true, unmanaged(deployment, observedRole(1, 1)), "a managed spec part-way back from a take-over")
+		assert.Nil(t, unmanaged(takeover, observedRole(2, 0)), "a take-over spec whose replicas all still run managed")
+		assert.Equal(t, true, unmanaged(takeover, observedRole(0, 0)), "nothing standing: the spec says what will run")
+	})
 }
 
 const role = `
@@ -331,6 +344,24 @@ func TestRoleStep(t *testing.T) {
 			replicaOf("b", 1, "oldrevisio", true))})
 		assert.Equal(t, map[string]any{"Terminating": float64(1), "InFlight": float64(2)}, field(t, rsp.GetDesired().GetComposite(), "status", "quota"))
 		assert.EqualValues(t, 0, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
+	})
+	t.Run("counts the standing replicas by the mode of the revision each runs, not the role's current one", func(t *testing.T) {
+		// The role now takes over (its template has no scrape annotations); r1 still runs the managed
+		// revision it was created with.
+		rsp := run(t, request{composite: role, required: withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "oldrevisio", true)),
+			observed: map[string]string{
+				"revision-oldrevisio": `{apiVersion: apps/v1, kind: ControllerRevision, metadata: {name: chat-server-oldrevisio}, revision: 1, data: {revision: oldrevisio, size: 1, template: {metadata: {annotations: {prometheus.io/scrape: "true"}}, spec: {containers: [{name: main, image: old}]}}}}`,
+			}})
+		assert.Equal(t, map[string]any{"managed": float64(1), "unmanaged": float64(1)}, field(t, rsp.GetDesired().GetComposite(), "status", "modes"))
+	})
+	t.Run("reports the flavors its standing replicas were admitted on, once each, sorted", func(t *testing.T) {
+		withFlavors := func(replica, flavors string) string {
+			return strings.Replace(replica, "status: {conditions:", "status: {flavors: "+flavors+", conditions:", 1)
+		}
+		rsp := run(t, request{composite: role, required: withReplicas(
+			withFlavors(replicaOf("a", 0, "newrevisio", true), "[h100-spot]"),
+			withFlavors(replicaOf("b", 1, "newrevisio", true), "[a-reserved, h100-spot]"))})
+		assert.Equal(t, []any{"a-reserved", "h100-spot"}, field(t, rsp.GetDesired().GetComposite(), "status", "assignedFlavors"))
 	})
 	t.Run("a replica above replicas is neither counted nor composed: the rollout controller retires it", func(t *testing.T) {
 		scaled := replaceOnce(role, "replicas: 3", "replicas: 1")

@@ -193,6 +193,24 @@ func TestMemberIdentity(t *testing.T) {
 		}
 		assert.Equal(t, pods[0].Spec.Containers, pods[3].Spec.Containers)
 	})
+	t.Run("above size 1 a managed role's members wait for the workers, told about their instance", func(t *testing.T) {
+		pods := members(t, workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", Size: 2}, 0)
+		for _, p := range pods {
+			require.Len(t, p.Spec.InitContainers, 1)
+			wait := p.Spec.InitContainers[0]
+			assert.Equal(t, renderroles.WaitForWorkerContainer, wait.Name)
+			assert.Equal(t, p.Spec.Containers[0].Image, wait.Image, "the engine image's own python3")
+			require.GreaterOrEqual(t, len(wait.Env), 3)
+			assert.Equal(t, "GPUSTACK_REPLICA_LEADER_ADDRESS", wait.Env[0].Name)
+		}
+		assert.Equal(t, pods[0].Spec.InitContainers, pods[1].Spec.InitContainers, "the member decides at run time")
+	})
+	t.Run("a take-over role and a single member wait for nobody", func(t *testing.T) {
+		takeOver := members(t, workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100", Size: 2, Command: []string{"serve"}}, 0)
+		assert.Empty(t, takeOver[0].Spec.InitContainers)
+		single := members(t, workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100"}, 0)
+		assert.Empty(t, single[0].Spec.InitContainers)
+	})
 }
 
 // TestStartupBudget: the startup probe allows ceil(startupTimeoutSeconds/10) failures, 10 s apart.

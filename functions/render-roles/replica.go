@@ -3,6 +3,7 @@ package renderroles
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,14 +65,22 @@ func RenderMembers(r Replica) []*corev1.Pod {
 	return pods
 }
 
-// addInstanceEnv tells the main container its leader, the instance size and, through the downward
-// API, its own index, so every member carries the same container spec.
+// addInstanceEnv tells the main container (and the wait-for-worker container, when the revision has
+// one) its leader, the instance size and, through the downward API, its own index, so every member
+// carries the same container spec.
 func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
+	containers := make([]*corev1.Container, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
 	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if c.Name != naming.MainContainer {
-			continue
+		if pod.Spec.Containers[i].Name == naming.MainContainer {
+			containers = append(containers, &pod.Spec.Containers[i])
 		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == WaitForWorkerContainer {
+			containers = append(containers, &pod.Spec.InitContainers[i])
+		}
+	}
+	for _, c := range containers {
 		instance := []corev1.EnvVar{
 			{Name: EnvLeaderAddress, Value: naming.LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
 			{Name: EnvReplicaSize, Value: strconv.Itoa(int(size))},
@@ -141,7 +150,7 @@ func ReadRevision(cr *appsv1.ControllerRevision) (*v1alpha1.RoleRevision, error)
 
 // MemberStatus reports an instance from its member Pods on the API server and its group's Workload
 // (nil while Kueue has built none): how many members exist and are Ready, and its admission.
-func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size int) v1alpha1.ModelReplicaStatus {
+func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group, role string, size int) v1alpha1.ModelReplicaStatus {
 	var ready, terminating int32
 	for _, pod := range members {
 		if podReady(pod) {
@@ -156,6 +165,28 @@ func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group string, size 
 	return v1alpha1.ModelReplicaStatus{
 		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
 		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
-		Live: ptr.To(countLive(members)),
+		Live: ptr.To(countLive(members)), Flavors: AssignedFlavors(wl, role),
 	}
+}
+
+// AssignedFlavors are the ResourceFlavors a Workload was admitted on for the PodSet of a role: the
+// PodSet is named by the members' kueue.x-k8s.io/role-hash, which the render sets to the role's
+// name. Sorted and distinct; nil before admission.
+func AssignedFlavors(wl *kueue.Workload, role string) []string {
+	if wl == nil || wl.Status.Admission == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range wl.Status.Admission.PodSetAssignments {
+		if string(a.Name) != role {
+			continue
+		}
+		for _, f := range a.Flavors {
+			if !slices.Contains(out, string(f)) {
+				out = append(out, string(f))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -156,7 +156,7 @@ func planReplica(o *replicaObservation) (*replicaPlan, error) {
 	for _, pod := range o.members {
 		observed = append(observed, pod)
 	}
-	p.status = MemberStatus(observed, o.workload, o.group, len(p.members))
+	p.status = MemberStatus(observed, o.workload, o.group, o.spec.RoleName, len(p.members))
 	return p, nil
 }
 

@@ -3,6 +3,7 @@ package renderroles
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -166,8 +167,11 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		return nil, err
 	}
 	p := &rolePlan{composed: map[int32]v1alpha1.ModelReplicaSpec{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
-	var ready, upToDate int32
+	var ready, upToDate, olderCompatible int32
 	var live v1alpha1.MemberCounts
+	var modes v1alpha1.DeployedModes
+	var flavors []string
+	takesOver := map[string]bool{} // by revision, decoded once
 	quota := map[string]int32{}
 	for n := range o.spec.Replicas {
 		quota[o.slotState(n)]++
@@ -187,11 +191,36 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		if r.Status.Live != nil {
 			live = live.Add(*r.Status.Live)
 		}
+		for _, f := range r.Status.Flavors {
+			if !slices.Contains(flavors, f) {
+				flavors = append(flavors, f)
+			}
+		}
 		if r.Spec.UpToDate(o.spec) {
 			upToDate++
 		}
+		if r.Spec.OlderCompatible(o.spec) {
+			olderCompatible++
+		}
+		if data, ok := p.revisions[r.Spec.Revision]; ok {
+			over, seen := takesOver[r.Spec.Revision]
+			if !seen {
+				rev := &v1alpha1.RoleRevision{}
+				if err := json.Unmarshal(data.Raw, rev); err != nil {
+					return nil, fmt.Errorf("cannot read revision %s of replica %s: %w", r.Spec.Revision, r.Name, err)
+				}
+				over = rev.TakesOver()
+				takesOver[r.Spec.Revision] = over
+			}
+			if over {
+				modes.Unmanaged++
+			} else {
+				modes.Managed++
+			}
+		}
 	}
-	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live}
+	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
+	slices.Sort(p.status.AssignedFlavors)
 	return p, nil
 }
 

@@ -124,6 +124,8 @@ type RoleRollout struct {
 	Observed bool
 	// Replacing is true while the rollout controller has a replacement in flight for the role.
 	Replacing bool
+	// OlderCompatible counts the up-to-date instances kept on an older render baseline.
+	OlderCompatible int64
 }
 
 // UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired
@@ -131,10 +133,11 @@ type RoleRollout struct {
 // hold's annotation value) keeps new Pods from being created, ReplacementInProgress while a
 // replacement is in flight and RolloutInProgress otherwise, Unknown before any role has reported.
 func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Condition {
-	var desired, upToDate int64
+	var desired, upToDate, older int64
 	var observed, replacing bool
 	var behind []string
 	for name, r := range roles {
+		older += r.OlderCompatible
 		desired += int64(r.Desired)
 		observed = observed || r.Observed
 		replacing = replacing || r.Replacing
@@ -147,11 +150,17 @@ func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Conditi
 	if !observed && weightsHeld == "" {
 		return Condition{"Unknown", "RolloutNotObserved", "no role has reported its replicas yet"}
 	}
+	// Older compatible instances are up to date, and told apart: they run the current configuration
+	// on an older render baseline, kept in place until min-render-version rises above it.
+	compatible := ""
+	if older > 0 {
+		compatible = fmt.Sprintf("; %d of them on an older compatible render baseline, kept in place until %s rises above it", older, workerv1.AnnotationMinRenderVersion)
+	}
 	if len(behind) == 0 {
-		return Condition{"True", "UpToDate", fmt.Sprintf("all %d instances run the current configuration", desired)}
+		return Condition{"True", "UpToDate", fmt.Sprintf("all %d instances run the current configuration", desired) + compatible}
 	}
 	sort.Strings(behind)
-	message := fmt.Sprintf("%d of %d instances run the current configuration (%s)", upToDate, desired, strings.Join(behind, ", "))
+	message := fmt.Sprintf("%d of %d instances run the current configuration (%s)", upToDate, desired, strings.Join(behind, ", ")) + compatible
 	if weightsHeld != "" {
 		_, why, _ := strings.Cut(weightsHeld, ": ")
 		return Condition{"False", RolloutHeldByWeights, message + "; no Pod is created until the weights can be delivered: " + why}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -108,6 +109,8 @@ func TestUpToDateCondition(t *testing.T) {
 		{"held by the weights before any role reported", map[string]renderroles.RoleRollout{"s": {Desired: 1}},
 			"RolloutHeldByWeights: ArtifactNotFound: gone",
 			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 1 instances run the current configuration (s 0 of 1); no Pod is created until the weights can be delivered: ArtifactNotFound: gone"}},
+		{"older compatible instances are up to date, and told apart", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 3, Observed: true, OlderCompatible: 2}}, "",
+			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 3 instances run the current configuration; 2 of them on an older compatible render baseline, kept in place until modeldeployment.gpustack.ai/min-render-version rises above it"}},
 		{"a weights hold with every instance current is up to date", map[string]renderroles.RoleRollout{"s": {Desired: 1, UpToDate: 1, Observed: true}},
 			"RolloutHeldByWeights: ArtifactNotResolved: revalidating",
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 1 instances run the current configuration"}},
@@ -125,4 +128,31 @@ func TestRenderFloor(t *testing.T) {
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("0"), "clamped up to the lowest supported")
 	assert.Equal(t, int32(renderroles.RenderVersion), floor("99"), "clamped down to this release's baseline")
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("two"), "unreadable: the lowest supported")
+}
+
+func TestAssignedFlavors(t *testing.T) {
+	admitted := func(assignments ...kueue.PodSetAssignment) *kueue.Workload {
+		return &kueue.Workload{Status: kueue.WorkloadStatus{Admission: &kueue.Admission{PodSetAssignments: assignments}}}
+	}
+	assignment := func(podSet string, flavors map[corev1.ResourceName]kueue.ResourceFlavorReference) kueue.PodSetAssignment {
+		return kueue.PodSetAssignment{Name: kueue.PodSetReference(podSet), Flavors: flavors}
+	}
+	cases := []struct {
+		rule string
+		wl   *kueue.Workload
+		want []string
+	}{
+		{"no Workload yet: none", nil, nil},
+		{"a Workload not admitted: none", &kueue.Workload{}, nil},
+		{"the PodSet named by the role-hash gives the flavors, once each, sorted",
+			admitted(assignment("server", map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100", "cpu": "default", "memory": "default"})),
+			[]string{"default", "h100"}},
+		{"another role's PodSet is not this role's",
+			admitted(assignment("decode", map[corev1.ResourceName]kueue.ResourceFlavorReference{"cpu": "spot"})), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.want, renderroles.AssignedFlavors(tc.wl, "server"))
+		})
+	}
 }

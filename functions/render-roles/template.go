@@ -128,6 +128,9 @@ func RenderRole(in Role) (*RenderedRole, error) {
 		ImagePullSecrets:              role.ImagePullSecrets,
 		TerminationGracePeriodSeconds: grace,
 	}
+	if needsWaitForWorker(role) {
+		pod.InitContainers = []corev1.Container{waitForWorker(main.Image, main.ImagePullPolicy)}
+	}
 	if in.RuntimeClassName != "" {
 		pod.RuntimeClassName = ptr.To(in.RuntimeClassName)
 	}

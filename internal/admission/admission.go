@@ -83,6 +83,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 		return objects, refused, nil // the rules below read the Settings
 	}
 	cluster.Settings = &s
+	refusals = append(refusals, judgeBindings(docs, objects, stored, cache)...)
 	for i, d := range docs {
 		obj := objects[i]
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
@@ -264,6 +265,54 @@ func (c cacheObjects) add(obj *unstructured.Unstructured) error {
 		c.backends[b.Name] = b
 	}
 	return err
+}
+
+// judgeBindings runs the Binding webhook's rule on each new KVCachePoolBinding among the documents,
+// against the stored ones and those before it, as the API server would admit them in order.
+func judgeBindings(docs []schemacheck.Document, objects []*unstructured.Unstructured, stored []schemacheck.Document, cache cacheObjects) []Refusal {
+	var bindings []workerv1.KVCachePoolBinding
+	isStored := map[string]bool{}
+	for _, d := range stored {
+		if b, ok := asBinding(d.Object); ok {
+			bindings = append(bindings, *b)
+			isStored[schemacheck.Key(d.Object)] = true
+		}
+	}
+	var refusals []Refusal
+	for i, obj := range objects {
+		b, ok := asBinding(obj)
+		if !ok {
+			continue
+		}
+		if !isStored[schemacheck.Key(docs[i].Object)] {
+			for _, e := range validation.ValidateBinding(b, bindings, cache.backendOf) {
+				refusals = append(refusals, Refusal{docs[i].Source, schemacheck.Describe(obj), e.Field, e.ErrorBody()})
+			}
+		}
+		bindings = append(bindings, *b)
+	}
+	return refusals
+}
+
+// backendOf names the backend of a pool among the documents, "" when either is absent.
+func (c cacheObjects) backendOf(pool string) string {
+	p := c.pools[pool]
+	if p == nil || len(p.Spec.Backends) == 0 || c.backends[p.Spec.Backends[0]] == nil {
+		return ""
+	}
+	return p.Spec.Backends[0]
+}
+
+// asBinding decodes a KVCachePoolBinding document; ok is false for any other kind.
+func asBinding(obj *unstructured.Unstructured) (*workerv1.KVCachePoolBinding, bool) {
+	if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.KVCachePoolBindingKind) {
+		return nil, false
+	}
+	b := &workerv1.KVCachePoolBinding{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, b); err != nil {
+		return nil, false // the schema check has refused what does not decode
+	}
+	return b, true
 }
 
 // chain is what the webhook would read for a deployment's spec.kvCache. When the documents carry

@@ -54,23 +54,45 @@ metadata: {name: cpu}
 spec: {acceleratable: false, os: linux, arch: amd64, unitResources: {cpu: "8", ram: 32Gi}}
 `
 
+// judgeText judges the documents of one file as creates and returns the refusals.
+func judgeText(t *testing.T, source, text string) []admission.Refusal {
+	t.Helper()
+	checker, err := schemacheck.ForPackage(manifests.FS)
+	require.NoError(t, err)
+	docs, err := schemacheck.SplitDocuments(source, []byte(text))
+	require.NoError(t, err)
+	_, refusals, err := admission.Judge(checker, docs, nil)
+	require.NoError(t, err)
+	return refusals
+}
+
 // The offline judge reads the cache chain from the documents, as the webhook reads it from the API
 // server: a binding to mixed group transports is refused, one transport is admitted.
 func TestJudgeReadsTheCacheChainFromTheDocuments(t *testing.T) {
-	checker, err := schemacheck.ForPackage(manifests.FS)
-	require.NoError(t, err)
 	judge := func(second string) []admission.Refusal {
-		docs, err := schemacheck.SplitDocuments("chain.yaml", []byte(strings.Replace(cacheChain, "SECOND", second, 1)))
-		require.NoError(t, err)
-		_, refusals, err := admission.Judge(checker, docs, nil)
-		require.NoError(t, err)
-		return refusals
+		return judgeText(t, "chain.yaml", strings.Replace(cacheChain, "SECOND", second, 1))
 	}
 	refusals := judge("RDMA")
 	require.Len(t, refusals, 1)
 	assert.Equal(t, "spec.kvCache.poolRef.name", refusals[0].Path)
 	assert.Contains(t, refusals[0].Reason, "TransportUnsupported")
 	assert.Empty(t, judge("TCP"), "near miss: one transport")
+}
+
+// The offline judge runs the Binding webhook's rule: a second namespace's Binding declaring the same
+// (default) domain on the pool's master is refused, as the documents would be admitted in order; one
+// naming its own domain is admitted.
+func TestJudgeRefusesASecondBindingOfOneDomain(t *testing.T) {
+	judge := func(domain string) []admission.Refusal {
+		second := "---\napiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding\nmetadata: {name: team, namespace: team-b}\n" +
+			"spec: {poolRef: {name: dram}, domain: {" + domain + "blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}\n"
+		return judgeText(t, "bindings.yaml", strings.Replace(cacheChain, "SECOND", "TCP", 1)+second)
+	}
+	refusals := judge("")
+	require.Len(t, refusals, 1)
+	assert.Equal(t, "spec.domain.name", refusals[0].Path)
+	assert.Contains(t, refusals[0].Reason, `KVCachePoolBinding team-a/team (pool "dram") already declares domain "default"`)
+	assert.Empty(t, judge("name: team-b, "), "near miss: a domain of its own")
 }
 
 // The offline judge runs the backend webhook's rules too: a group moved to another index is refused

@@ -96,7 +96,8 @@ func publishStatuses(t *testing.T, ctx context.Context) {
 // the statuses their reconcilers would.
 func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace))
+	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
+		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize"))
 	publishStatuses(t, ctx)
 }
 
@@ -266,6 +267,23 @@ func TestQwenChat(t *testing.T) {
 			status, err := deploymentCondition(ctx, "team-a", "qwen-chat", "Ready")
 			if err != nil || status != "True" {
 				return fmt.Errorf("Ready=%s: %v", status, err)
+			}
+			return nil
+		})
+		// The Workloads are attributed to the role through their PodSet (named by the role-hash), and
+		// the flavor Kueue admitted them on is reported.
+		eventually(t, time.Minute, "status.roles[].assignedFlavors naming the queue's flavor", func() error {
+			md := &unstructured.Unstructured{}
+			md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "qwen-chat"}, md); err != nil {
+				return err
+			}
+			roles, _, _ := unstructured.NestedSlice(md.Object, "status", "roles")
+			if len(roles) != 1 {
+				return fmt.Errorf("status.roles: %v", roles)
+			}
+			if flavors, _, _ := unstructured.NestedStringSlice(roles[0].(map[string]any), "assignedFlavors"); !slices.Equal(flavors, []string{"default-flavor"}) {
+				return fmt.Errorf("assignedFlavors %v", flavors)
 			}
 			return nil
 		})

@@ -123,3 +123,28 @@ spec:
 		t.Fatalf("resources.accelerator not defaulted to 1 on an acceleratable type: %+v", res)
 	}
 }
+
+// TestTwoBindingsNeverShareATenant: a domain name is the tenant the cache master keys blocks by, so
+// a second Binding declaring a taken name on the same master is refused by the webhook, naming the
+// Binding that holds it; a name of its own is admitted.
+func TestTwoBindingsNeverShareATenant(t *testing.T) {
+	ctx := context.Background()
+	applyCluster(t, ctx, "team-t") // Binding team-a-dram, domain team-t, on pool dram
+	binding := func(name, domain string) string {
+		return `apiVersion: worker.gpustack.ai/v1
+kind: KVCachePoolBinding
+metadata: {name: ` + name + `, namespace: team-t}
+spec: {poolRef: {name: dram}, domain: {name: ` + domain + `, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}
+`
+	}
+	out := applyRefused(t, binding("copy", "team-t"))
+	for _, part := range []string{"spec.domain.name", `KVCachePoolBinding team-t/team-a-dram (pool "dram") already declares domain "team-t"`} {
+		if !strings.Contains(out, part) {
+			t.Errorf("the refusal does not name %q:\n%s", part, out)
+		}
+	}
+	kubectlApply(t, binding("own", "team-t-own"))
+	if _, err := stack.Kubectl("delete", "kvcachepoolbinding", "own", "-n", "team-t"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -99,6 +99,10 @@ type ModelRoleStatus struct {
 	// UpToDate is the number of instances on the current revision.
 	// +optional
 	UpToDate *int32 `json:"upToDate,omitempty"`
+	// OlderCompatible is the number of up-to-date instances rendered on an older render baseline that
+	// still meets the floor: kept in place, not rolled.
+	// +optional
+	OlderCompatible *int32 `json:"olderCompatible,omitempty"`
 	// QuotaReserved is the number of instances whose Workload holds quota.
 	// +optional
 	QuotaReserved *int32 `json:"quotaReserved,omitempty"`
@@ -111,6 +115,29 @@ type ModelRoleStatus struct {
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// AssignedFlavors are the ResourceFlavors the standing instances were admitted on, sorted.
+	// +optional
+	// +listType=atomic
+	AssignedFlavors []string `json:"assignedFlavors,omitempty"`
+	// Modes counts the standing instances by the mode of the revision each runs: what status claims
+	// of take-over is what is deployed, not what the spec now says.
+	// +optional
+	Modes *DeployedModes `json:"modes,omitempty"`
+}
+
+// DeployedModes counts a role's standing instances by how their command line was built.
+type DeployedModes struct {
+	// Managed instances run a command line mdplane built.
+	Managed int32 `json:"managed"`
+	// Unmanaged instances run a take-over command.
+	Unmanaged int32 `json:"unmanaged"`
+}
+
+// TakesOver reports whether a revision's Pods run a take-over command. The render gives a managed
+// engine its scrape annotations and a take-over command none (in every render version), so the
+// template itself says it, also for revisions stored before this was asked.
+func (r *RoleRevision) TakesOver() bool {
+	return r.Template.Annotations["prometheus.io/scrape"] != "true"
 }
 
 // Replacement is the slot a rollout is replacing.
@@ -191,6 +218,12 @@ type ModelReplicaSpec struct {
 	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
 }
 
+// OlderCompatible reports an up-to-date instance stamped on an older render baseline than the role's
+// current one: it meets the floor and is kept in place.
+func (s ModelReplicaSpec) OlderCompatible(role ModelRoleSpec) bool {
+	return s.UpToDate(role) && s.ConfigDigest != "" && s.RenderVersion < role.RenderVersion
+}
+
 // UpToDate reports whether an instance needs no replacement under its role: its configuration is the
 // current one and its render baseline meets the deployment's floor. An instance rendered on an older
 // but compatible baseline stays. One recorded before the digest was (no digest) is judged by revision.
@@ -234,6 +267,11 @@ type ModelReplicaStatus struct {
 	// Live counts the instance's live members (not deleting, Succeeded or Failed), for WeightsReady.
 	// +optional
 	Live *MemberCounts `json:"live,omitempty"`
+	// Flavors are the ResourceFlavors Kueue admitted the instance on: those of its Workload's PodSet
+	// named by the members' kueue.x-k8s.io/role-hash, sorted.
+	// +optional
+	// +listType=atomic
+	Flavors []string `json:"flavors,omitempty"`
 }
 
 // MemberCounts counts live member Pods by how far their weights are: how many there are, how many

@@ -41,17 +41,20 @@ func TestRoleRevisionRoundTripsThroughTheScheme(t *testing.T) {
 func TestReplicaUpToDate(t *testing.T) {
 	role := v1alpha1.ModelRoleSpec{Revision: "rev2", ConfigDigest: "cfg", RenderVersion: 3, MinRenderVersion: 2}
 	cases := []struct {
-		rule    string
-		replica v1alpha1.ModelReplicaSpec
-		want    bool
+		rule         string
+		replica      v1alpha1.ModelReplicaSpec
+		want, compat bool
 	}{
-		{"the current configuration on the current baseline", v1alpha1.ModelReplicaSpec{Revision: "rev2", ConfigDigest: "cfg", RenderVersion: 3}, true},
-		{"an older baseline at or above the floor stays in place", v1alpha1.ModelReplicaSpec{Revision: "rev1", ConfigDigest: "cfg", RenderVersion: 2}, true},
-		{"a baseline below the floor is rolled", v1alpha1.ModelReplicaSpec{Revision: "rev0", ConfigDigest: "cfg", RenderVersion: 1}, false},
-		{"another configuration is rolled", v1alpha1.ModelReplicaSpec{Revision: "rev9", ConfigDigest: "other", RenderVersion: 3}, false},
-		{"a replica recorded without a digest is judged by revision", v1alpha1.ModelReplicaSpec{Revision: "rev2"}, true},
+		{"the current configuration on the current baseline", v1alpha1.ModelReplicaSpec{Revision: "rev2", ConfigDigest: "cfg", RenderVersion: 3}, true, false},
+		{"an older baseline at or above the floor stays in place, older compatible", v1alpha1.ModelReplicaSpec{Revision: "rev1", ConfigDigest: "cfg", RenderVersion: 2}, true, true},
+		{"a baseline below the floor is rolled", v1alpha1.ModelReplicaSpec{Revision: "rev0", ConfigDigest: "cfg", RenderVersion: 1}, false, false},
+		{"another configuration is rolled", v1alpha1.ModelReplicaSpec{Revision: "rev9", ConfigDigest: "other", RenderVersion: 3}, false, false},
+		{"a replica recorded without a digest is judged by revision", v1alpha1.ModelReplicaSpec{Revision: "rev2"}, true, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) { assert.Equal(t, tc.want, tc.replica.UpToDate(role)) })
+		t.Run(tc.rule, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.replica.UpToDate(role))
+			assert.Equal(t, tc.compat, tc.replica.OlderCompatible(role))
+		})
 	}
 }
