@@ -132,57 +132,20 @@ func loadBalance(e workerv1.Engine, args []string, d workerv1.ParallelDegrees, r
 	if e != workerv1.EngineVLLM {
 		return workerv1.LoadBalanceInternal, reason
 	}
-	f := balanceFlags
 	unknown := func(why string) (string, string) {
 		if reason != "" {
 			why = reason + "; " + why
 		}
 		return workerv1.LoadBalanceUnknown, why
 	}
-	startRank := HasFlag(e, args, f.startRank...)
-	votes := map[string]string{} // shape → the flag voting for it
-	vote := func(shape, flag string) {
+	votes := explicitVotes(e, args)
+	shape, flag, why := implicitShape(e, args, d)
+	if why != "" {
+		return unknown(why)
+	}
+	if shape != "" {
 		if _, seen := votes[shape]; !seen {
 			votes[shape] = flag
-		}
-	}
-	if HasFlag(e, args, f.externalLB...) {
-		vote(workerv1.LoadBalanceExternal, lastSpelling(e, args, f.externalLB))
-	}
-	if HasFlag(e, args, f.rank...) {
-		if startRank { // a rank beside a start rank is one rank of a hybrid group
-			vote(workerv1.LoadBalanceHybrid, lastSpelling(e, args, f.rank)+" with "+lastSpelling(e, args, f.startRank))
-		} else {
-			vote(workerv1.LoadBalanceExternal, lastSpelling(e, args, f.rank))
-		}
-	}
-	if HasFlag(e, args, f.hybridLB...) {
-		vote(workerv1.LoadBalanceHybrid, lastSpelling(e, args, f.hybridLB))
-	}
-	if HasFlag(e, args, f.multiPort...) {
-		vote(workerv1.LoadBalanceMultiPort, lastSpelling(e, args, f.multiPort))
-	}
-	size := ptrValue(d.DataParallel)
-	if startRank {
-		// The implicit shape: a start rank places this host's local ranks inside a larger group.
-		switch {
-		case d.DataParallelLocal != nil:
-			if local := *d.DataParallelLocal; local > 0 && local < size {
-				shape := workerv1.LoadBalanceExternal
-				if local > 1 {
-					shape = workerv1.LoadBalanceHybrid
-				}
-				vote(shape, fmt.Sprintf("%s with %s %d of %d", lastSpelling(e, args, f.startRank), lastSpelling(e, args, f.local), local, size))
-			}
-		default:
-			nnodes, set := FlagValue(e, args, f.nnodes...)
-			n, err := strconv.Atoi(nnodes)
-			switch {
-			case set && (err != nil || n < 1), !set && size > 1:
-				return unknown(fmt.Sprintf("nnodes must be a readable positive integer beside %s, got %q", lastSpelling(e, args, f.startRank), nnodes))
-			case n > 1:
-				return unknown(fmt.Sprintf("%s over %d nodes requires an explicit data-parallel-size-local", lastSpelling(e, args, f.startRank), n))
-			}
 		}
 	}
 	if len(votes) > 1 {
@@ -193,19 +156,69 @@ func loadBalance(e workerv1.Engine, args []string, d workerv1.ParallelDegrees, r
 		slices.Sort(flags)
 		return unknown(fmt.Sprintf("the balance flags %s derive to different shapes", strings.Join(flags, ", ")))
 	}
-	shape := workerv1.LoadBalanceInternal
+	shape = workerv1.LoadBalanceInternal
 	for s := range votes {
 		shape = s
 	}
 	switch {
-	case HasFlag(e, args, f.headless...):
+	case HasFlag(e, args, balanceFlags.headless...):
 		// A headless process serves no HTTP: its ranks are reached through the group's front end.
 		return workerv1.LoadBalanceInternal, reason
-	case shape == workerv1.LoadBalanceHybrid && d.DataParallelLocal != nil && size > 0 && *d.DataParallelLocal >= size:
+	case shape == workerv1.LoadBalanceHybrid && d.DataParallelLocal != nil && *d.DataParallelLocal >= ptrValue(d.DataParallel):
 		// Every rank on one host: nothing is balanced outside the engine.
 		return workerv1.LoadBalanceInternal, reason
 	}
 	return shape, reason
+}
+
+// explicitVotes are the shapes vLLM's balance flags name, each with the flag voting for it.
+func explicitVotes(e workerv1.Engine, args []string) map[string]string {
+	f := balanceFlags
+	votes := map[string]string{}
+	vote := func(shape string, names []string, how string) {
+		if _, seen := votes[shape]; !seen && HasFlag(e, args, names...) {
+			votes[shape] = lastSpelling(e, args, names) + how
+		}
+	}
+	vote(workerv1.LoadBalanceExternal, f.externalLB, "")
+	if HasFlag(e, args, f.startRank...) { // a rank beside a start rank is one rank of a hybrid group
+		vote(workerv1.LoadBalanceHybrid, f.rank, " with "+lastSpelling(e, args, f.startRank))
+	} else {
+		vote(workerv1.LoadBalanceExternal, f.rank, "")
+	}
+	vote(workerv1.LoadBalanceHybrid, f.hybridLB, "")
+	vote(workerv1.LoadBalanceMultiPort, f.multiPort, "")
+	return votes
+}
+
+// implicitShape is the shape a start rank implies: this host's local ranks inside a larger group,
+// one local rank External, several Hybrid; why says when the layout cannot be read.
+func implicitShape(e workerv1.Engine, args []string, d workerv1.ParallelDegrees) (shape, flag, why string) {
+	f := balanceFlags
+	if !HasFlag(e, args, f.startRank...) {
+		return "", "", ""
+	}
+	start, size := lastSpelling(e, args, f.startRank), ptrValue(d.DataParallel)
+	if d.DataParallelLocal != nil {
+		local := *d.DataParallelLocal
+		if local <= 0 || local >= size {
+			return "", "", ""
+		}
+		shape = workerv1.LoadBalanceExternal
+		if local > 1 {
+			shape = workerv1.LoadBalanceHybrid
+		}
+		return shape, fmt.Sprintf("%s with %s %d of %d", start, lastSpelling(e, args, f.local), local, size), ""
+	}
+	nnodes, set := FlagValue(e, args, f.nnodes...)
+	n, err := strconv.Atoi(nnodes)
+	switch {
+	case set && (err != nil || n < 1), !set && size > 1:
+		return "", "", fmt.Sprintf("nnodes must be a readable positive integer beside %s, got %q", start, nnodes)
+	case n > 1:
+		return "", "", fmt.Sprintf("%s over %d nodes requires an explicit data-parallel-size-local", start, n)
+	}
+	return "", "", ""
 }
 
 // ServesEveryMember reports whether every member of a role's replica serves HTTP on the serving port:
