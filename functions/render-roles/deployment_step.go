@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -117,7 +118,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		role := rendered[i].Role // defaulted once, by RenderRole
 		observed := o.roles[role.Name]
 		p.roles = append(p.roles, role)
-		p.status.Roles = append(p.status.Roles, roleStatus(role, rendered[i], observed))
+		p.status.Roles = append(p.status.Roles, roleStatus(md, role, rendered[i], observed))
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
 		rollouts[role.Name] = observedRollout(role, observed)
@@ -372,13 +373,27 @@ func observedQuota(role *v1alpha1.ModelRole) map[string]int32 {
 	return role.Status.Quota
 }
 
-// roleStatus is one entry of status.roles, counted in instances from the observed ModelRole.
-func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
-	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged}
+// roleStatus is one entry of status.roles, counted in instances from the observed ModelRole, with
+// the parallel layout its command line declares.
+func roleStatus(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
+	parallelism := engine.ReadParallelism(md.Spec.Engine.Name, role)
+	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged,
+		Parallelism: &parallelism, Endpoints: &workerv1.RoleEndpoints{Serving: servingEndpoints(md)}}
 	if observed != nil {
 		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
+		s.Endpoints.Eligible = observed.Status.Eligible
 	}
 	return s
+}
+
+// servingEndpoints is what the routers serve of a role: NotConfigured without a router, else
+// Unknown, as mdplane reads no router's serving view (docs/architecture.md, External DP and
+// endpoint eligibility).
+func servingEndpoints(md *workerv1.ModelDeployment) *workerv1.ServingEndpoints {
+	if md.Spec.Router == nil {
+		return &workerv1.ServingEndpoints{State: workerv1.ServingNotConfigured}
+	}
+	return &workerv1.ServingEndpoints{State: workerv1.ServingUnknown}
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.
