@@ -53,6 +53,19 @@ type deploymentObservation struct {
 	exists map[resource.Name]bool
 	// routerReady is the ready Pods of the router Deployment, which kv-cache composes.
 	routerReady int64
+	// eligibilityMarked are the composed Services whose eligibility term is already active.
+	eligibilityMarked map[resource.Name]bool
+}
+
+// eligibilityActive reports whether a role's Service selects on the eligibility label: once the
+// role's qualification is active (every instance conclusive, the qualified ones labelled), and from
+// then on, as the Service's mark keeps the term (elastic-dp-lifecycle §2.5).
+func (o *deploymentObservation) eligibilityActive(svc resource.Name, role string) bool {
+	if o.eligibilityMarked[svc] {
+		return true
+	}
+	r := o.roles[role]
+	return r != nil && r.Status.EligibilityActive
 }
 
 // observeDeployment reads the deployment, the external objects its roles bind and its observed
@@ -71,9 +84,13 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return nil, fmt.Errorf("cannot read observed composed resources: %w", err)
 	}
-	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{}}
-	for key := range observed {
+	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{},
+		eligibilityMarked: map[resource.Name]bool{}}
+	for key, obs := range observed {
 		o.exists[key] = true
+		if obs.Resource != nil && obs.Resource.GetKind() == "Service" {
+			o.eligibilityMarked[key] = obs.Resource.GetAnnotations()[workerv1.AnnotationEndpointEligibility] == EligibilityActive
+		}
 	}
 	if router := observed[naming.RouterDeploymentResource].Resource; router != nil {
 		o.routerReady, _ = xfn.NestedCount(router.Object, "status", "readyReplicas")
@@ -150,7 +167,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
-	svc := RenderRoleService(ns, name, name, first, p.rendered[0])
+	svc := RenderRoleService(ns, name, name, first, p.rendered[0], o.eligibilityActive(deploymentServiceResource, first))
 	if desired[deploymentServiceResource], err = xfn.Composed(svc, o.exists[deploymentServiceResource]); err != nil {
 		return err
 	}
@@ -174,7 +191,7 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 			return err
 		}
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
-		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r)
+		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r, o.eligibilityActive(svcResource, role.Name))
 		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
 			return err
 		}
