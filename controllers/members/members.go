@@ -318,6 +318,9 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	status := renderroles.MemberStatus(pods, wl, group, size)
 	status.ConditionedStatus = replica.Status.ConditionedStatus
+	if status.Qualification, err = r.qualify(ctx, replica, pods, size); err != nil {
+		return 0, err
+	}
 	if equality.Semantic.DeepEqual(status, replica.Status) {
 		return 0, nil
 	}
@@ -343,8 +346,16 @@ type roleView struct {
 	size            int32
 	reserved, ready bool
 	live            v1alpha1.MemberCounts // WeightsReady reads it
+	// The role's eligible count and activation read whether the replica is conclusive, qualified
+	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
+	conclusive, qualified, granted bool
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{})}
+	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{})}
+	if q := s.Qualification; q != nil {
+		v.qualified, v.granted = q.Verdict == v1alpha1.QualificationQualified, q.Granted
+		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified
+	}
+	return v
 }

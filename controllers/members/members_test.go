@@ -312,3 +312,38 @@ func TestReport(t *testing.T) {
 		assert.Equal(t, before, len(w)+w["create"]+w["status"]+w["patch"]+w["update"])
 	})
 }
+
+func TestEndpointEligibilityLabel(t *testing.T) {
+	setReady := func(t *testing.T, c client.Client, status corev1.ConditionStatus) {
+		for _, pod := range podsOf(t, c) {
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+			require.NoError(t, c.Status().Update(ctx, &pod))
+		}
+	}
+	eligible := func(t *testing.T, c client.Client) []string {
+		var out []string
+		for _, pod := range podsOf(t, c) {
+			out = append(out, pod.Labels[workerv1.LabelEndpointEligible])
+		}
+		return out
+	}
+	r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), reserved())
+	now := time.Now()
+	r.reported.now = func() time.Time { return now }
+	reconcileReplica(t, r)
+	reconcileReplica(t, r)
+	assert.Equal(t, []string{""}, eligible(t, c), "no readiness observed: nothing granted")
+
+	setReady(t, c, corev1.ConditionTrue)
+	now = now.Add(reportInterval)
+	reconcileReplica(t, r)
+	assert.Equal(t, []string{"true"}, eligible(t, c), "a Ready single member is qualified: granted")
+	got := &v1alpha1.ModelReplica{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, v1alpha1.QualificationQualified, got.Status.Qualification.Verdict)
+	assert.True(t, got.Status.Qualification.Granted)
+
+	setReady(t, c, corev1.ConditionFalse)
+	reconcileReplica(t, r) // within the report interval: the revocation is not held back
+	assert.Equal(t, []string{""}, eligible(t, c), "a member reporting not ready loses the label at once")
+}

@@ -113,9 +113,10 @@ type deploymentPlan struct {
 	// roles are the deployment's roles with their defaults, and rendered what each renders to.
 	roles    []workerv1.ModelDeploymentRole
 	rendered []*RenderedRole
-	// quota, upToDate and weights are the QuotaReserved, ReplicasUpToDate and WeightsReady conditions.
-	quota, upToDate, weights Condition
-	status                   workerv1.ModelDeploymentStatus
+	// quota, upToDate, weights and eligibility are the QuotaReserved, ReplicasUpToDate, WeightsReady
+	// and EndpointEligibility conditions.
+	quota, upToDate, weights, eligibility Condition
+	status                                workerv1.ModelDeploymentStatus
 }
 
 // planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
@@ -130,6 +131,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
+	eligibility := map[string]string{}
 	var live v1alpha1.MemberCounts
 	for i := range md.Spec.Roles {
 		role := rendered[i].Role // defaulted once, by RenderRole
@@ -139,6 +141,10 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
 		rollouts[role.Name] = observedRollout(role, observed)
+		eligibility[role.Name] = ""
+		if observed != nil {
+			eligibility[role.Name] = observed.Status.Eligibility
+		}
 		if observed != nil && observed.Status.Members != nil {
 			live = live.Add(*observed.Status.Members)
 		}
@@ -146,6 +152,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.quota = QuotaCondition(desiredReplicas, quotaStates)
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
+	p.eligibility = EligibilityCondition(eligibility)
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
@@ -165,6 +172,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, "QuotaReserved", p.quota.Status, p.quota.Reason, p.quota.Message)
 	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
+	xfn.SetCondition(rsp, EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, p.rendered[0], o.eligibilityActive(deploymentServiceResource, first))

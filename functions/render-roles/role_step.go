@@ -169,12 +169,15 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	var ready, upToDate int32
 	var live v1alpha1.MemberCounts
 	quota := map[string]int32{}
+	qualifications := make([]*v1alpha1.Qualification, 0, o.spec.Replicas)
 	for n := range o.spec.Replicas {
 		quota[o.slotState(n)]++
 		r := o.replicas[n]
 		if r == nil {
+			qualifications = append(qualifications, nil)
 			continue
 		}
+		qualifications = append(qualifications, r.Status.Qualification)
 		if o.composed[n] {
 			p.composed[n] = r.Spec
 		}
@@ -192,6 +195,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		}
 	}
 	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live}
+	p.status.Eligible, p.status.Eligibility, p.status.EligibilityActive = RoleEligibility(qualifications)
 	return p, nil
 }
 
