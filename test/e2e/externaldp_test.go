@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// externalDP is a deployment of one External-DP vLLM Server role on the h20 type: size ranks per
+// replica, each rank its own API server on the serving port.
+func externalDP(namespace, name string, size int, rank string) string {
+	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %s, namespace: %s}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - name: ranks
+      replicas: 1
+      size: %d
+      instanceType: gpustack-nvidia-h20-linux-amd64
+      resources: {accelerator: 1}
+      extraArgs: ["--data-parallel-size", "%d", "--data-parallel-rank", "%s",
+        "--data-parallel-address", "$(GPUSTACK_REPLICA_LEADER_ADDRESS)"]
+`, name, namespace, size, size, rank)
+}
+
+// serviceAddresses are the ready endpoint addresses of a Service.
+func serviceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
+	slices_ := &discoveryv1.EndpointSliceList{}
+	if err := stack.Client.List(ctx, slices_, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range slices_.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && *e.Conditions.Ready {
+				out = append(out, e.Addresses...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// podIPs are the sorted IPs of Pods.
+func podIPs(ps []corev1.Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Status.PodIP)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// roleStatus is a deployment's status of one role.
+func roleStatusOf(ctx context.Context, namespace, deployment, role string) (*workerv1.RoleStatus, error) {
+	md, err := modelDeployment(ctx, namespace, deployment)
+	if err != nil {
+		return nil, err
+	}
+	for i := range md.Status.Roles {
+		if md.Status.Roles[i].Name == role {
+			return &md.Status.Roles[i], nil
+		}
+	}
+	return nil, fmt.Errorf("status.roles has no %s yet", role)
+}
+
+// eligibleCount is status.roles[].endpoints.eligible spelled for a comparison: "nil" when absent.
+func eligibleCount(s *workerv1.RoleStatus) string {
+	if s.Endpoints == nil || s.Endpoints.Eligible == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*s.Endpoints.Eligible)
+}
+
+// TestExternalDPServesEveryRank: an External-DP Server role of two ranks per replica reports
+// loadBalance External, and its Services select both ranks (every rank serves HTTP), where a
+// leader-served role selects its leader only. mdplane sends no group-forward probe, so the two-rank
+// replica is held (EndpointEligibility Unknown/EndpointsUnsupported, eligible absent) and its role keeps
+// the legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check:
+// once Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term;
+// a rank reporting not ready loses the label at once and the condition turns False/EndpointsRevoked.
+func TestExternalDPServesEveryRank(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-dp"
+	runOnH20(t, ctx, ns, "dp-h20", 8, "ranks2", 2, externalDP(ns, "ranks2", 2, "$(GPUSTACK_MEMBER_INDEX)"))
+	kubectlApply(t, externalDP(ns, "ranks1", 1, "0"))
+	eventually(t, 3*time.Minute, "1 Pod of ranks1 running", func() error { return running(ctx, ns, "ranks1", 1) })
+
+	eventually(t, time.Minute, "ranks2 reports an External balance over two declared ranks", func() error {
+		s, err := roleStatusOf(ctx, ns, "ranks2", "ranks")
+		if err != nil {
+			return err
+		}
+		if p := s.Parallelism; p == nil || p.LoadBalance != workerv1.LoadBalanceExternal || p.Declared.DataParallel == nil || *p.Declared.DataParallel != 2 {
+			return fmt.Errorf("parallelism is %+v", s.Parallelism)
+		}
+		if s.Endpoints == nil || s.Endpoints.Serving == nil || s.Endpoints.Serving.State != workerv1.ServingNotConfigured {
+			return fmt.Errorf("endpoints are %+v, want serving NotConfigured without a router", s.Endpoints)
+		}
+		return nil
+	})
+	ranks, err := pods(ctx, ns, "ranks2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, service := range []string{"ranks2", "ranks2-ranks"} {
+		svc := &corev1.Service{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: service}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if _, leaderOnly := svc.Spec.Selector[workerv1.LabelMemberIndex]; leaderOnly || svc.Spec.Selector[workerv1.LabelServes] != "true" {
+			t.Fatalf("Service %s selects %v, want the serving label and no member-index term", service, svc.Spec.Selector)
+		}
+		eventually(t, time.Minute, "Service "+service+" reaches both ranks", func() error {
+			got, err := serviceAddresses(ctx, ns, service)
+			if err != nil {
+				return err
+			}
+			if want := podIPs(ranks); !slices.Equal(got, want) {
+				return fmt.Errorf("endpoints %v, want the ranks %v", got, want)
+			}
+			return nil
+		})
+	}
+	eventually(t, time.Minute, "the two-rank replica is held unverified", func() error {
+		if err := conditionIs(ctx, ns, "ranks2", "EndpointEligibility", "Unknown", "EndpointsUnsupported"); err != nil {
+			return err
+		}
+		s, err := roleStatusOf(ctx, ns, "ranks2", "ranks")
+		if err != nil {
+			return err
+		}
+		if got := eligibleCount(s); got != "nil" {
+			return fmt.Errorf("eligible is %s, want absent while the replica is inconclusive", got)
+		}
+		return nil
+	})
+	for _, p := range ranks {
+		if _, labelled := p.Labels[workerv1.LabelEndpointEligible]; labelled {
+			t.Fatalf("rank %s of a held replica carries the eligibility label", p.Name)
+		}
+	}
+
+	eventually(t, time.Minute, "the single-rank replica is qualified, labelled and selected by eligibility", func() error {
+		if err := conditionIs(ctx, ns, "ranks1", "EndpointEligibility", "True", "EndpointsQualified"); err != nil {
+			return err
+		}
+		s, err := roleStatusOf(ctx, ns, "ranks1", "ranks")
+		if err != nil {
+			return err
+		}
+		if got := eligibleCount(s); got != "1" {
+			return fmt.Errorf("eligible is %s, want 1", got)
+		}
+		ps, err := pods(ctx, ns, "ranks1")
+		if err != nil || len(ps) != 1 {
+			return fmt.Errorf("%d Pods of ranks1: %v", len(ps), err)
+		}
+		if ps[0].Labels[workerv1.LabelEndpointEligible] != "true" {
+			return fmt.Errorf("Pod %s is not labelled eligible", ps[0].Name)
+		}
+		svc := &corev1.Service{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ranks1-ranks"}, svc); err != nil {
+			return err
+		}
+		if svc.Spec.Selector[workerv1.LabelEndpointEligible] != "true" || svc.Annotations[workerv1.AnnotationEndpointEligibility] != "active" {
+			return fmt.Errorf("Service ranks1-ranks selects %v (annotations %v), want the eligibility term marked active", svc.Spec.Selector, svc.Annotations)
+		}
+		got, err := serviceAddresses(ctx, ns, "ranks1-ranks")
+		if err != nil {
+			return err
+		}
+		if want := podIPs(ps); !slices.Equal(got, want) {
+			return fmt.Errorf("endpoints %v, want %v", got, want)
+		}
+		return nil
+	})
+
+	ps, err := pods(ctx, ns, "ranks1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := ps[0]
+	orig := rank.DeepCopy()
+	for i, c := range rank.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			rank.Status.Conditions[i].Status, rank.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, metav1.Now()
+		}
+	}
+	if err := stack.Client.Status().Patch(ctx, &rank, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a rank reporting not ready loses the label, and the deployment reports the revocation", func() error {
+		p := &corev1.Pod{}
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(&rank), p); err != nil {
+			return err
+		}
+		if _, labelled := p.Labels[workerv1.LabelEndpointEligible]; labelled {
+			return fmt.Errorf("Pod %s still carries the eligibility label", p.Name)
+		}
+		if err := conditionIs(ctx, ns, "ranks1", "EndpointEligibility", "False", "EndpointsRevoked"); err != nil {
+			return err
+		}
+		s, err := roleStatusOf(ctx, ns, "ranks1", "ranks")
+		if err != nil {
+			return err
+		}
+		if got := eligibleCount(s); got != "0" {
+			return fmt.Errorf("eligible is %s, want 0 once every replica is conclusively unqualified", got)
+		}
+		return nil
+	})
+	svc := &corev1.Service{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ranks1-ranks"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector[workerv1.LabelEndpointEligible] != "true" {
+		t.Fatalf("Service ranks1-ranks dropped the eligibility term once active: %v", svc.Spec.Selector)
+	}
+}
