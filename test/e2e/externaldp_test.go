@@ -37,12 +37,12 @@ spec:
 
 // serviceAddresses are the ready endpoint addresses of a Service.
 func serviceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
-	slices_ := &discoveryv1.EndpointSliceList{}
-	if err := stack.Client.List(ctx, slices_, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := stack.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, s := range slices_.Items {
+	for _, s := range list.Items {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready != nil && *e.Conditions.Ready {
 				out = append(out, e.Addresses...)
@@ -63,7 +63,7 @@ func podIPs(ps []corev1.Pod) []string {
 	return out
 }
 
-// roleStatus is a deployment's status of one role.
+// roleStatusOf is a deployment's status of one role.
 func roleStatusOf(ctx context.Context, namespace, deployment, role string) (*workerv1.RoleStatus, error) {
 	md, err := modelDeployment(ctx, namespace, deployment)
 	if err != nil {
