@@ -45,7 +45,7 @@ func replica(size int32) *v1alpha1.ModelReplica {
 
 func revision(t *testing.T, rev string, size int32) *appsv1.ControllerRevision {
 	data, err := json.Marshal(&v1alpha1.RoleRevision{Revision: rev, Size: size, Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: naming.RoleLabels("md", "server"), Annotations: map[string]string{workerv1.AnnotationPodSpecHash: "abc"}},
+		ObjectMeta: metav1.ObjectMeta{Labels: naming.RoleLabels("md", "server"), Annotations: map[string]string{workerv1.AnnotationPodSpecHash: "abc", "prometheus.io/scrape": "true"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm"}}},
 	}})
 	require.NoError(t, err)

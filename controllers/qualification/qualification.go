@@ -129,13 +129,21 @@ type Labels struct {
 // instance grants it to its serving members (restoring requires activation, which Qualified
 // implies: GroupForward Verified or NotApplicable); a disqualified one loses it on every member at
 // once; a held or unobserved one keeps what it has. A member that does not serve never keeps it.
+// A take-over instance keeps its legacy Service membership (model-deployment.md, Changed role
+// configuration): its leader carries the label whatever its verdict, so a Service selecting on it
+// still reaches the leader, and the Service's own readiness rule decides.
 func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 	var l Labels
 	serving := Serving(members)
+	legacy := TakesOver(members)
 	for _, p := range members {
 		has := p.Labels[workerv1.LabelEndpointEligible] == "true"
 		serves := serving[p]
 		switch {
+		case legacy && serves:
+			if !has {
+				l.Grant = append(l.Grant, p)
+			}
 		case has && (!serves || q.Verdict == v1alpha1.QualificationNotQualified):
 			l.Revoke = append(l.Revoke, p)
 		case !has && serves && q.Verdict == v1alpha1.QualificationQualified:
@@ -143,6 +151,17 @@ func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 		}
 	}
 	return l
+}
+
+// TakesOver reports whether an instance's members run a take-over command line: the render gives a
+// managed member the engine's scrape annotations and a take-over member none (every render version).
+func TakesOver(members []*corev1.Pod) bool {
+	for _, p := range members {
+		if _, managed := p.Annotations["prometheus.io/scrape"]; managed {
+			return false
+		}
+	}
+	return len(members) > 0
 }
 
 // Serving are the members of an instance that serve traffic: those its revision labels to serve,

@@ -15,7 +15,8 @@ import (
 // member is a Pod of member index i, serving when serves, with a PodReady condition when ready is
 // "True" or "False", labelled eligible when eligible.
 func member(i string, serves bool, ready string, eligible bool) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m" + i, Labels: map[string]string{workerv1.LabelMemberIndex: i}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m" + i, Labels: map[string]string{workerv1.LabelMemberIndex: i},
+		Annotations: map[string]string{"prometheus.io/scrape": "true"}}}
 	if serves {
 		p.Labels[workerv1.LabelServes] = "true"
 	}
@@ -101,4 +102,18 @@ func TestNonServingMemberNeverKeepsTheLabel(t *testing.T) {
 	members := []*corev1.Pod{member("0", true, "True", true), member("1", false, "True", true)}
 	q := qualification.Qualify(qualification.Replica{Size: 2, Members: members})
 	assert.Equal(t, []string{"m1"}, names(qualification.LabelChanges(q, members).Revoke))
+}
+
+// TestATakeOverReplicaKeepsItsLegacyMembership: a take-over replica's leader carries the label
+// whatever its verdict (model-deployment.md: "A takeover replica keeps its legacy Service membership").
+func TestATakeOverReplicaKeepsItsLegacyMembership(t *testing.T) {
+	members := []*corev1.Pod{member("0", true, "False", false), member("1", false, "True", false)}
+	for _, p := range members {
+		delete(p.Annotations, "prometheus.io/scrape") // a take-over member has no scrape annotations
+	}
+	q := qualification.Qualify(qualification.Replica{Size: 2, Members: members})
+	assert.Equal(t, v1alpha1.QualificationNotQualified, q.Verdict, "its qualification is still reported")
+	changes := qualification.LabelChanges(q, members)
+	assert.Equal(t, []string{"m0"}, names(changes.Grant))
+	assert.Empty(t, changes.Revoke)
 }
