@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,16 +21,29 @@ import (
 // once, each by a patch of the Pod's labels alone (outside the pod-spec hash, no container is
 // touched); a revocation is never held back by the status write's interval. A leader rendered
 // before the serving label gets it too, so a role turning to External DP still selects it.
-func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (*v1alpha1.Qualification, error) {
-	condemned, err := r.condemned(ctx, replica)
-	if err != nil {
-		return nil, err
+// recheck is when to look again for a group-forward probe's result (0: nothing pending).
+func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (q *v1alpha1.Qualification, recheck time.Duration, err error) {
+	role := &v1alpha1.ModelRole{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, 0, err
+		}
+		role = nil
 	}
-	q := qualification.Qualify(qualification.Replica{Size: int32(size), Members: pods, Condemned: condemned})
-	changes := qualification.LabelChanges(q, pods)
+	in := qualification.Replica{Size: int32(size), Members: pods, Condemned: condemned(replica, role)}
+	if size > 1 && role != nil {
+		leg, wait, err := r.groupForward(ctx, replica, role, in)
+		if err != nil {
+			return nil, 0, err
+		}
+		in.GroupForward, recheck = &leg, wait
+	}
+	qualified := qualification.Qualify(in)
+	q = &qualified
+	changes := qualification.LabelChanges(*q, pods)
 	for _, p := range changes.Revoke {
 		if err := r.patchLabels(ctx, p, map[string]any{workerv1.LabelEndpointEligible: nil}); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	grant := map[*corev1.Pod]bool{}
@@ -47,11 +62,38 @@ func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica
 			continue
 		}
 		if err := r.patchLabels(ctx, p, labels); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	q.Granted = allGranted(pods) // a patch leaves the Pod read as the API server returned it
-	return &q, nil
+	return q, recheck, nil
+}
+
+// groupForward is a multi-member replica's GroupForward leg: Unsupported where no probe can be sent
+// (a Prefill or Decode role, a take-over, an engine version the probe cannot read), Unknown until
+// every member is Ready, else its probe's.
+func (r *Reconciler) groupForward(ctx context.Context, replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole, in qualification.Replica) (v1alpha1.QualificationLeg, time.Duration, error) {
+	md := &workerv1.ModelDeployment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err != nil {
+		return v1alpha1.QualificationLeg{}, 0, client.IgnoreNotFound(err)
+	}
+	var leader *corev1.Pod
+	for _, p := range in.Members {
+		if p.Labels[workerv1.LabelMemberIndex] == naming.LeaderIndex {
+			leader = p
+		}
+	}
+	if leader == nil {
+		return v1alpha1.QualificationLeg{Type: qualification.LegGroupForward, State: v1alpha1.LegUnknown, Reason: "no leader to read the engine from"}, 0, nil
+	}
+	if why := qualification.ProbeSupport(md.Spec.Engine.Name, role.Spec.Kind, leader); why != "" {
+		return v1alpha1.QualificationLeg{Type: qualification.LegGroupForward, State: v1alpha1.LegUnsupported, Reason: why}, 0, nil
+	}
+	if !qualification.Probeable(in) {
+		return v1alpha1.QualificationLeg{Type: qualification.LegGroupForward, State: v1alpha1.LegUnknown, Reason: "probed once every member is Ready"}, 0, nil
+	}
+	leg, recheck := r.probes.groupForward(replica.UID, md.Spec.Engine.Name, in.Members)
+	return leg, recheck, nil
 }
 
 // allGranted reports whether every serving member carries the eligibility label.
@@ -68,13 +110,8 @@ func allGranted(pods []*corev1.Pod) bool {
 // the replica's ordinal as the replacement in flight while the replica runs an outdated revision
 // (the pacer writes that before it deletes the replica; a replica being deleted is not qualified at
 // all, as its Pods leave at once).
-func (r *Reconciler) condemned(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
-	role := &v1alpha1.ModelRole{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
-	if err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return role.Annotations[workerv1.AnnotationReplacing] == fmt.Sprint(replica.Spec.Ordinal) && !replica.Spec.UpToDate(role.Spec), nil
+func condemned(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
+	return role != nil && role.Annotations[workerv1.AnnotationReplacing] == fmt.Sprint(replica.Spec.Ordinal) && !replica.Spec.UpToDate(role.Spec)
 }
 
 // patchLabels merges labels into a Pod's metadata (nil removes one) and mirrors them on the copy read.

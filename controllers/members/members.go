@@ -59,6 +59,7 @@ type Reconciler struct {
 
 	expected *expectations.Creates
 	reported *writeTimes
+	probes   *probes
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
@@ -66,7 +67,7 @@ type Reconciler struct {
 // index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
 // matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported = expectations.New(), newWriteTimes()
+	r.expected, r.reported, r.probes = expectations.New(), newWriteTimes(), newProbes()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -128,6 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if replica.DeletionTimestamp != nil {
+		r.probes.forget(replica.UID)
 		return reconcile.Result{}, nil // its Pods leave with it, through their owner reference
 	}
 	owned := &corev1.PodList{}
@@ -318,17 +320,21 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	status := renderroles.MemberStatus(pods, wl, group, size)
 	status.ConditionedStatus = replica.Status.ConditionedStatus
-	if status.Qualification, err = r.qualify(ctx, replica, pods, size); err != nil {
+	var recheck time.Duration
+	if status.Qualification, recheck, err = r.qualify(ctx, replica, pods, size); err != nil {
 		return 0, err
 	}
 	if equality.Semantic.DeepEqual(status, replica.Status) {
-		return 0, nil
+		return recheck, nil
 	}
 	interval := detailInterval
 	if readByRole(status) != readByRole(replica.Status) {
 		interval = reportInterval
 	}
 	if wait := r.reported.wait(replica.UID, interval); wait > 0 {
+		if recheck > 0 {
+			wait = min(wait, recheck)
+		}
 		return wait, nil
 	}
 	patch := client.MergeFrom(replica.DeepCopy())
@@ -337,7 +343,7 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		return 0, client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
 	}
 	r.reported.wrote(replica.UID)
-	return 0, nil
+	return recheck, nil
 }
 
 // roleView is what a replica's role and deployment read of its status.

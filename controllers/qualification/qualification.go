@@ -26,6 +26,9 @@ type Replica struct {
 	Members []*corev1.Pod
 	// Condemned is true when the rollout has chosen the replica for replacement.
 	Condemned bool
+	// GroupForward is a multi-member replica's group-forward leg, as its probe or the reason it
+	// cannot be probed decides it; nil is Unsupported.
+	GroupForward *v1alpha1.QualificationLeg
 }
 
 // Qualify decides an instance's legs and verdict. Every leg Verified (GroupForward also
@@ -101,15 +104,28 @@ func membersReady(r Replica) v1alpha1.QualificationLeg {
 	return l
 }
 
-// groupForward: a single member needs no forwarding check. mdplane sends no group-forward probe
-// (docs/architecture.md, External DP and endpoint eligibility), so a multi-member replica is held
-// as Unsupported, never granted and never revoked by this leg.
+// groupForward: a single member needs no forwarding check; a multi-member replica's leg is its
+// probe's, Unsupported where none can be sent.
 func groupForward(r Replica) v1alpha1.QualificationLeg {
-	if r.Size == 1 {
+	switch {
+	case r.Size == 1:
 		return v1alpha1.QualificationLeg{Type: LegGroupForward, State: v1alpha1.LegNotApplicable}
+	case r.GroupForward != nil:
+		return *r.GroupForward
 	}
-	return v1alpha1.QualificationLeg{Type: LegGroupForward, State: v1alpha1.LegUnsupported,
-		Reason: "mdplane sends no group-forward probe; a multi-member replica is held unverified"}
+	return v1alpha1.QualificationLeg{Type: LegGroupForward, State: v1alpha1.LegUnsupported, Reason: "no group-forward probe can be sent"}
+}
+
+// Probeable reports whether a multi-member replica waits on its group-forward probe alone: every
+// member exists and is Ready, and the rollout has not condemned it.
+func Probeable(r Replica) bool {
+	q := Qualify(r)
+	for _, l := range q.Legs {
+		if l.Type != LegGroupForward && l.State != v1alpha1.LegVerified {
+			return false
+		}
+	}
+	return r.Size > 1
 }
 
 func noPendingReplacement(r Replica) v1alpha1.QualificationLeg {

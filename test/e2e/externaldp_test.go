@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -87,9 +88,10 @@ func eligibleCount(s *workerv1.RoleStatus) string {
 
 // TestExternalDPServesEveryRank: an External-DP Server role of two ranks per replica reports
 // loadBalance External, and its Services select both ranks (every rank serves HTTP), where a
-// leader-served role selects its leader only. mdplane sends no group-forward probe, so the two-rank
-// replica is held (EndpointEligibility Unknown/EndpointsUnsupported, eligible absent) and its role keeps
-// the legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check:
+// leader-served role selects its leader only. The two-rank replica's group-forward probe goes to
+// each rank's Pod IP, which nothing answers on KWOK, so the replica is held
+// (EndpointEligibility Unknown/EndpointsHeldUnverified, eligible absent, GroupForward Unknown) and its
+// role keeps the legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check:
 // once Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term;
 // a rank reporting not ready loses the label at once and the condition turns False/EndpointsRevoked.
 func TestExternalDPServesEveryRank(t *testing.T) {
@@ -136,8 +138,20 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 		})
 	}
 	eventually(t, time.Minute, "the two-rank replica is held unverified", func() error {
-		if err := conditionIs(ctx, ns, "ranks2", "EndpointEligibility", "Unknown", "EndpointsUnsupported"); err != nil {
+		if err := conditionIs(ctx, ns, "ranks2", "EndpointEligibility", "Unknown", "EndpointsHeldUnverified"); err != nil {
 			return err
+		}
+		replicas := &v1alpha1.ModelReplicaList{}
+		if err := stack.Client.List(ctx, replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: "ranks2"}); err != nil {
+			return err
+		}
+		if len(replicas.Items) != 1 || replicas.Items[0].Status.Qualification == nil {
+			return fmt.Errorf("%d replicas of ranks2, none reporting its qualification yet", len(replicas.Items))
+		}
+		for _, l := range replicas.Items[0].Status.Qualification.Legs {
+			if l.Type == "GroupForward" && l.State != "Unknown" {
+				return fmt.Errorf("GroupForward is %s (%s), want Unknown: the probe is unanswered", l.State, l.Reason)
+			}
 		}
 		s, err := roleStatusOf(ctx, ns, "ranks2", "ranks")
 		if err != nil {
