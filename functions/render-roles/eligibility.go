@@ -93,7 +93,7 @@ func EligibilityCondition(roles map[string]string) Condition {
 	case EligibilityRevoked:
 		return Condition{"False", reason, fmt.Sprintf("a replica is conclusively not qualified and takes no traffic (%s); status.roles[].endpoints.eligible counts the qualified ones", detail)}
 	case EligibilityUnsupported:
-		return Condition{"Unknown", reason, fmt.Sprintf("a multi-member replica is held: mdplane sends no group-forward probe (%s)", detail)}
+		return Condition{"Unknown", reason, fmt.Sprintf("a multi-member replica is held: no group-forward probe can be sent to it (a Prefill or Decode role, a take-over, or an engine version the probe cannot read) (%s)", detail)}
 	case EligibilityHeld:
 		return Condition{"Unknown", reason, fmt.Sprintf("a replica is held on an unverified check (%s)", detail)}
 	}
