@@ -75,7 +75,8 @@ func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica
 func (r *Reconciler) groupForward(ctx context.Context, replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole, in qualification.Replica) (v1alpha1.QualificationLeg, time.Duration, error) {
 	md := &workerv1.ModelDeployment{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err != nil {
-		return v1alpha1.QualificationLeg{}, 0, client.IgnoreNotFound(err)
+		unread := v1alpha1.QualificationLeg{Type: qualification.LegGroupForward, State: v1alpha1.LegUnknown, Reason: "the deployment is not read yet"}
+		return unread, 0, client.IgnoreNotFound(err)
 	}
 	var leader *corev1.Pod
 	for _, p := range in.Members {

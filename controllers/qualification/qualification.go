@@ -50,11 +50,12 @@ func Qualify(r Replica) v1alpha1.Qualification {
 	var failed, unsupported, unknown bool
 	for _, l := range legs {
 		switch l.State {
+		case v1alpha1.LegVerified, v1alpha1.LegNotApplicable:
 		case v1alpha1.LegFailed:
 			failed = true
 		case v1alpha1.LegUnsupported:
 			unsupported = true
-		case v1alpha1.LegUnknown:
+		default: // Unknown, or a state not read: it holds
 			unknown = true
 		}
 	}
