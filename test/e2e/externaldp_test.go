@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,4 +245,95 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 	if svc.Spec.Selector[workerv1.LabelEndpointEligible] != "true" {
 		t.Fatalf("Service ranks1-ranks dropped the eligibility term once active: %v", svc.Spec.Selector)
 	}
+}
+
+// TestEachConfigurationSelectsByItsOwnMode: a role part-way through an edit from a leader-served
+// configuration to External DP serves through both (model-deployment.md, Changed role
+// configuration): the old replica through its leader only, the new one through every rank. The
+// rollout is held (the role's rollout-held annotation, as the cache step writes it) and one old
+// replica is deleted by hand, so its slot is refilled on the new configuration while the other old
+// replica keeps running.
+func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-dp-2", "edited"
+	leaderServed := strings.Replace(externalDP(ns, name, 2, "$(GPUSTACK_MEMBER_INDEX)"), "replicas: 1", "replicas: 2", 1)
+	leaderServed = strings.Replace(leaderServed, `extraArgs: ["--data-parallel-size", "2", "--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)",
+        "--data-parallel-address", "$(GPUSTACK_REPLICA_LEADER_ADDRESS)"]`, `extraArgs: ["--tensor-parallel-size", "2", "--nnodes", "2"]`, 1)
+	runOnH20(t, ctx, ns, "dp-edit-h20", 8, name, 4, leaderServed)
+	old, err := pods(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	role := &v1alpha1.ModelRole{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-ranks"}, role); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(role.DeepCopy())
+	role.Annotations[workerv1.AnnotationRolloutHeld] = "RolloutHeldByCache: held by the test" // beside Crossplane's own
+	if err := stack.Client.Patch(ctx, role, patch); err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, strings.Replace(externalDP(ns, name, 2, "$(GPUSTACK_MEMBER_INDEX)"), "replicas: 1", "replicas: 2", 1))
+	eventually(t, time.Minute, "the role renders the External-DP configuration, its rollout still held", func() error {
+		now := &v1alpha1.ModelRole{}
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(role), now); err != nil {
+			return err
+		}
+		if now.Annotations[workerv1.AnnotationRolloutHeld] == "" {
+			return fmt.Errorf("the role lost its rollout-held annotation")
+		}
+		if now.Spec.Revision == role.Spec.Revision {
+			return fmt.Errorf("the role still renders revision %s", now.Spec.Revision)
+		}
+		return nil
+	})
+	replicas := &v1alpha1.ModelReplicaList{}
+	if err := stack.Client.List(ctx, replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: name, workerv1.LabelPodOrdinal: "1"}); err != nil || len(replicas.Items) != 1 {
+		t.Fatalf("%d replicas of ordinal 1: %v", len(replicas.Items), err)
+	}
+	if err := stack.Client.Delete(ctx, &replicas.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	var kept []corev1.Pod // the old replica's members
+	for _, p := range old {
+		if p.Labels[workerv1.LabelPodOrdinal] == "0" {
+			kept = append(kept, p)
+		}
+	}
+	eventually(t, 3*time.Minute, "ordinal 1 refilled on External DP beside the old ordinal 0", func() error {
+		ps, err := pods(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		var fresh []corev1.Pod
+		for _, p := range ps {
+			switch {
+			case p.DeletionTimestamp != nil:
+				return fmt.Errorf("Pod %s still leaving", p.Name)
+			case p.Labels[workerv1.LabelPodOrdinal] == "1":
+				fresh = append(fresh, p)
+			case !slices.ContainsFunc(kept, func(k corev1.Pod) bool { return k.UID == p.UID }):
+				return fmt.Errorf("ordinal 0 was replaced (Pod %s): the held rollout moved", p.Name)
+			}
+		}
+		if len(fresh) != 2 || !ready(fresh[0]) || !ready(fresh[1]) {
+			return fmt.Errorf("%d new members of ordinal 1, want 2 Ready", len(fresh))
+		}
+		if !strings.Contains(argsOf(&fresh[0]), "--data-parallel-rank") {
+			return fmt.Errorf("ordinal 1 runs %q, not the External-DP configuration", argsOf(&fresh[0]))
+		}
+		want := podIPs(append([]corev1.Pod{kept[slices.IndexFunc(kept, func(p corev1.Pod) bool { return p.Labels[workerv1.LabelMemberIndex] == "0" })]}, fresh...))
+		for _, service := range []string{name, name + "-ranks"} {
+			got, err := serviceAddresses(ctx, ns, service)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("Service %s reaches %v, want the old leader and both new ranks %v", service, got, want)
+			}
+		}
+		return nil
+	})
 }
