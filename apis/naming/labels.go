@@ -45,10 +45,41 @@ func Leaders(selector map[string]string) map[string]string {
 	return selector
 }
 
+// Serving narrows a selector to the members that take traffic: the leaders, or, where every member
+// of a replica serves (External DP), the members labelled to serve, which are the leaders of the
+// leader-served replicas beside it; eligible adds the eligibility term. It adds to the map it is
+// given and returns it.
+func Serving(selector map[string]string, everyMember, eligible bool) map[string]string {
+	if everyMember {
+		selector[workerv1.LabelServes] = "true"
+	} else {
+		Leaders(selector)
+	}
+	if eligible {
+		selector[workerv1.LabelEndpointEligible] = "true"
+	}
+	return selector
+}
+
 // LeaderSelector is the selector of a role's serving Pods, its leaders, as status publishes it.
 func LeaderSelector(deployment, role string) string {
-	return fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s=%s", workerv1.LabelName, workerv1.NameModelDeployment,
-		workerv1.LabelInstance, deployment, workerv1.LabelComponent, role, workerv1.LabelMemberIndex, LeaderIndex)
+	return ServingSelector(deployment, role, false, false)
+}
+
+// ServingSelector is the selector of a role's serving Pods (Serving), as status publishes it: the
+// role's labels in a fixed order, then the serving terms.
+func ServingSelector(deployment, role string, everyMember, eligible bool) string {
+	s := fmt.Sprintf("%s=%s,%s=%s,%s=%s", workerv1.LabelName, workerv1.NameModelDeployment,
+		workerv1.LabelInstance, deployment, workerv1.LabelComponent, role)
+	if everyMember {
+		s += "," + workerv1.LabelServes + "=true"
+	} else {
+		s += "," + workerv1.LabelMemberIndex + "=" + LeaderIndex
+	}
+	if eligible {
+		s += "," + workerv1.LabelEndpointEligible + "=true"
+	}
+	return s
 }
 
 // InstanceNameOf is the headless Service name of the replica a Pod's labels place it in; false when

@@ -41,3 +41,37 @@ func TestLabels(t *testing.T) {
 	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=qwen,app.kubernetes.io/component=decode,modeldeployment.gpustack.ai/member-index=0",
 		naming.LeaderSelector("qwen", "decode"))
 }
+
+// TestServingSelection: each deployed configuration selects endpoints by its own mode
+// (model-deployment.md, Changed role configuration; elastic-dp-lifecycle §2.5).
+func TestServingSelection(t *testing.T) {
+	role := func() map[string]string { return naming.RoleLabels("qwen", "server") }
+	cases := []struct {
+		rule                  string
+		everyMember, eligible bool
+		want                  map[string]string
+		published             string
+	}{
+		{"a leader-served role selects its leaders", false, false,
+			map[string]string{workerv1.LabelMemberIndex: "0"}, "modeldeployment.gpustack.ai/member-index=0"},
+		{"an External-DP Server role drops the leader term for the serving label", true, false,
+			map[string]string{workerv1.LabelServes: "true"}, "modeldeployment.gpustack.ai/serves=true"},
+		{"an active qualification adds the eligibility term", true, true,
+			map[string]string{workerv1.LabelServes: "true", workerv1.LabelEndpointEligible: "true"},
+			"modeldeployment.gpustack.ai/serves=true,modeldeployment.gpustack.ai/endpoint-eligible=true"},
+		{"a leader-served role keeps its leader term beside the eligibility term", false, true,
+			map[string]string{workerv1.LabelMemberIndex: "0", workerv1.LabelEndpointEligible: "true"},
+			"modeldeployment.gpustack.ai/member-index=0,modeldeployment.gpustack.ai/endpoint-eligible=true"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			want := role()
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			assert.Equal(t, want, naming.Serving(role(), tc.everyMember, tc.eligible))
+			assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=qwen,app.kubernetes.io/component=server,"+tc.published,
+				naming.ServingSelector("qwen", "server", tc.everyMember, tc.eligible))
+		})
+	}
+}

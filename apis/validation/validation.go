@@ -385,6 +385,13 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			}
 		}
 	}
+	// A managed role refuses the multi-port external balance (elastic-dp-lifecycle §2.1): its ranks
+	// serve on several ports of one member, which the role's Services and routers cannot reach.
+	if !role.TakesOver() && engine.ReadParallelism(e, role).LoadBalance == workerv1.LoadBalanceMultiPort {
+		errs = append(errs, field.Invalid(argsField, "--data-parallel-multi-port-external-lb", fmt.Sprintf(
+			"role %q balances its data-parallel ranks over several ports of one member, which mdplane's Services and routers cannot reach; give each member one rank with --data-parallel-rank $(GPUSTACK_MEMBER_INDEX), or take the whole command line over with %s",
+			role.Name, path.Child("command"))))
+	}
 	return errs
 }
 

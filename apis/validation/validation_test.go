@@ -246,6 +246,13 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", args("-tp", "4"))),
 		},
 		{
+			rule:     "a managed role refuses the multi-port external balance",
+			refused:  deployment(nil, role("s", "", args("--data-parallel-multi-port-external-lb", "-dp", "2"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`role "s" balances its data-parallel ranks over several ports`, "--data-parallel-rank", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", args("--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)", "-dp", "2"))),
+		},
+		{
 			rule:     "a malformed VLLM_DP_SIZE",
 			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"))),
 			path:     "spec.roles[0].env[0].value",

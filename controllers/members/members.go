@@ -60,6 +60,7 @@ type Reconciler struct {
 
 	expected *expectations.Creates
 	reported *writeTimes
+	probes   *probes
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
@@ -67,7 +68,7 @@ type Reconciler struct {
 // index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
 // matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported = expectations.New(), newWriteTimes()
+	r.expected, r.reported, r.probes = expectations.New(), newWriteTimes(), newProbes()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -129,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if replica.DeletionTimestamp != nil {
+		r.probes.forget(replica.UID)
 		return reconcile.Result{}, nil // its Pods leave with it, through their owner reference
 	}
 	owned := &corev1.PodList{}
@@ -319,14 +321,21 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	status := renderroles.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
 	status.ConditionedStatus = replica.Status.ConditionedStatus
+	var recheck time.Duration
+	if status.Qualification, recheck, err = r.qualify(ctx, replica, pods, size); err != nil {
+		return 0, err
+	}
 	if equality.Semantic.DeepEqual(status, replica.Status) {
-		return 0, nil
+		return recheck, nil
 	}
 	interval := detailInterval
 	if readByRole(status) != readByRole(replica.Status) {
 		interval = reportInterval
 	}
 	if wait := r.reported.wait(replica.UID, interval); wait > 0 {
+		if recheck > 0 {
+			wait = min(wait, recheck)
+		}
 		return wait, nil
 	}
 	patch := client.MergeFrom(replica.DeepCopy())
@@ -335,7 +344,7 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		return 0, client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
 	}
 	r.reported.wrote(replica.UID)
-	return 0, nil
+	return recheck, nil
 }
 
 // roleView is what a replica's role and deployment read of its status.
@@ -345,9 +354,17 @@ type roleView struct {
 	reserved, ready bool
 	live            v1alpha1.MemberCounts // WeightsReady reads it
 	flavors         string                // status.roles[].assignedFlavors reads it
+	// The role's eligible count and activation read whether the replica is conclusive, qualified
+	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
+	conclusive, qualified, granted bool
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	return roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{}),
+	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{}),
 		flavors: strings.Join(s.Flavors, ",")}
+	if q := s.Qualification; q != nil {
+		v.qualified, v.granted = q.Verdict == v1alpha1.QualificationQualified, q.Granted
+		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified
+	}
+	return v
 }

@@ -54,7 +54,7 @@ func replica(size int32) *v1alpha1.ModelReplica {
 
 func revision(t *testing.T, rev string, size int32) *appsv1.ControllerRevision {
 	data, err := json.Marshal(&v1alpha1.RoleRevision{Revision: rev, Size: size, Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: naming.RoleLabels("md", "server"), Annotations: map[string]string{workerv1.AnnotationPodSpecHash: "abc"}},
+		ObjectMeta: metav1.ObjectMeta{Labels: naming.RoleLabels("md", "server"), Annotations: map[string]string{workerv1.AnnotationPodSpecHash: "abc", "prometheus.io/scrape": "true"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: naming.MainContainer, Image: "vllm"}}},
 	}})
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, 
 	// A clock an hour ahead at each reading: no report waits, unless a test sets its own.
 	reported, now := newWriteTimes(), time.Now()
 	reported.now = func() time.Time { now = now.Add(time.Hour); return now }
-	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported}, c, rec
+	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported, probes: newProbes()}, c, rec
 }
 
 func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {
@@ -331,4 +331,39 @@ func TestReport(t *testing.T) {
 		reconcileReplica(t, r)
 		assert.Equal(t, before, len(w)+w["create"]+w["status"]+w["patch"]+w["update"])
 	})
+}
+
+func TestEndpointEligibilityLabel(t *testing.T) {
+	setReady := func(t *testing.T, c client.Client, status corev1.ConditionStatus) {
+		for _, pod := range podsOf(t, c) {
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+			require.NoError(t, c.Status().Update(ctx, &pod))
+		}
+	}
+	eligible := func(t *testing.T, c client.Client) []string {
+		var out []string
+		for _, pod := range podsOf(t, c) {
+			out = append(out, pod.Labels[workerv1.LabelEndpointEligible])
+		}
+		return out
+	}
+	r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), reserved())
+	now := time.Now()
+	r.reported.now = func() time.Time { return now }
+	reconcileReplica(t, r)
+	reconcileReplica(t, r)
+	assert.Equal(t, []string{""}, eligible(t, c), "no readiness observed: nothing granted")
+
+	setReady(t, c, corev1.ConditionTrue)
+	now = now.Add(reportInterval)
+	reconcileReplica(t, r)
+	assert.Equal(t, []string{"true"}, eligible(t, c), "a Ready single member is qualified: granted")
+	got := &v1alpha1.ModelReplica{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, v1alpha1.QualificationQualified, got.Status.Qualification.Verdict)
+	assert.True(t, got.Status.Qualification.Granted)
+
+	setReady(t, c, corev1.ConditionFalse)
+	reconcileReplica(t, r) // within the report interval: the revocation is not held back
+	assert.Equal(t, []string{""}, eligible(t, c), "a member reporting not ready loses the label at once")
 }

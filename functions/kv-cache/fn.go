@@ -460,7 +460,7 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
 		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, images)
 	}
-	return routers.Render(md.Namespace, md.Name, md.Spec.Router, d.Roles, port, images)
+	return routers.Render(md.Namespace, md.Name, md.Spec.Engine.Name, md.Spec.Router, d.Roles, port, images)
 }
 
 // setRouterStatus reports RouterReady and status.router and, once the router serves, makes it the
@@ -531,7 +531,7 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 		entry := workerv1.RouterRoleStatus{
 			Name:     role.Name,
 			Kind:     role.Kind.RouterSpelling(),
-			Selector: naming.LeaderSelector(md.Name, role.Name),
+			Selector: servingSelector(md.Name, role.Name, svc.Resource.Object),
 		}
 		if len(ports) > 0 {
 			if p, ok := ports[0].(map[string]any)["port"]; ok {
@@ -557,4 +557,12 @@ func publishKVEvents(md *workerv1.ModelDeployment, d Deployment, desired map[res
 		roles = append(roles, entry)
 	}
 	return roles, nil
+}
+
+// servingSelector is the published selector of a role's serving Pods: the terms its Service
+// render-roles composed selects on (every rank of an External-DP Server role, the eligibility term
+// once active), spelled in naming's fixed order.
+func servingSelector(deployment, role string, service map[string]any) string {
+	selector, _, _ := unstructured.NestedStringMap(service, "spec", "selector")
+	return naming.ServingSelector(deployment, role, selector[workerv1.LabelServes] == "true", selector[workerv1.LabelEndpointEligible] == "true")
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -52,6 +53,19 @@ type deploymentObservation struct {
 	exists map[resource.Name]bool
 	// routerReady is the ready Pods of the router Deployment, which kv-cache composes.
 	routerReady int64
+	// eligibilityMarked are the composed Services whose eligibility term is already active.
+	eligibilityMarked map[resource.Name]bool
+}
+
+// eligibilityActive reports whether a role's Service selects on the eligibility label: once the
+// role's qualification is active (every instance conclusive, the qualified ones labelled), and from
+// then on, as the Service's mark keeps the term (elastic-dp-lifecycle §2.5).
+func (o *deploymentObservation) eligibilityActive(svc resource.Name, role string) bool {
+	if o.eligibilityMarked[svc] {
+		return true
+	}
+	r := o.roles[role]
+	return r != nil && r.Status.EligibilityActive
 }
 
 // observeDeployment reads the deployment, the external objects its roles bind and its observed
@@ -70,9 +84,13 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err != nil {
 		return nil, fmt.Errorf("cannot read observed composed resources: %w", err)
 	}
-	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{}}
-	for key := range observed {
+	o := &deploymentObservation{md: md, inputs: in, roles: map[string]*v1alpha1.ModelRole{}, exists: map[resource.Name]bool{},
+		eligibilityMarked: map[resource.Name]bool{}}
+	for key, obs := range observed {
 		o.exists[key] = true
+		if obs.Resource != nil && obs.Resource.GetKind() == "Service" {
+			o.eligibilityMarked[key] = obs.Resource.GetAnnotations()[workerv1.AnnotationEndpointEligibility] == EligibilityActive
+		}
 	}
 	if router := observed[naming.RouterDeploymentResource].Resource; router != nil {
 		o.routerReady, _ = xfn.NestedCount(router.Object, "status", "readyReplicas")
@@ -95,9 +113,10 @@ type deploymentPlan struct {
 	// roles are the deployment's roles with their defaults, and rendered what each renders to.
 	roles    []workerv1.ModelDeploymentRole
 	rendered []*RenderedRole
-	// quota, upToDate and weights are the QuotaReserved, ReplicasUpToDate and WeightsReady conditions.
-	quota, upToDate, weights Condition
-	status                   workerv1.ModelDeploymentStatus
+	// quota, upToDate, weights and eligibility are the QuotaReserved, ReplicasUpToDate, WeightsReady
+	// and EndpointEligibility conditions.
+	quota, upToDate, weights, eligibility Condition
+	status                                workerv1.ModelDeploymentStatus
 }
 
 // planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
@@ -112,15 +131,20 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
+	eligibility := map[string]string{}
 	var live v1alpha1.MemberCounts
 	for i := range md.Spec.Roles {
 		role := rendered[i].Role // defaulted once, by RenderRole
 		observed := o.roles[role.Name]
 		p.roles = append(p.roles, role)
-		p.status.Roles = append(p.status.Roles, roleStatus(role, rendered[i], observed))
+		p.status.Roles = append(p.status.Roles, roleStatus(md, role, rendered[i], observed))
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
 		rollouts[role.Name] = observedRollout(role, observed)
+		eligibility[role.Name] = ""
+		if observed != nil {
+			eligibility[role.Name] = observed.Status.Eligibility
+		}
 		if observed != nil && observed.Status.Members != nil {
 			live = live.Add(*observed.Status.Members)
 		}
@@ -128,6 +152,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.quota = QuotaCondition(desiredReplicas, quotaStates)
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
+	p.eligibility = EligibilityCondition(eligibility)
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
@@ -147,9 +172,10 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, "QuotaReserved", p.quota.Status, p.quota.Reason, p.quota.Message)
 	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
+	xfn.SetCondition(rsp, EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
-	svc := RenderRoleService(ns, name, name, first, p.rendered[0])
+	svc := RenderRoleService(ns, name, name, first, p.rendered[0], o.eligibilityActive(deploymentServiceResource, first))
 	if desired[deploymentServiceResource], err = xfn.Composed(svc, o.exists[deploymentServiceResource]); err != nil {
 		return err
 	}
@@ -173,7 +199,7 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 			return err
 		}
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
-		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r)
+		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r, o.eligibilityActive(svcResource, role.Name))
 		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
 			return err
 		}
@@ -373,9 +399,12 @@ func observedQuota(role *v1alpha1.ModelRole) map[string]int32 {
 	return role.Status.Quota
 }
 
-// roleStatus is one entry of status.roles, counted in instances from the observed ModelRole.
-func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
-	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged}
+// roleStatus is one entry of status.roles, counted in instances from the observed ModelRole, with
+// the parallel layout its command line declares.
+func roleStatus(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
+	parallelism := engine.ReadParallelism(md.Spec.Engine.Name, role)
+	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged,
+		Parallelism: &parallelism, Endpoints: &workerv1.RoleEndpoints{Serving: servingEndpoints(md)}}
 	if observed != nil {
 		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
 		s.AssignedFlavors = observed.Status.AssignedFlavors
@@ -384,8 +413,19 @@ func roleStatus(role workerv1.ModelDeploymentRole, r *RenderedRole, observed *v1
 		if m := observed.Status.Modes; m != nil && m.Managed+m.Unmanaged > 0 {
 			s.Unmanaged = m.Unmanaged > 0
 		}
+		s.Endpoints.Eligible = observed.Status.Eligible
 	}
 	return s
+}
+
+// servingEndpoints is what the routers serve of a role: NotConfigured without a router, else
+// Unknown, as mdplane reads no router's serving view (docs/architecture.md, External DP and
+// endpoint eligibility).
+func servingEndpoints(md *workerv1.ModelDeployment) *workerv1.ServingEndpoints {
+	if md.Spec.Router == nil {
+		return &workerv1.ServingEndpoints{State: workerv1.ServingNotConfigured}
+	}
+	return &workerv1.ServingEndpoints{State: workerv1.ServingUnknown}
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.

@@ -20,6 +20,9 @@ import (
 //	2: the preStop drain hook on a managed role's engine container, and its default grace (30 s).
 //	3: model artifact delivery: the weights volume and mount, the delivery's env, model argument
 //	   and --revision, the engine cache's ephemeral-storage limit.
+//	4: the wait-for-worker container of a managed multi-member role; the serving label
+//	   (modeldeployment.gpustack.ai/serves) on every replica's leader and on
+//	   every member of an External-DP Server role.
 const RenderVersion = 4
 
 // MinSupportedRenderVersion is the oldest render baseline this release keeps running in place.

@@ -51,6 +51,9 @@ func RenderMembers(r Replica) []*corev1.Pod {
 		pod.Labels[workerv1.LabelPodGroupName] = workerv1.GroupName(r.Namespace, r.Deployment, r.Role, r.Ordinal)
 		pod.Labels[workerv1.LabelPodOrdinal] = strconv.Itoa(int(r.Ordinal))
 		pod.Labels[workerv1.LabelMemberIndex] = strconv.Itoa(int(m))
+		if m == 0 {
+			pod.Labels[workerv1.LabelServes] = "true" // every replica serves through its leader
+		}
 		pod.Annotations[workerv1.AnnotationPodSpecHash] = seatHash(digest, r.Ordinal, m)
 		if size == 1 {
 			pod.GenerateName = naming.RoleServiceName(r.Deployment, r.Role) + "-"

@@ -173,12 +173,15 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	var flavors []string
 	takesOver := map[string]bool{} // by revision, decoded once
 	quota := map[string]int32{}
+	qualifications := make([]*v1alpha1.Qualification, 0, o.spec.Replicas)
 	for n := range o.spec.Replicas {
 		quota[o.slotState(n)]++
 		r := o.replicas[n]
 		if r == nil {
+			qualifications = append(qualifications, nil)
 			continue
 		}
+		qualifications = append(qualifications, r.Status.Qualification)
 		if o.composed[n] {
 			p.composed[n] = r.Spec
 		}
@@ -221,6 +224,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	}
 	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
 	slices.Sort(p.status.AssignedFlavors)
+	p.status.Eligible, p.status.Eligibility, p.status.EligibilityActive = RoleEligibility(qualifications)
 	return p, nil
 }
 

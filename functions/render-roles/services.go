@@ -8,7 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
+
+// EligibilityActive is the value of workerv1.AnnotationEndpointEligibility on a Service whose
+// selector carries the eligibility term.
+const EligibilityActive = "active"
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
@@ -18,15 +23,21 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
 
-// RenderRoleService is the Service <md>-<role> fronting a role's leaders; name is the Service's
-// name, so the deployment Service <md> is rendered by the same function for the first role.
-func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole) *corev1.Service {
+// RenderRoleService is the Service <md>-<role> fronting a role's serving members (naming.Serving):
+// its leaders, or every rank of an External-DP Server role; once eligible, only those carrying the
+// eligibility label, and the Service is marked so that the term stays. name is the Service's name,
+// so the deployment Service <md> is rendered by the same function for the first role.
+func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole, eligible bool) *corev1.Service {
+	meta := objectMeta(namespace, name, naming.RoleLabels(deployment, role))
+	if eligible {
+		meta.Annotations = map[string]string{workerv1.AnnotationEndpointEligibility: EligibilityActive}
+	}
 	return &corev1.Service{
 		TypeMeta:   typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(namespace, name, naming.RoleLabels(deployment, role)),
+		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: naming.Leaders(naming.RoleLabels(deployment, role)),
+			Selector: naming.Serving(naming.RoleLabels(deployment, role), r.ServesEveryMember, eligible),
 			Ports: []corev1.ServicePort{{
 				Name:       "http",
 				Protocol:   corev1.ProtocolTCP,

@@ -80,6 +80,9 @@ type RenderedRole struct {
 	Unmanaged bool
 	// Scheme is https when the engine serves TLS (it is passed a certificate or key file), else http.
 	Scheme string
+	// ServesEveryMember is true when every member of a replica serves HTTP (an External-DP Server
+	// role): every member is labelled to serve, and the role's Services select them all.
+	ServesEveryMember bool
 }
 
 // RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
@@ -97,7 +100,8 @@ func RenderRole(in Role) (*RenderedRole, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest, in.settings()), Unmanaged: role.TakesOver()}
+	out := &RenderedRole{Role: role, ConfigDigest: digest, Revision: revisionOf(digest, in.settings()), Unmanaged: role.TakesOver(),
+		ServesEveryMember: engine.ServesEveryMember(in.Spec.Engine.Name, role)}
 
 	ports := rolePorts(in.Spec, role)
 	out.ServicePort, out.TargetPort, out.Scheme = ports.service, ports.target, ports.scheme
@@ -138,7 +142,7 @@ func RenderRole(in Role) (*RenderedRole, error) {
 		pod.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: tcpTWReuseSysctl, Value: "1"}}}
 	}
 	out.Template = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: roleLabels(in, role), Annotations: roleAnnotations(role, ports, digest)},
+		ObjectMeta: metav1.ObjectMeta{Labels: roleLabels(in, role, out.ServesEveryMember), Annotations: roleAnnotations(role, ports, digest)},
 		Spec:       pod,
 	}
 	return out, nil
@@ -155,10 +159,14 @@ func tcpTWReuse(in Role, role workerv1.ModelDeploymentRole) bool {
 		role.Kind == workerv1.RoleKindPrefill && engine.DeclaresPair(in.Spec.Roles)
 }
 
-// roleLabels are the labels every Pod of the role carries; the replica step adds the group name,
-// ordinal and member index.
-func roleLabels(in Role, role workerv1.ModelDeploymentRole) map[string]string {
+// roleLabels are the labels every Pod of the role carries, the serving label when every member
+// serves; the replica step adds the group name, ordinal and member index, and the leader's serving
+// label.
+func roleLabels(in Role, role workerv1.ModelDeploymentRole, servesEveryMember bool) map[string]string {
 	l := naming.RoleLabels(in.Deployment, role.Name)
+	if servesEveryMember {
+		l[workerv1.LabelServes] = "true"
+	}
 	l[workerv1.LabelRoleKind] = role.Kind.RouterSpelling()
 	l[workerv1.LabelQueueName] = in.InstanceType.Status.Entrance
 	return l

@@ -115,6 +115,17 @@ type ModelRoleStatus struct {
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// Eligible counts the instances qualified to take traffic: absent while any instance is
+	// inconclusive, 0 when every instance is conclusively unqualified.
+	// +optional
+	Eligible *int32 `json:"eligible,omitempty"`
+	// Eligibility is the role's EndpointEligibility reason (see workerv1.EndpointEligibility*).
+	// +optional
+	Eligibility string `json:"eligibility,omitempty"`
+	// EligibilityActive is true once every instance is conclusive, one is qualified and every
+	// qualified one carries the eligibility label: the role's Services may then select on it.
+	// +optional
+	EligibilityActive bool `json:"eligibilityActive,omitempty"`
 	// AssignedFlavors are the ResourceFlavors the standing instances were admitted on, sorted.
 	// +optional
 	// +listType=atomic
@@ -272,6 +283,58 @@ type ModelReplicaStatus struct {
 	// +optional
 	// +listType=atomic
 	Flavors []string `json:"flavors,omitempty"`
+	// Qualification is whether the instance may take traffic, leg by leg.
+	// +optional
+	Qualification *Qualification `json:"qualification,omitempty"`
+}
+
+// The verdicts of a Qualification.
+const (
+	// QualificationNotObserved: no member has reported readiness yet.
+	QualificationNotObserved = "NotObserved"
+	// QualificationQualified: every leg is Verified.
+	QualificationQualified = "Qualified"
+	// QualificationNotQualified: a leg Failed.
+	QualificationNotQualified = "NotQualified"
+	// QualificationHeld: a leg is Unknown.
+	QualificationHeld = "Held"
+	// QualificationUnsupported: the group-forward check is Unsupported for the instance.
+	QualificationUnsupported = "Unsupported"
+)
+
+// The states of a QualificationLeg.
+const (
+	LegVerified      = "Verified"
+	LegFailed        = "Failed"
+	LegUnknown       = "Unknown"
+	LegNotApplicable = "NotApplicable"
+	LegUnsupported   = "Unsupported"
+)
+
+// Qualification is an instance's endpoint qualification (elastic-dp-lifecycle §2.3).
+type Qualification struct {
+	// Verdict is NotObserved, Qualified, NotQualified, Held or Unsupported.
+	// +kubebuilder:validation:Enum=NotObserved;Qualified;NotQualified;Held;Unsupported
+	Verdict string `json:"verdict"`
+	// Granted is true when every serving member carries the eligibility label.
+	// +optional
+	Granted bool `json:"granted,omitempty"`
+	// Legs are the checks behind the verdict.
+	// +optional
+	// +listType=atomic
+	Legs []QualificationLeg `json:"legs,omitempty"`
+}
+
+// QualificationLeg is one check of a Qualification.
+type QualificationLeg struct {
+	// Type is MemberSetComplete, MembersReady, GroupForward, NoPlannedRetirement or NoPendingReplacement.
+	Type string `json:"type"`
+	// State is Verified, Failed, Unknown, NotApplicable (GroupForward of a single member) or
+	// Unsupported (GroupForward mdplane cannot probe).
+	State string `json:"state"`
+	// Reason explains a state other than Verified.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // MemberCounts counts live member Pods by how far their weights are: how many there are, how many

@@ -20,10 +20,17 @@ const (
 	LabelInstance  = "app.kubernetes.io/instance"
 	LabelComponent = "app.kubernetes.io/component"
 
-	LabelRoleKind              = "modeldeployment.gpustack.ai/role-kind"
-	LabelPodOrdinal            = "modeldeployment.gpustack.ai/pod-ordinal"
-	LabelMemberIndex           = "modeldeployment.gpustack.ai/member-index"
-	AnnotationPodSpecHash      = "modeldeployment.gpustack.ai/pod-spec-hash"
+	LabelRoleKind         = "modeldeployment.gpustack.ai/role-kind"
+	LabelPodOrdinal       = "modeldeployment.gpustack.ai/pod-ordinal"
+	LabelMemberIndex      = "modeldeployment.gpustack.ai/member-index"
+	AnnotationPodSpecHash = "modeldeployment.gpustack.ai/pod-spec-hash"
+	// LabelEndpointEligible "true" marks a serving member of a qualified replica; the members
+	// controller writes and removes it (elastic-dp-lifecycle §2.5), outside the pod-spec hash.
+	LabelEndpointEligible = "modeldeployment.gpustack.ai/endpoint-eligible"
+	// LabelServes "true" marks a member that serves HTTP on the serving port: the leader of every
+	// replica, and every member of an External-DP Server replica. Rendered from the replica's own
+	// revision, so each deployed configuration selects endpoints by its own mode.
+	LabelServes                = "modeldeployment.gpustack.ai/serves"
 	AnnotationRenderVersion    = "modeldeployment.gpustack.ai/render-version"
 	AnnotationMinRenderVersion = "modeldeployment.gpustack.ai/min-render-version"
 
@@ -37,6 +44,10 @@ const (
 	// reason, a colon, a message); the cache step writes it in the same apply as the configuration
 	// that made them outdated, so the rollout controller never sees one without the other.
 	AnnotationRolloutHeld = "worker.gpustack.ai/rollout-held"
+
+	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
+	// once there, the term stays (elastic-dp-lifecycle §2.5).
+	AnnotationEndpointEligibility = "worker.gpustack.ai/endpoint-eligibility"
 
 	// FinalizerInstanceMembers keeps a replica's headless Service until the replica's members are
 	// gone, so a departing member still resolves its peers while it drains.

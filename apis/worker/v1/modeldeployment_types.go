@@ -593,13 +593,66 @@ type RoleStatus struct {
 	// Parallelism is what the role's command line declares.
 	// +optional
 	Parallelism *RoleParallelism `json:"parallelism,omitempty"`
+	// Endpoints count the role's qualified replica groups and the endpoints routers serve.
+	// +optional
+	Endpoints *RoleEndpoints `json:"endpoints,omitempty"`
 }
+
+// RoleEndpoints reports how many of a role's replicas may take traffic.
+type RoleEndpoints struct {
+	// Eligible counts the role's qualified replica groups (not Pods): absent while any replica is
+	// inconclusive, 0 when every replica is conclusively unqualified.
+	// +optional
+	Eligible *int32 `json:"eligible,omitempty"`
+	// Serving is what the routers serve of the role.
+	// +optional
+	Serving *ServingEndpoints `json:"serving,omitempty"`
+}
+
+// The states of ServingEndpoints.
+const (
+	ServingConfirmed     = "Confirmed"
+	ServingNotConverged  = "NotConverged"
+	ServingUnknown       = "Unknown"
+	ServingNotConfigured = "NotConfigured"
+)
+
+// ServingEndpoints counts the physical HTTP endpoints the routers serve of a role.
+type ServingEndpoints struct {
+	// State is Confirmed, NotConverged, Unknown or NotConfigured (no spec.router).
+	// +kubebuilder:validation:Enum=Confirmed;NotConverged;Unknown;NotConfigured
+	State string `json:"state"`
+	// Value is the count, only when Confirmed.
+	// +optional
+	Value *int32 `json:"value,omitempty"`
+}
+
+// How a role's data-parallel ranks take traffic (RoleParallelism.LoadBalance).
+const (
+	LoadBalanceInternal  = "Internal"
+	LoadBalanceExternal  = "External"
+	LoadBalanceHybrid    = "Hybrid"
+	LoadBalanceMultiPort = "MultiPort"
+	LoadBalanceUnknown   = "Unknown"
+)
+
+// Where a role's degrees were read (ParallelismSource.Kind).
+const (
+	ParallelismFromExtraArgs        = "ExtraArgs"
+	ParallelismFromCommand          = "Command"
+	ParallelismFromUnmanagedCommand = "UnmanagedCommand"
+	ParallelismFromUnknown          = "Unknown"
+)
 
 // RoleParallelism is the parallel layout read from a role's command line.
 type RoleParallelism struct {
 	// Declared are the degrees the command line names.
 	// +optional
 	Declared ParallelDegrees `json:"declared,omitempty"`
+	// Modes are the parallel modes the command line turns on (expertParallel, dpAttention,
+	// prefillContextParallel; other modes keep their flag's spelling).
+	// +optional
+	Modes map[string]bool `json:"modes,omitempty"`
 	// LoadBalance is how data-parallel ranks take traffic.
 	// +optional
 	// +kubebuilder:validation:Enum=Internal;External;Hybrid;MultiPort;Unknown
@@ -632,6 +685,15 @@ type ParallelDegrees struct {
 	// DecodeContextParallel degree.
 	// +optional
 	DecodeContextParallel *int32 `json:"decodeContextParallel,omitempty"`
+	// AttentionContextParallel degree.
+	// +optional
+	AttentionContextParallel *int32 `json:"attentionContextParallel,omitempty"`
+	// MoeDpSize is the data-parallel degree of the MoE layers.
+	// +optional
+	MoeDpSize *int32 `json:"moeDpSize,omitempty"`
+	// DwdpSize degree.
+	// +optional
+	DwdpSize *int32 `json:"dwdpSize,omitempty"`
 }
 
 // ParallelismSource says where a role's degrees were read.

@@ -52,7 +52,7 @@ func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool
 	data := map[string]string{
 		keyEPP:              string(epp),
 		keyEnvoy:            llmd.Envoy(r.RequestTimeoutSeconds),
-		keyEndpointSelector: llmd.EndpointSelector(md.Name),
+		keyEndpointSelector: llmd.EndpointSelector(md.Name, llmd.ServesEveryMember(md.Spec.Engine.Name, md.Spec.Roles)),
 		keyTargetPorts:      strconv.Itoa(int(servingPort)),
 		keyExtraArgs:        string(extraArgs),
 	}

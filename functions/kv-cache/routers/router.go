@@ -17,6 +17,7 @@ import (
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
 )
 
 // Router rendering constants of the spec's related facts (§1.4).
@@ -67,12 +68,12 @@ func Renders(name workerv1.RouterName) bool {
 // Render renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
 // router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
 // RoleBinding that let it watch Pods. servingPort is the port every role serves on.
-func Render(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, images Images) (*Router, error) {
+func Render(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, images Images) (*Router, error) {
 	command, ok := routerCommands[r.Name]
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
-	container := routerContainerOf(r, command, routerArgs(namespace, deployment, r, roles, servingPort), images.Router)
+	container := routerContainerOf(r, command, routerArgs(namespace, deployment, e, r, roles, servingPort), images.Router)
 	hash, err := configHash(container)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func Labels(deployment string, router workerv1.RouterName) map[string]string {
 
 // routerArgs are the router's own flags, then the user's extraArgs: where it listens, where it
 // discovers the roles' leaders, and the prefill/decode selectors of a declared pair.
-func routerArgs(namespace, deployment string, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) []string {
+func routerArgs(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) []string {
 	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(Port),
 		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
 	if r.RequestTimeoutSeconds != nil {
@@ -144,7 +145,7 @@ func routerArgs(namespace, deployment string, r *workerv1.ModelDeploymentRouter,
 		args = append(args, selectorArgs("--prefill-selector", leaderLabels(deployment, workerv1.RoleKindPrefill))...)
 		args = append(args, selectorArgs("--decode-selector", leaderLabels(deployment, workerv1.RoleKindDecode))...)
 	} else {
-		args = append(args, selectorArgs("--selector", leaderLabels(deployment, ""))...)
+		args = append(args, selectorArgs("--selector", serverLabels(deployment, llmd.ServesEveryMember(e, roles)))...)
 	}
 	return append(args, r.ExtraArgs...)
 }
@@ -207,6 +208,13 @@ func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
 		l[workerv1.LabelRoleKind] = kind.RouterSpelling()
 	}
 	return l
+}
+
+// serverLabels select the serving members of a deployment's Server roles: their leaders, or, when a
+// role serves through every rank (External DP), every member labelled to serve, which includes the
+// leaders of the leader-served replicas beside it.
+func serverLabels(deployment string, everyMember bool) map[string]string {
+	return naming.Serving(naming.DeploymentLabels(deployment), everyMember, false)
 }
 
 // selectorArgs spells a selector one label per argument, sorted.

@@ -38,14 +38,30 @@ type Deployment struct {
 }
 
 // EndpointSelector is the selector the EPP discovers endpoints with (ConfigMap key
-// endpoint-selector): the deployment's leaders, never the router's own Pods. Order is fixed.
-func EndpointSelector(deployment string) string {
+// endpoint-selector): the deployment's leaders, or its serving members when a Server role serves
+// through every rank (External DP), never the router's own Pods. Order is fixed.
+func EndpointSelector(deployment string, everyMember bool) string {
+	serving := workerv1.LabelMemberIndex + "=0"
+	if everyMember {
+		serving = workerv1.LabelServes + "=true"
+	}
 	return strings.Join([]string{
 		workerv1.LabelName + "=" + workerv1.NameModelDeployment,
 		workerv1.LabelInstance + "=" + deployment,
-		workerv1.LabelMemberIndex + "=0",
+		serving,
 		"!" + labelRouter,
 	}, ",")
+}
+
+// ServesEveryMember reports whether any role of a deployment serves through every member of a
+// replica (engine.ServesEveryMember): the deployment's endpoints are then its serving members.
+func ServesEveryMember(e workerv1.Engine, roles []workerv1.ModelDeploymentRole) bool {
+	for _, r := range roles {
+		if engine.ServesEveryMember(e, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // UpstreamEngine is the engine's name as llm-d spells it.
@@ -153,7 +169,7 @@ func EPP(d Deployment) ([]byte, error) {
 	decode, prefill := workerv1.RoleKindDecode.RouterSpelling(), workerv1.RoleKindPrefill.RouterSpelling()
 	prefixScorer := doc{"type": "prefix-cache-scorer"}
 	if precise {
-		selector := EndpointSelector(d.Name)
+		selector := EndpointSelector(d.Name, ServesEveryMember(d.Engine, d.Roles))
 		if hasKind[decode] {
 			// Decoders publish no events; the producer does not dial them.
 			selector += "," + labelRoleKind + "!=" + decode

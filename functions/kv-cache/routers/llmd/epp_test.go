@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -164,4 +165,17 @@ func TestEnvoyRouteTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndpointSelectorSelectsServingMembers: the EPP discovers the deployment's leaders, or its
+// serving members once a Server role serves through every rank (External DP).
+func TestEndpointSelectorSelectsServingMembers(t *testing.T) {
+	external := workerv1.ModelDeploymentRole{Name: "s", Kind: workerv1.RoleKindServer, ExtraArgs: []string{"--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)"}}
+	internal := workerv1.ModelDeploymentRole{Name: "d", Kind: workerv1.RoleKindDecode, ExtraArgs: external.ExtraArgs}
+	assert.False(t, llmd.ServesEveryMember(workerv1.EngineVLLM, []workerv1.ModelDeploymentRole{internal}), "External DP in a Decode role stays leader-served")
+	assert.True(t, llmd.ServesEveryMember(workerv1.EngineVLLM, []workerv1.ModelDeploymentRole{internal, external}))
+	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=md,modeldeployment.gpustack.ai/member-index=0,!modeldeployment.gpustack.ai/router",
+		llmd.EndpointSelector("md", false))
+	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=md,modeldeployment.gpustack.ai/serves=true,!modeldeployment.gpustack.ai/router",
+		llmd.EndpointSelector("md", true))
 }
