@@ -112,6 +112,12 @@ func exists(t *testing.T, c client.Client, obj client.Object, name string) bool 
 	return obj.GetDeletionTimestamp() == nil
 }
 
+// elasticRole marks a role as an Elastic EP role's members.
+func elasticRole(role *v1alpha1.ModelRole) *v1alpha1.ModelRole {
+	role.Spec.Elastic = &v1alpha1.ElasticRole{Part: v1alpha1.ElasticMembers, HeadAddress: "md-elastic-head.ns.svc:6379"}
+	return role
+}
+
 func TestPacerReconcile(t *testing.T) {
 	leaving := func(ordinal int32, why string) string {
 		return "Normal ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for 30s, then its siblings lose them"
@@ -174,6 +180,10 @@ func TestPacerReconcile(t *testing.T) {
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotResolved: not yet"}),
 			objs:        objects(standing(0, "a"), standing(1, "a")),
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotResolved: not yet"}},
+		{rule: "an Elastic EP role is outside the rollout: its outdated members stay",
+			role: elasticRole(modelRole(3, "b", nil)), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "a"))},
+		{rule: "an Elastic EP role's width growth adds members, ordinals in order, replacing none",
+			role: elasticRole(modelRole(4, "b", nil)), objs: objects(standing(0, "a"), standing(1, "a")), created: []int32{2, 3}},
 		{rule: "a new role held by its weights gets no replica",
 			role:        modelRole(2, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotFound: gone"}),
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotFound: gone"}},

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
@@ -21,12 +22,17 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 // RenderRoleService is the Service <md>-<role> fronting a role's leaders; name is the Service's
 // name, so the deployment Service <md> is rendered by the same function for the first role.
 func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole) *corev1.Service {
+	selector := naming.Leaders(naming.RoleLabels(deployment, role))
+	if r.Elastic != nil {
+		// Of an Elastic EP role only the master (ordinal 0) serves HTTP.
+		selector[workerv1.LabelPodOrdinal] = "0"
+	}
 	return &corev1.Service{
 		TypeMeta:   typeMeta("v1", "Service"),
 		ObjectMeta: objectMeta(namespace, name, naming.RoleLabels(deployment, role)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: naming.Leaders(naming.RoleLabels(deployment, role)),
+			Selector: selector,
 			Ports: []corev1.ServicePort{{
 				Name:       "http",
 				Protocol:   corev1.ProtocolTCP,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
@@ -80,6 +81,8 @@ type RenderedRole struct {
 	Unmanaged bool
 	// Scheme is https when the engine serves TLS (it is passed a certificate or key file), else http.
 	Scheme string
+	// Elastic is the Elastic EP part the role renders, nil on an ordinary role.
+	Elastic *v1alpha1.ElasticRole
 }
 
 // RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
@@ -472,6 +475,12 @@ func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
 // resolved external bindings.
 func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	role.Replicas = 0
+	if role.ElasticEP != nil {
+		// Width plays the part of replicas: growing it adds members and restarts none.
+		ep := *role.ElasticEP
+		ep.Width = 0
+		role.ElasticEP = &ep
+	}
 	role.TerminationGracePeriodSeconds = configuredGrace(role)
 	type bindings struct {
 		InstanceType  string                             `json:"instanceType"`
