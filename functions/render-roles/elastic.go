@@ -154,7 +154,8 @@ func rayJoin(headAddress string) string {
 
 // elasticMember applies what a member's ordinal makes of it: the master (ordinal 0) wraps the
 // rendered argv in the Ray join and the data-parallel flags of its boot width and gets the liveness
-// probe that accepts a resize in flight; a worker only joins Ray and serves nothing. false holds the
+// probe that accepts a resize in flight; a worker only joins Ray and serves nothing (no probes, no
+// preStop hook, no scrape annotations). false holds the
 // member: a master without a boot width is not rendered (§1.4).
 func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth int32) bool {
 	c := mainOf(&pod.Spec)
@@ -166,6 +167,10 @@ func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth 
 	if ordinal > 0 {
 		c.Command, c.Args = []string{"/bin/sh", "-ec", join + " --block"}, nil
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe, c.Lifecycle = nil, nil, nil, nil
+		// A worker serves no HTTP: nothing to scrape.
+		for _, k := range []string{"prometheus.io/scrape", "prometheus.io/path", "prometheus.io/port", "prometheus.io/scheme"} {
+			delete(pod.Annotations, k)
+		}
 		pod.Annotations[workerv1.AnnotationPodSpecHash] = sha256Hex([]byte(hash + "/elastic-worker"))
 		return true
 	}
