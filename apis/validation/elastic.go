@@ -15,7 +15,7 @@ import (
 const (
 	// ElasticScaleDownMessage is the width-decrease refusal, verbatim (#741).
 	ElasticScaleDownMessage = "elastic-EP scale-down is not supported in this release; keep width unchanged or increase it"
-	// ElasticFrozenMessage is the schema rule's message: its size and resources half is judged here.
+	// ElasticFrozenMessage is the schema rule's message: its resources half is judged here.
 	ElasticFrozenMessage = "on a role carrying elasticEp, size, instanceType, resources and command are frozen: the profile admits one fixed member configuration and width is its only setting"
 )
 
@@ -134,13 +134,15 @@ func validateElasticHead(md *workerv1.ModelDeployment, ep *workerv1.ModelDeploym
 }
 
 // validateElasticEdit: width only grows, and the member configuration the profile admitted stays:
-// size, resources (compared as quantities) and the effective tensor-parallel size.
+// resources (compared as quantities) and the effective tensor-parallel size.
 func validateElasticEdit(role, stored workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if role.ElasticEP.Width < stored.ElasticEP.Width {
 		errs = append(errs, field.Forbidden(path.Child("elasticEp", "width"), ElasticScaleDownMessage))
 	}
-	if role.Size != stored.Size || !equality.Semantic.DeepEqual(role.Resources, stored.Resources) {
+	// The schema rule freezes size, instanceType and command; resources are compared here, as
+	// quantities.
+	if !equality.Semantic.DeepEqual(role.Resources, stored.Resources) {
 		errs = append(errs, field.Invalid(path, role.Name, ElasticFrozenMessage))
 	}
 	if tp, was := engine.ElasticTensorParallel(role.ExtraArgs), engine.ElasticTensorParallel(stored.ExtraArgs); tp != was {

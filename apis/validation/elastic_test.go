@@ -106,7 +106,6 @@ func TestElasticEdits(t *testing.T) {
 	}{
 		{"a width decrease is not supported", "spec.roles[0].elasticEp.width", func(r *workerv1.ModelDeploymentRole) { r.ElasticEP.Width = 2 },
 			validation.ElasticScaleDownMessage},
-		{"size is frozen", "spec.roles[0]", func(r *workerv1.ModelDeploymentRole) { r.Size = 2 }, validation.ElasticFrozenMessage},
 		{"resources are frozen", "spec.roles[0]", func(r *workerv1.ModelDeploymentRole) {
 			r.Resources.Accelerator = ptr.To(resource.MustParse("4"))
 			r.ExtraArgs = []string{"-tp", "4"}
