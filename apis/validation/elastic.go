@@ -4,9 +4,11 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -39,6 +41,11 @@ func validateElastic(md *workerv1.ModelDeployment, role, stored workerv1.ModelDe
 	if len(md.Spec.Roles) != 1 {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "roles"), fmt.Sprintf(
 			"role %q carries elasticEp, which must be the deployment's only role; declare the other roles in another deployment", role.Name)))
+	}
+	if head := naming.ElasticHeadName(md.Name); len(k8svalidation.IsDNS1035Label(head)) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), md.Name, fmt.Sprintf(
+			"the Ray head's Service and role would be named %q (%d characters), which is not a DNS-1035 label of at most 63; shorten the deployment name",
+			head, len(head))))
 	}
 	errs = append(errs, validateElasticShape(role, path)...)
 	errs = append(errs, validateElasticCards(role, path)...)

@@ -1,6 +1,7 @@
 package validation_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,6 +49,9 @@ func TestElasticRefusals(t *testing.T) {
 			[]string{`role "server" carries elasticEp, which must be the deployment's only role`}, ok()},
 		{"headInstanceType is required", ok(func(r *workerv1.ModelDeploymentRole) { r.ElasticEP.HeadInstanceType = "" }),
 			"spec.roles[0].elasticEp.headInstanceType", []string{"Required value"}, ok()},
+		{"the Ray head's name must be a DNS-1035 label", deployment(func(md *workerv1.ModelDeployment) { md.Name = strings.Repeat("m", 51) }, role("server", "", elastic(2))),
+			"metadata.name", []string{"(64 characters)", "shorten the deployment name"},
+			deployment(func(md *workerv1.ModelDeployment) { md.Name = strings.Repeat("m", 50) }, role("server", "", elastic(2)))},
 		{"kind must be Server", ok(func(r *workerv1.ModelDeploymentRole) { r.Kind = workerv1.RoleKindDecode }), "spec.roles[0].kind",
 			[]string{"kind must be Server"}, ok()},
 		{"replicas must be 1", ok(shape(2, 1)), "spec.roles[0].replicas", []string{"replicas must be 1", "elasticEp.width"}, ok(shape(1, 1))},
