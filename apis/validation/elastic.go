@@ -47,6 +47,10 @@ func validateElastic(md *workerv1.ModelDeployment, role, stored workerv1.ModelDe
 			"the Ray head's Service and role would be named %q (%d characters), which is not a DNS-1035 label of at most 63; shorten the deployment name",
 			head, len(head))))
 	}
+	if md.Spec.Router != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "router"),
+			"a router in front of an Elastic EP deployment is not supported in this release: it would discover the Ray head and the worker members, which serve no HTTP; remove spec.router and address the deployment's Service, which selects the master"))
+	}
 	errs = append(errs, validateElasticShape(role, path)...)
 	errs = append(errs, validateElasticCards(role, path)...)
 	errs = append(errs, validateElasticOwned(role, path)...)

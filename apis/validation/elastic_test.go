@@ -52,6 +52,8 @@ func TestElasticRefusals(t *testing.T) {
 		{"the Ray head's name must be a DNS-1035 label", deployment(func(md *workerv1.ModelDeployment) { md.Name = strings.Repeat("m", 51) }, role("server", "", elastic(2))),
 			"metadata.name", []string{"(64 characters)", "shorten the deployment name"},
 			deployment(func(md *workerv1.ModelDeployment) { md.Name = strings.Repeat("m", 50) }, role("server", "", elastic(2)))},
+		{"a router is not supported", deployment(llmd, role("server", "", elastic(2))), "spec.router",
+			[]string{"not supported in this release", "the Ray head and the worker members"}, ok()},
 		{"kind must be Server", ok(func(r *workerv1.ModelDeploymentRole) { r.Kind = workerv1.RoleKindDecode }), "spec.roles[0].kind",
 			[]string{"kind must be Server"}, ok()},
 		{"replicas must be 1", ok(shape(2, 1)), "spec.roles[0].replicas", []string{"replicas must be 1", "elasticEp.width"}, ok(shape(1, 1))},
