@@ -348,6 +348,12 @@ func TestDeparturesReconcile(t *testing.T) {
 		{rule: "the replica in flight itself is rebuilt",
 			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
+			objs: []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod ended in phase Failed")}},
+		{rule: "a member of an ordinary role that ended is left as it is",
+			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+			replica: r1},
 		{rule: "a departing replica's own Pods are deleted at once, and a replacement's in the same slot are not touched",
 			objs: []client.Object{
 				func() *v1alpha1.ModelReplica {
