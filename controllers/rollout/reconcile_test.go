@@ -349,7 +349,7 @@ func TestDeparturesReconcile(t *testing.T) {
 			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
 		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
-			objs: []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+			objs:    []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod ended in phase Failed")}},
 		{rule: "a member of an ordinary role that ended is left as it is",
 			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
