@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -45,19 +47,26 @@ type Reader interface {
 // report.
 func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
 	out := map[string]*workerv1.InstanceType{}
+	var names []string
 	for _, role := range md.Spec.Roles {
-		if _, seen := out[role.InstanceType]; seen || role.InstanceType == "" {
+		names = append(names, role.InstanceType)
+		if role.ElasticEP != nil {
+			names = append(names, role.ElasticEP.HeadInstanceType) // the Ray head's, judged CPU-only
+		}
+	}
+	for _, name := range names {
+		if _, seen := out[name]; seen || name == "" {
 			continue
 		}
 		it := &workerv1.InstanceType{}
-		err := r.Get(ctx, client.ObjectKey{Name: role.InstanceType}, it)
+		err := r.Get(ctx, client.ObjectKey{Name: name}, it)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("reading InstanceType %q: %w", role.InstanceType, err)
+			return nil, fmt.Errorf("reading InstanceType %q: %w", name, err)
 		}
-		out[role.InstanceType] = it
+		out[name] = it
 	}
 	return out, nil
 }
@@ -181,11 +190,16 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 			continue
 		}
 		res := role.Resources
+		// One card, or on an Elastic EP role one card per tensor-parallel rank.
+		cards := "1"
+		if role.ElasticEP != nil {
+			cards = strconv.Itoa(engine.ElasticTensorParallel(role.ExtraArgs))
+		}
 		switch {
 		case res == nil:
-			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources", i), map[string]any{"accelerator": "1"}))
+			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources", i), map[string]any{"accelerator": cards}))
 		case res.Accelerator == nil && res.AcceleratorSlicedMemoryPercentage == nil && res.AcceleratorSlicedCoresPercentage == nil && res.AcceleratorPartitionedProfile == "":
-			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources/accelerator", i), "1"))
+			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources/accelerator", i), cards))
 		}
 	}
 	if len(patches) == 0 {

@@ -72,6 +72,24 @@ func TestDefaulterPatchesOnlyTheAcceleratorCount(t *testing.T) {
 	assert.Equal(t, map[string]any{"accelerator": "1"}, rsp.Patches[0].Value)
 }
 
+// On an Elastic EP role the count defaulted is one card per tensor-parallel rank, and the validator
+// reads the head type: a head type that is acceleratable is refused.
+func TestElasticRoleDefaultsItsCardsToTheTensorParallelSize(t *testing.T) {
+	const elastic = `{"apiVersion":"worker.gpustack.ai/v1","kind":"ModelDeployment",
+ "metadata":{"name":"qwen","namespace":"team-a"},
+ "spec":{"model":{"name":"m"},"engine":{"name":"vLLM","image":"i"},
+  "roles":[{"name":"server","instanceType":"h100","extraArgs":["-tp","4"],"elasticEp":{"width":2,"headInstanceType":"h100"}}]}}`
+	var md map[string]any
+	require.NoError(t, json.Unmarshal([]byte(elastic), &md))
+	rsp := (&webhooks.Defaulter{Reader: reader(t, gpuType())}).Handle(context.Background(), request(t, admissionv1.Create, md))
+	require.True(t, rsp.Allowed)
+	require.Len(t, rsp.Patches, 1)
+	assert.Equal(t, map[string]any{"accelerator": "4"}, rsp.Patches[0].Value)
+	rsp = (&webhooks.Validator{Reader: reader(t, gpuType())}).Handle(context.Background(), request(t, admissionv1.Create, md))
+	require.False(t, rsp.Allowed)
+	assert.Contains(t, rsp.Result.Message, "the Ray head runs CPU-only")
+}
+
 // Crossplane releases a deleted deployment by an update that only drops its finalizer; the stored
 // spec, whatever it holds, must not refuse it, and no InstanceType is read for it.
 func TestValidatorAdmitsTheFinalizerReleaseOfADeploymentBeingDeleted(t *testing.T) {

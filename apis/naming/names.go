@@ -62,3 +62,31 @@ func ReplicaGenerateName(deployment, role string, ordinal int32) string {
 	}
 	return base + "-"
 }
+
+// ElasticHeadName is the role name of an Elastic EP deployment's Ray head and the name of its
+// Service: <md>-elastic-head. Its Pods are generated as <md>-<md>-elastic-head-.
+func ElasticHeadName(deployment string) string { return deployment + "-elastic-head" }
+
+// ElasticHeadPort is the Ray head's GCS port; ElasticDashboardPort its dashboard's.
+const (
+	ElasticHeadPort      = 6379
+	ElasticDashboardPort = 8265
+)
+
+// ElasticHeadAddress is the Ray address every Elastic EP member joins: <md>-elastic-head.<ns>.svc:6379.
+func ElasticHeadAddress(deployment, namespace string) string {
+	return ElasticHeadName(deployment) + "." + namespace + ".svc:" + strconv.Itoa(ElasticHeadPort)
+}
+
+// ElasticObservationName is the ConfigMap holding an Elastic EP deployment's observation document:
+// elastic-observation-<md UID>.
+func ElasticObservationName(deploymentUID string) string {
+	return "elastic-observation-" + deploymentUID
+}
+
+// ElasticHeadResource and ElasticHeadServiceResource are the composition resource names of the Ray
+// head's ModelRole and Service in a ModelDeployment's pipeline.
+const (
+	ElasticHeadResource        = "elastic-head"
+	ElasticHeadServiceResource = "elastic-head-service"
+)

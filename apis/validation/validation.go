@@ -115,6 +115,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 			errs = append(errs, validateWidth(md, role, path, c)...)
 		}
 		errs = append(errs, validateTopology(role, path)...)
+		errs = append(errs, validateElastic(md, role, stored, had, path, c)...)
 		if role.ShmSize != nil && role.ShmSize.Sign() <= 0 {
 			errs = append(errs, field.Invalid(path.Child("shmSize"), role.ShmSize.String(),
 				"shmSize must be a positive quantity, such as 32Gi; omit it for the 16Gi default"))

@@ -38,6 +38,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/artifacts"
+	"github.com/mdplane/mdplane/controllers/elastic"
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/queues"
@@ -256,6 +257,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+		// The observation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
+		{"the Elastic EP observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig, Settings: mgr.GetAPIReader()}},

@@ -60,13 +60,22 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if replica.DeletionTimestamp != nil {
 		return reconcile.Result{}, d.deletePods(ctx, replica, own)
 	}
+	role, err := d.role(ctx, replica)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	lost := lostMember(own)
+	if lost == nil && role != nil && outsideRollout(role) {
+		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
+		// Always: it leaves with its group's Workload and its ordinal is created again (§1.6 step 1).
+		lost = terminalMember(own)
+	}
 	if lost == nil {
 		return reconcile.Result{}, nil
 	}
-	replacing, err := d.replacing(ctx, replica)
-	if err != nil {
-		return reconcile.Result{}, err
+	replacing := ""
+	if role != nil {
+		replacing = role.Annotations[workerv1.AnnotationReplacing]
 	}
 	if waitsBehind(replacing, replica.Spec.Ordinal) {
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
@@ -74,15 +83,25 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, d.rebuild(ctx, replica, lost)
 }
 
-// replacing reads the ordinal whose replacement is in flight in the replica's role ("" when none,
-// or the role is gone).
-func (d *Departures) replacing(ctx context.Context, replica *v1alpha1.ModelReplica) (string, error) {
+// role reads the replica's ModelRole, nil when it is gone.
+func (d *Departures) role(ctx context.Context, replica *v1alpha1.ModelReplica) (*v1alpha1.ModelRole, error) {
 	role := &v1alpha1.ModelRole{}
 	err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}, role)
 	if err != nil {
-		return "", client.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
-	return role.Annotations[workerv1.AnnotationReplacing], nil
+	return role, nil
+}
+
+// terminalMember is the first member that ended (phase Succeeded or Failed) and is not being
+// deleted.
+func terminalMember(own []corev1.Pod) *corev1.Pod {
+	for i := range own {
+		if p := &own[i]; p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+			return p
+		}
+	}
+	return nil
 }
 
 // waitsBehind reports whether a broken replica waits behind a replacement already in flight in its
@@ -157,6 +176,9 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			return "ReplicaEvicted", "evicted: " + c.Reason + ": " + c.Message
 		}
+	}
+	if lost.DeletionTimestamp == nil {
+		return "ReplicaRestarted", "the Pod ended in phase " + string(lost.Status.Phase)
 	}
 	return "ReplicaRestarted", "the Pod was deleted"
 }

@@ -357,6 +357,12 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 	return slots, occupied, nil
 }
 
+// outsideRollout reports a role whose replicas are never replaced for configuration drift: the
+// members and the Ray head of an Elastic EP deployment, whose profile pins the configuration
+// (model-deployment.md: "A role carrying elasticEp is excluded from all of this"). An edit reaches
+// the members created later, by width growth or a departure's rebuild.
+func outsideRollout(role *v1alpha1.ModelRole) bool { return role.Spec.Elastic != nil }
+
 // readSlots is each standing replica's slot. A slot's group name is its ordinal's, shared by the
 // replica that left it and the one that replaces it, so the group's Workload alone cannot tell whose
 // admission it is (Crossplane may even re-create a retired replica's Pod, which then rejoins the old,
@@ -387,7 +393,7 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 			continue // leaving: its slot counts as empty
 		}
 		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
-			Outdated: !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
+			Outdated: !outsideRollout(role) && !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
 			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID]})
 	}
 	return slots, present

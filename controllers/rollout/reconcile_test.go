@@ -112,6 +112,12 @@ func exists(t *testing.T, c client.Client, obj client.Object, name string) bool 
 	return obj.GetDeletionTimestamp() == nil
 }
 
+// elasticRole marks a role as an Elastic EP role's members.
+func elasticRole(role *v1alpha1.ModelRole) *v1alpha1.ModelRole {
+	role.Spec.Elastic = &v1alpha1.ElasticRole{Part: v1alpha1.ElasticMembers, HeadAddress: "md-elastic-head.ns.svc:6379"}
+	return role
+}
+
 func TestPacerReconcile(t *testing.T) {
 	leaving := func(ordinal int32, why string) string {
 		return "Warning ReplicaLeaving replica r" + strconv.Itoa(int(ordinal)) + " of role server is leaving (" + why + "); the cache blocks it held stay leased for the 30s kv_lease_duration window, then its siblings lose them"
@@ -174,6 +180,10 @@ func TestPacerReconcile(t *testing.T) {
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotResolved: not yet"}),
 			objs:        objects(standing(0, "a"), standing(1, "a")),
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotResolved: not yet"}},
+		{rule: "an Elastic EP role is outside the rollout: its outdated members stay",
+			role: elasticRole(modelRole(3, "b", nil)), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "a"))},
+		{rule: "an Elastic EP role's width growth adds members, ordinals in order, replacing none",
+			role: elasticRole(modelRole(4, "b", nil)), objs: objects(standing(0, "a"), standing(1, "a")), created: []int32{2, 3}},
 		{rule: "a new role held by its weights gets no replica",
 			role:        modelRole(2, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotFound: gone"}),
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotFound: gone"}},
@@ -338,6 +348,12 @@ func TestDeparturesReconcile(t *testing.T) {
 		{rule: "the replica in flight itself is rebuilt",
 			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
+			objs:    []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod ended in phase Failed")}},
+		{rule: "a member of an ordinary role that ended is left as it is",
+			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+			replica: r1},
 		{rule: "a departing replica's own Pods are deleted at once, and a replacement's in the same slot are not touched",
 			objs: []client.Object{
 				func() *v1alpha1.ModelReplica {

@@ -95,13 +95,17 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if router := observed[naming.RouterDeploymentResource].Resource; router != nil {
 		o.routerReady, _ = xfn.NestedCount(router.Object, "status", "readyReplicas")
 	}
+	names := map[string]resource.Name{naming.ElasticHeadName(md.Name): naming.ElasticHeadResource}
 	for _, role := range md.Spec.Roles {
-		obs := observed[resource.Name(naming.RoleResource(role.Name))].Resource
+		names[role.Name] = resource.Name(naming.RoleResource(role.Name))
+	}
+	for role, key := range names {
+		obs := observed[key].Resource
 		if obs == nil {
 			continue
 		}
-		o.roles[role.Name] = &v1alpha1.ModelRole{}
-		if err := xfn.Decode(obs.Object, o.roles[role.Name]); err != nil {
+		o.roles[role] = &v1alpha1.ModelRole{}
+		if err := xfn.Decode(obs.Object, o.roles[role]); err != nil {
 			return nil, fmt.Errorf("cannot read ModelRole %s: %w", obs.GetName(), err)
 		}
 	}
@@ -113,6 +117,8 @@ type deploymentPlan struct {
 	// roles are the deployment's roles with their defaults, and rendered what each renders to.
 	roles    []workerv1.ModelDeploymentRole
 	rendered []*RenderedRole
+	// head is the Elastic EP Ray head's role, rendered, nil without an elastic role.
+	head *RenderedRole
 	// quota, upToDate, weights and eligibility are the QuotaReserved, ReplicasUpToDate, WeightsReady
 	// and EndpointEligibility conditions.
 	quota, upToDate, weights, eligibility Condition
@@ -127,7 +133,11 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &deploymentPlan{rendered: rendered}
+	head, err := renderElasticHead(md, o.inputs)
+	if err != nil {
+		return nil, err
+	}
+	p := &deploymentPlan{rendered: rendered, head: head}
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
 	rollouts := map[string]RoleRollout{}
@@ -190,12 +200,24 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 	md := o.md
 	ns, name := md.Namespace, md.Name
 	var err error
+	composeRole := func(key resource.Name, role workerv1.ModelDeploymentRole, r *RenderedRole, d *Delivery) error {
+		observedRole := o.roles[role.Name]
+		desired[key], err = xfn.Composed(modelRole(md, role, r, d), observedRole != nil && statusReady(observedRole.Status.ConditionedStatus))
+		return err
+	}
+	if p.head != nil {
+		// The Ray head carries no weights: it is composed without the delivery.
+		if err := composeRole(naming.ElasticHeadResource, p.head.Role, p.head, nil); err != nil {
+			return err
+		}
+		key := resource.Name(naming.ElasticHeadServiceResource)
+		if desired[key], err = xfn.Composed(RenderElasticHeadService(ns, name), o.exists[key]); err != nil {
+			return err
+		}
+	}
 	for i, role := range p.roles {
 		r := p.rendered[i]
-		roleResource := resource.Name(naming.RoleResource(role.Name))
-		observedRole := o.roles[role.Name]
-		mr := modelRole(md, role, r, o.inputs.delivery)
-		if desired[roleResource], err = xfn.Composed(mr, observedRole != nil && statusReady(observedRole.Status.ConditionedStatus)); err != nil {
+		if err := composeRole(resource.Name(naming.RoleResource(role.Name)), role, r, o.inputs.delivery); err != nil {
 			return err
 		}
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
@@ -262,16 +284,23 @@ func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*d
 // exist or has not been fetched yet.
 func readInstanceTypes(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
 	out := map[string]*workerv1.InstanceType{}
+	var names []string
 	for _, role := range md.Spec.Roles {
-		if _, seen := out[role.InstanceType]; seen {
+		names = append(names, role.InstanceType)
+		if role.ElasticEP != nil && role.ElasticEP.HeadInstanceType != "" {
+			names = append(names, role.ElasticEP.HeadInstanceType) // the Ray head's
+		}
+	}
+	for _, name := range names {
+		if _, seen := out[name]; seen {
 			continue
 		}
-		obj, err := r.ByName("instancetype/"+role.InstanceType, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", role.InstanceType)
+		obj, err := r.ByName("instancetype/"+name, workerv1.SchemeGroupVersion.String(), workerv1.InstanceTypeKind, "", name)
 		var it *workerv1.InstanceType
 		if err := decodeInto(obj, err, &it); err != nil {
 			return nil, err
 		}
-		out[role.InstanceType] = it
+		out[name] = it
 	}
 	return out, nil
 }
@@ -321,6 +350,9 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 	var errs []error
 	out := make([]*RenderedRole, len(md.Spec.Roles))
 	for i, role := range md.Spec.Roles {
+		if role.ElasticEP != nil {
+			role = elasticMembersRole(role)
+		}
 		it := in.instanceTypes[role.InstanceType]
 		runtimeClass := ""
 		if it != nil && in.runtimeClasses[it.RuntimeClassName()] {
@@ -344,9 +376,32 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 			errs = append(errs, err)
 			continue
 		}
+		if role.ElasticEP != nil {
+			amendElasticMembers(r, md.Namespace, md.Name)
+		}
 		out[i] = r
 	}
 	return out, errors.Join(errs...)
+}
+
+// renderElasticHead renders the Ray head of the deployment's Elastic EP role, nil without one: a
+// take-over role on the CPU-only head type, admitted through that type's queue with its unit CPU
+// and memory.
+func renderElasticHead(md *workerv1.ModelDeployment, in *deploymentInputs) (*RenderedRole, error) {
+	for _, role := range md.Spec.Roles {
+		if role.ElasticEP == nil {
+			continue
+		}
+		head := elasticHeadRole(&md.Spec, md.Name, role)
+		r, err := RenderRole(Role{Namespace: md.Namespace, Deployment: md.Name, Spec: &md.Spec, Role: head,
+			InstanceType: in.instanceTypes[head.InstanceType], Settings: &in.settings})
+		if err != nil {
+			return nil, fmt.Errorf("the Elastic EP head of role %q: %w", role.Name, err)
+		}
+		amendElasticHead(r)
+		return r, nil
+	}
+	return nil, nil
 }
 
 // modelRole is the internal composite of one role. While the delivery is blocked the role carries
@@ -366,6 +421,7 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 			RenderVersion:    RenderVersion,
 			MinRenderVersion: RenderFloor(md.Annotations),
 			Template:         r.Template,
+			Elastic:          r.Elastic,
 		},
 	}
 	if held := d.Held(); held != "" {
@@ -381,6 +437,12 @@ func modelRole(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, 
 func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.ModelRole) RoleRollout {
 	r := RoleRollout{Desired: role.Replicas}
 	if observed == nil {
+		return r
+	}
+	if role.ElasticEP != nil {
+		// Outside the rollout: an edit reaches only members created later, so the role reports no
+		// rollout in progress whatever its members run.
+		r.UpToDate, r.Observed = int64(role.Replicas), true
 		return r
 	}
 	if upToDate := observed.Status.UpToDate; upToDate != nil {
@@ -405,6 +467,9 @@ func roleStatus(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole,
 	parallelism := engine.ReadParallelism(md.Spec.Engine.Name, role)
 	s := workerv1.RoleStatus{Name: role.Name, Kind: role.Kind, Desired: role.Replicas, Unmanaged: r.Unmanaged,
 		Parallelism: &parallelism, Endpoints: &workerv1.RoleEndpoints{Serving: servingEndpoints(md)}}
+	if role.ElasticEP != nil {
+		return elasticRoleStatus(s, role.Replicas, observed)
+	}
 	if observed != nil {
 		s.Ready, s.UpToDate, s.QuotaReserved = observed.Status.Ready, observed.Status.UpToDate, observed.Status.QuotaReserved
 		s.AssignedFlavors = observed.Status.AssignedFlavors
@@ -426,6 +491,28 @@ func servingEndpoints(md *workerv1.ModelDeployment) *workerv1.ServingEndpoints {
 		return &workerv1.ServingEndpoints{State: workerv1.ServingNotConfigured}
 	}
 	return &workerv1.ServingEndpoints{State: workerv1.ServingUnknown}
+}
+
+// elasticRoleStatus counts an Elastic EP role as the one serving instance it is (§1.8): desired 1;
+// ready and quota-reserved once every one of its width members is; up to date always, since it is
+// outside the rollout. Width progress is the observation ConfigMap's.
+func elasticRoleStatus(s workerv1.RoleStatus, width int32, observed *v1alpha1.ModelRole) workerv1.RoleStatus {
+	s.Desired = 1
+	if observed == nil {
+		return s
+	}
+	whole := func(n *int32) *int32 {
+		if n == nil {
+			return nil
+		}
+		if *n >= width {
+			return ptr.To(int32(1))
+		}
+		return ptr.To(int32(0))
+	}
+	s.Ready, s.QuotaReserved, s.UpToDate = whole(observed.Status.Ready), whole(observed.Status.QuotaReserved), ptr.To(int32(1))
+	s.AssignedFlavors = observed.Status.AssignedFlavors
+	return s
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.

@@ -127,6 +127,13 @@ func Materialize(replica *v1alpha1.ModelReplica, revision *v1alpha1.RoleRevision
 		Name: replica.Name, UID: replica.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}
 	pods := RenderMembers(in)
+	if e := revision.Elastic; e != nil && e.Part == v1alpha1.ElasticMembers {
+		for _, pod := range pods {
+			if !elasticMember(pod, e, spec.Ordinal, spec.ElasticBootWidth) {
+				return nil, nil // a master without its boot width is held
+			}
+		}
+	}
 	for _, pod := range pods {
 		pod.OwnerReferences = []metav1.OwnerReference{owner}
 		// Placement, outside the pod-spec-hash: a bound PV's node affinity (§2.4).

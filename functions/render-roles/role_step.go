@@ -140,7 +140,7 @@ func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica 
 	meta.GenerateName = naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, ordinal)
 	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
 		Name: role.Name, UID: role.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	return &v1alpha1.ModelReplica{
+	replica := &v1alpha1.ModelReplica{
 		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
 		ObjectMeta: meta,
 		Spec: v1alpha1.ModelReplicaSpec{
@@ -150,6 +150,12 @@ func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica 
 			RequiredNodeAffinity: spec.RequiredNodeAffinity.DeepCopy(),
 		},
 	}
+	if e := spec.Elastic; e != nil && e.Part == v1alpha1.ElasticMembers && ordinal == 0 {
+		// The master boots at the width of the day it is created; a replica is never updated, so
+		// later width edits do not move it.
+		replica.Spec.ElasticBootWidth = spec.Replicas
+	}
+	return replica
 }
 
 // rolePlan is what the role step writes.
@@ -242,6 +248,7 @@ func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
 		Revision: spec.Revision,
 		Size:     spec.Size,
 		Template: spec.Template,
+		Elastic:  spec.Elastic,
 	}
 }
 

@@ -25,19 +25,24 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 
 // RenderRoleService is the Service <md>-<role> fronting a role's serving members (naming.Serving):
 // its leaders, or every rank of an External-DP Server role; once eligible, only those carrying the
-// eligibility label, and the Service is marked so that the term stays. name is the Service's name,
-// so the deployment Service <md> is rendered by the same function for the first role.
+// eligibility label, and the Service is marked so that the term stays. Of an Elastic EP role only
+// the master (ordinal 0) serves HTTP. name is the Service's name, so the deployment Service <md> is
+// rendered by the same function for the first role.
 func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole, eligible bool) *corev1.Service {
 	meta := objectMeta(namespace, name, naming.RoleLabels(deployment, role))
 	if eligible {
 		meta.Annotations = map[string]string{workerv1.AnnotationEndpointEligibility: EligibilityActive}
+	}
+	selector := naming.Serving(naming.RoleLabels(deployment, role), r.ServesEveryMember, eligible)
+	if r.Elastic != nil {
+		selector[workerv1.LabelPodOrdinal] = "0"
 	}
 	return &corev1.Service{
 		TypeMeta:   typeMeta("v1", "Service"),
 		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: naming.Serving(naming.RoleLabels(deployment, role), r.ServesEveryMember, eligible),
+			Selector: selector,
 			Ports: []corev1.ServicePort{{
 				Name:       "http",
 				Protocol:   corev1.ProtocolTCP,

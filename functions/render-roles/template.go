@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
@@ -83,6 +84,8 @@ type RenderedRole struct {
 	// ServesEveryMember is true when every member of a replica serves HTTP (an External-DP Server
 	// role): every member is labelled to serve, and the role's Services select them all.
 	ServesEveryMember bool
+	// Elastic is the Elastic EP part the role renders, nil on an ordinary role.
+	Elastic *v1alpha1.ElasticRole
 }
 
 // RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
@@ -483,6 +486,12 @@ func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
 // resolved external bindings.
 func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	role.Replicas = 0
+	if role.ElasticEP != nil {
+		// Width plays the part of replicas: growing it adds members and restarts none.
+		ep := *role.ElasticEP
+		ep.Width = 0
+		role.ElasticEP = &ep
+	}
 	role.TerminationGracePeriodSeconds = configuredGrace(role)
 	type bindings struct {
 		InstanceType  string                             `json:"instanceType"`

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -276,8 +277,15 @@ func SplitDocuments(name string, data []byte) ([]Document, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		// Numbers decode as the API server decodes them: a whole number is an int64, never a
+		// float64, which a CEL rule reading an integer field refuses to evaluate ("expected int,
+		// got float64").
 		m := map[string]any{}
-		if err := yaml.Unmarshal(part, &m); err != nil {
+		raw, err := utilyaml.ToJSON(part)
+		if err == nil {
+			err = utiljson.Unmarshal(raw, &m)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s#%d: %w", name, len(docs)+1, err)
 		}
 		if len(m) == 0 {

@@ -86,6 +86,33 @@ type ModelRoleSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
+	// Elastic marks a role of an Elastic EP deployment: its GPU members or its Ray head. Such a role
+	// is outside the rollout: a replica is never replaced for configuration drift.
+	// +optional
+	Elastic *ElasticRole `json:"elastic,omitempty"`
+}
+
+// ElasticPart is which part of an Elastic EP deployment a role renders.
+// +kubebuilder:validation:Enum=Members;Head
+type ElasticPart string
+
+// The parts of an Elastic EP deployment.
+const (
+	// ElasticMembers are the GPU engines, one size-1 replica each: ordinal 0 is the master.
+	ElasticMembers ElasticPart = "Members"
+	// ElasticHead is the Ray head, one CPU-only Pod.
+	ElasticHead ElasticPart = "Head"
+)
+
+// ElasticRole is what the members of an Elastic EP role are stamped with beyond the template: the
+// master and the workers differ by ordinal, so the difference is applied as each replica is
+// materialized.
+type ElasticRole struct {
+	// Part is the part of the deployment the role renders.
+	Part ElasticPart `json:"part"`
+	// HeadAddress is the Ray head's GCS address the members join: <md>-elastic-head.<ns>.svc:6379.
+	// +optional
+	HeadAddress string `json:"headAddress,omitempty"`
 }
 
 // ModelRoleStatus aggregates a role's replicas. Counts are in instances. The counts are pointers:
@@ -227,6 +254,12 @@ type ModelReplicaSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	RequiredNodeAffinity *corev1.NodeSelector `json:"requiredNodeAffinity,omitempty"`
+	// ElasticBootWidth is, on the master of an Elastic EP role (ordinal 0), the width it was created
+	// at: the data-parallel size it boots with. It never moves with later width edits; a master
+	// created again takes the width of its day.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ElasticBootWidth int32 `json:"elasticBootWidth,omitempty"`
 }
 
 // OlderCompatible reports an up-to-date instance stamped on an older render baseline than the role's
@@ -372,4 +405,7 @@ type RoleRevision struct {
 	Size int32 `json:"size"`
 	// Template is the resolved Pod template.
 	Template corev1.PodTemplateSpec `json:"template"`
+	// Elastic is the role's Elastic EP part, applied per member as a replica is materialized.
+	// +optional
+	Elastic *ElasticRole `json:"elastic,omitempty"`
 }

@@ -267,7 +267,11 @@ type ModelDeploymentRouter struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.kind) ? self.kind : 'Server') == (has(oldSelf.kind) ? oldSelf.kind : 'Server')",message="kind is frozen: a role of another kind describes a different deployment, which is created rather than edited"
 // +kubebuilder:validation:XValidation:rule="has(self.elasticEp) == has(oldSelf.elasticEp)",message="elasticEp is frozen: adding or removing the Elastic EP profile describes a different deployment, which is created rather than edited"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.elasticEp) || (self.size == oldSelf.size && self.instanceType == oldSelf.instanceType && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources) && has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command))",message="on a role carrying elasticEp, size, instanceType, resources and command are frozen: the profile admits one fixed member configuration and width is its only setting"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.elasticEp) || (self.size == oldSelf.size && self.instanceType == oldSelf.instanceType && has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command))",message="on a role carrying elasticEp, size, instanceType, resources and command are frozen: the profile admits one fixed member configuration and width is its only setting"
+//
+// The same rule's resources half is apis/validation's (ElasticFrozenMessage): CEL compares the
+// int-or-string quantities by type ("1" is not 1), so the comparison of quantities is Go's
+// (docs/architecture.md, Elastic EP).
 type ModelDeploymentRole struct {
 	// Name identifies the role and becomes the Kueue PodSet name. A DNS label.
 	// +kubebuilder:validation:MinLength=1
