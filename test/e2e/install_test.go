@@ -134,7 +134,7 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the controllers elect a leader in their namespace", controllers, "update", "coordination.k8s.io", "leases", "", cluster.Namespace, true},
 			{"the controllers create a replica's Pods", controllers, "create", "", "pods", "", "team-a", true},
 			{"the controllers never update a Pod", controllers, "update", "", "pods", "", "team-a", false},
-			{"the controllers never patch a Pod", controllers, "patch", "", "pods", "", "team-a", false},
+			{"the controllers patch a Pod's eligibility and serving labels (metadata only)", controllers, "patch", "", "pods", "", "team-a", true},
 			{"the controllers read a hub token's Secret by name", controllers, "get", "", "secrets", "hf-token", "team-a", true},
 			{"the controllers never list Secrets", controllers, "list", "", "secrets", "", "team-a", false},
 			{"the controllers never write Secrets", controllers, "update", "", "secrets", "hf-token", "team-a", false},
