@@ -120,7 +120,7 @@ func run(o options) error {
 		return err
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts); err != nil {
+		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper()); err != nil {
 			return err
 		}
 	}
@@ -172,7 +172,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config) error {
+func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -186,7 +186,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers 
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig)
+			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain)
 		case <-ctx.Done():
 			return nil
 		}
@@ -238,7 +238,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient()}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
-		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: drain}},
 		// The observation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
 		{"the Elastic EP observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.

@@ -28,6 +28,8 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/qualification"
+	"github.com/mdplane/mdplane/controllers/retirement"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -113,14 +115,33 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 		return nil
 	}
 	var reqs []reconcile.Request
+	op := (*workerv1.Retirement)(nil)
+	if role, ok := o.(*v1alpha1.ModelRole); ok {
+		op, _ = retirement.Stored(role)
+	}
 	for _, mr := range replicas.Items {
 		// Not materialised yet, or short of members (a weights hold kept a lost member from being
-		// re-created until its role's hold lifted).
-		if mr.Status.Members == nil || mr.Status.Size != nil && *mr.Status.Members < *mr.Status.Size {
+		// re-created until its role's hold lifted); or reserved by a retirement, or no longer (its
+		// eligibility is decided again).
+		if mr.Status.Members == nil || mr.Status.Size != nil && *mr.Status.Members < *mr.Status.Size ||
+			op != nil && op.ReplicaOrdinal == mr.Spec.Ordinal || retirementReserved(mr.Status.Qualification) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Name}})
 		}
 	}
 	return reqs
+}
+
+// retirementReserved reports whether a replica's last qualification found it reserved by a retirement.
+func retirementReserved(q *v1alpha1.Qualification) bool {
+	if q == nil {
+		return false
+	}
+	for _, l := range q.Legs {
+		if l.Type == qualification.LegNoPlannedRetirement && l.State == v1alpha1.LegFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // Reconcile creates what is missing of a replica and reports it.

@@ -26,6 +26,8 @@ type Replica struct {
 	Members []*corev1.Pod
 	// Condemned is true when the rollout has chosen the replica for replacement.
 	Condemned bool
+	// Retiring is true when a retirement operation reserves the replica (elastic-dp-lifecycle §4).
+	Retiring bool
 	// GroupForward is a multi-member replica's group-forward leg, as its probe or the reason it
 	// cannot be probed decides it; nil is Unsupported.
 	GroupForward *v1alpha1.QualificationLeg
@@ -38,8 +40,7 @@ func Qualify(r Replica) v1alpha1.Qualification {
 		memberSetComplete(r),
 		membersReady(r),
 		groupForward(r),
-		// mdplane has no retirement protocol (elastic-dp-lifecycle §4): no reservation names a replica.
-		{Type: LegNoPlannedRetirement, State: v1alpha1.LegVerified},
+		noPlannedRetirement(r),
 		noPendingReplacement(r),
 	}
 	q := v1alpha1.Qualification{Verdict: v1alpha1.QualificationQualified, Legs: legs}
@@ -60,7 +61,7 @@ func Qualify(r Replica) v1alpha1.Qualification {
 		}
 	}
 	switch {
-	case !observed && !r.Condemned:
+	case !observed && !r.Condemned && !r.Retiring:
 		q.Verdict = v1alpha1.QualificationNotObserved
 	case failed:
 		q.Verdict = v1alpha1.QualificationNotQualified
@@ -129,6 +130,13 @@ func Probeable(r Replica) bool {
 	return r.Size > 1
 }
 
+func noPlannedRetirement(r Replica) v1alpha1.QualificationLeg {
+	if r.Retiring {
+		return v1alpha1.QualificationLeg{Type: LegNoPlannedRetirement, State: v1alpha1.LegFailed, Reason: "reserved by a retirement operation"}
+	}
+	return v1alpha1.QualificationLeg{Type: LegNoPlannedRetirement, State: v1alpha1.LegVerified}
+}
+
 func noPendingReplacement(r Replica) v1alpha1.QualificationLeg {
 	if r.Condemned {
 		return v1alpha1.QualificationLeg{Type: LegNoPendingReplacement, State: v1alpha1.LegFailed, Reason: "condemned for replacement by the rollout"}
@@ -152,7 +160,8 @@ type Labels struct {
 func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 	var l Labels
 	serving := Serving(members)
-	legacy := TakesOver(members)
+	// A take-over leader keeps its label until a retirement reserves it: leaving is a definite fault.
+	legacy := TakesOver(members) && !failed(q, LegNoPlannedRetirement)
 	for _, p := range members {
 		has := p.Labels[workerv1.LabelEndpointEligible] == "true"
 		serves := serving[p]
@@ -168,6 +177,16 @@ func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 		}
 	}
 	return l
+}
+
+// failed reports whether the qualification's leg of the type failed.
+func failed(q v1alpha1.Qualification, leg string) bool {
+	for _, l := range q.Legs {
+		if l.Type == leg && l.State == v1alpha1.LegFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // TakesOver reports whether an instance's members run a take-over command line: the render gives a

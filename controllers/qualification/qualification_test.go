@@ -72,6 +72,9 @@ func TestQualify(t *testing.T) {
 		{"a replica condemned for replacement fails NoPendingReplacement",
 			qualification.Replica{Size: 1, Condemned: true, Members: []*corev1.Pod{member("0", true, "True", true)}},
 			v1alpha1.QualificationNotQualified, qualification.LegNoPendingReplacement, v1alpha1.LegFailed, nil, []string{"m0"}},
+		{"a replica a retirement reserves fails NoPlannedRetirement and loses the label on every member",
+			qualification.Replica{Size: 1, Retiring: true, Members: []*corev1.Pod{member("0", true, "True", true)}},
+			v1alpha1.QualificationNotQualified, qualification.LegNoPlannedRetirement, v1alpha1.LegFailed, nil, []string{"m0"}},
 		{"a leader-served replica labels its leader only",
 			qualification.Replica{Size: 1, Members: []*corev1.Pod{member("0", true, "True", false)}},
 			v1alpha1.QualificationQualified, qualification.LegNoPlannedRetirement, v1alpha1.LegVerified, []string{"m0"}, nil},
@@ -116,4 +119,10 @@ func TestATakeOverReplicaKeepsItsLegacyMembership(t *testing.T) {
 	changes := qualification.LabelChanges(q, members)
 	assert.Equal(t, []string{"m0"}, names(changes.Grant))
 	assert.Empty(t, changes.Revoke)
+
+	t.Run("until a retirement reserves it", func(t *testing.T) {
+		members[0].Labels[workerv1.LabelEndpointEligible] = "true"
+		q := qualification.Qualify(qualification.Replica{Size: 2, Members: members, Retiring: true})
+		assert.Equal(t, []string{"m0"}, names(qualification.LabelChanges(q, members).Revoke))
+	})
 }

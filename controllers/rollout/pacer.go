@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/retirement"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -48,9 +50,18 @@ const LeaseWindow = "30s"
 type Pacer struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Reader reads what is not cached (EndpointSlices); the Client when nil.
+	Reader client.Reader
+	// Scraper takes the retirement protocol's drain reads; without it a drain is never proven.
+	Scraper DrainScraper
+	// Budgets are the retirement protocol's; retirement.DefaultBudgets when zero.
+	Budgets retirement.Budgets
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 
 	once     sync.Once
 	expected *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
+	holders  sync.Map              // deployment → the ModelRole holding its retirement operation
 }
 
 // createWorkers bounds the creates of one pass in flight at once: a new role of hundreds of
@@ -99,6 +110,24 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return admitted(old) != admitted(new)
 		}))).
+		// A retirement retry directive written on the deployment wakes its roles.
+		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			roles := &v1alpha1.ModelRoleList{}
+			if err := mgr.GetClient().List(ctx, roles, client.InNamespace(o.GetNamespace()), client.MatchingLabels(naming.DeploymentLabels(o.GetName()))); err != nil {
+				return nil
+			}
+			var out []reconcile.Request
+			for _, r := range roles.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
+			}
+			return out
+		}), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
+			DeleteFunc: func(ctrlevent.DeleteEvent) bool { return false },
+			UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+				return e.ObjectOld.GetAnnotations()[workerv1.AnnotationRetirementRetry] != e.ObjectNew.GetAnnotations()[workerv1.AnnotationRetirementRetry]
+			},
+		})).
 		Complete(p)
 }
 
@@ -118,19 +147,28 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return reconcile.Result{}, err
 	}
 	d := decide(*o)
+	recheck, err := p.retireSeated(ctx, o, &d)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout step", "role", o.role.Name, "step", d.step.Message)
-	return reconcile.Result{}, p.act(ctx, o.role, d)
+	return reconcile.Result{RequeueAfter: recheck}, p.act(ctx, o.role, d)
 }
 
 // observed is what one pass reads: the role, its standing replicas' slots, and the ordinals whose
-// departed replica has left something on the API server (Pods, or its group's Workload).
+// departed replica has left something on the API server (Pods, or its group's Workload); and what
+// they were read from (the cache's own objects: never written to).
 type observed struct {
-	role     *v1alpha1.ModelRole
-	slots    []Slot
-	occupied map[int32]bool
+	role      *v1alpha1.ModelRole
+	slots     []Slot
+	occupied  map[int32]bool
+	replicas  []v1alpha1.ModelReplica
+	pods      []corev1.Pod
+	workloads map[string]*kueue.Workload // by name
 }
 
-// pass is what one pass does, in order: retire the ordinals a scale-down removed (highest first),
+// pass is what one pass does, in order: delete the never-admitted replicas a scale-down removed
+// (the seated ones leave through the retirement protocol, retireSeated),
 // create a replica in each vacant slot, patch the role's annotations once, then retire the replica
 // the step replaces.
 type pass struct {
@@ -151,11 +189,7 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
 		return nil, nil
 	}
-	slots, occupied, err := p.slots(ctx, role)
-	if err != nil {
-		return nil, err
-	}
-	return &observed{role: role, slots: slots, occupied: occupied}, nil
+	return p.slots(ctx, role)
 }
 
 // decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
@@ -321,26 +355,28 @@ func slotFilled(slots []Slot, ordinal int32) bool {
 
 // slots reads the role's ModelReplicas, their Pods and their groups' Workloads, and which ordinals
 // still have Pods or a Workload on the API server.
-func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, map[int32]bool, error) {
+func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed, error) {
 	// A pass runs on every event of the role's hundreds of Pods, replicas and Workloads and only
 	// reads what it lists: the cache's own objects are read in place, not copied (never written to).
 	selector := client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
 	replicas := &v1alpha1.ModelReplicaList{}
 	if err := p.Client.List(ctx, replicas, client.InNamespace(role.Namespace), selector, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pods := &corev1.PodList{}
 	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodDeployment: role.Spec.DeploymentName},
 		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	workloads := &kueue.WorkloadList{}
 	if err := p.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	admitted := make(map[string]bool, len(workloads.Items))
+	byName := make(map[string]*kueue.Workload, len(workloads.Items))
 	for i := range workloads.Items {
 		admitted[workloads.Items[i].Name] = apimeta.IsStatusConditionTrue(workloads.Items[i].Status.Conditions, kueue.WorkloadAdmitted)
+		byName[workloads.Items[i].Name] = &workloads.Items[i]
 	}
 	admittedGroups := map[int32]bool{}
 	for _, r := range replicas.Items {
@@ -354,7 +390,7 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) ([]Slot, ma
 			occupied[ordinal] = true
 		}
 	}
-	return slots, occupied, nil
+	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName}, nil
 }
 
 // outsideRollout reports a role whose replicas are never replaced for configuration drift: the

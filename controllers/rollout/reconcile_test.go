@@ -54,7 +54,7 @@ func replicaAt(ordinal int32, revision string) *v1alpha1.ModelReplica {
 // memberOf is a replica's standing, ungated Pod; options make it gated, leaving or disrupted.
 func memberOf(r *v1alpha1.ModelReplica, opts ...func(*corev1.Pod)) *corev1.Pod {
 	ordinal := strconv.Itoa(int(r.Spec.Ordinal))
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-m0", Namespace: ns, Labels: map[string]string{
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-m0", Namespace: ns, UID: types.UID(r.Name + "-m0"), Labels: map[string]string{
 		workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "md", workerv1.LabelComponent: "server",
 		workerv1.LabelPodOrdinal: ordinal, workerv1.LabelPodGroupName: workerv1.GroupName(ns, "md", "server", r.Spec.Ordinal),
 	}, OwnerReferences: []metav1.OwnerReference{{APIVersion: "composite.worker.gpustack.ai/v1alpha1", Kind: "ModelReplica", Name: r.Name, UID: r.UID, Controller: ptr.To(true)}}}}
@@ -92,6 +92,12 @@ func groupOf(ordinal int32, admitted bool) *kueue.Workload {
 func standing(ordinal int32, revision string) []client.Object {
 	r := replicaAt(ordinal, revision)
 	return []client.Object{r, memberOf(r), groupOf(ordinal, true)}
+}
+
+// neverAdmitted is a replica whose group was never admitted: its Pod gated, its Workload waiting.
+func neverAdmitted(ordinal int32, revision string) []client.Object {
+	r := replicaAt(ordinal, revision)
+	return []client.Object{r, memberOf(r, gatedPod), groupOf(ordinal, false)}
 }
 
 func objects(parts ...[]client.Object) []client.Object {
@@ -189,7 +195,7 @@ func TestPacerReconcile(t *testing.T) {
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ArtifactNotFound: gone"}},
 		{rule: "a role held by its weights still scales down",
 			role: modelRole(1, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ClaimNotBound: pending"}),
-			objs: objects(standing(0, "a"), standing(1, "a")), retired: []string{"md-server-r1-a"},
+			objs: objects(standing(0, "a"), neverAdmitted(1, "a")), retired: []string{"md-server-r1-a"},
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ClaimNotBound: pending"},
 			events:      []string{leaving(1, "the role was scaled to 1")}},
 		{rule: "an admitted replacement resolves, and the next outdated leaves",
@@ -203,8 +209,8 @@ func TestPacerReconcile(t *testing.T) {
 			events: []string{leaving(1, "replica r1 on revision b was never admitted; replaced by revision c at once")}},
 		{rule: "nothing outdated left clears the replacement in flight",
 			role: modelRole(2, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), objs: objects(standing(0, "b"), standing(1, "b"))},
-		{rule: "a scale-down retires the ordinals at and above replicas at once, highest first",
-			role: modelRole(1, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"), standing(2, "b")),
+		{rule: "a scale-down deletes the never-admitted replicas at and above replicas at once, highest first",
+			role: modelRole(1, "b", nil), objs: objects(standing(0, "b"), neverAdmitted(1, "b"), neverAdmitted(2, "b")),
 			retired: []string{"md-server-r1-b", "md-server-r2-b"},
 			events:  []string{leaving(2, "the role was scaled to 1"), leaving(1, "the role was scaled to 1")}},
 		{rule: "a second replica of one slot is retired; the admitted one stays",

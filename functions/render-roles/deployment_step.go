@@ -1,6 +1,7 @@
 package renderroles
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -166,7 +167,24 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
+	p.status.Retirement = observedRetirement(md, o.roles)
 	return p, nil
+}
+
+// observedRetirement is the deployment's retirement operation, which the rollout controller keeps on
+// the role whose replica it retires (one per deployment); nil when no declared role holds one.
+func observedRetirement(md *workerv1.ModelDeployment, roles map[string]*v1alpha1.ModelRole) *workerv1.Retirement {
+	for _, role := range md.Spec.Roles {
+		r := roles[role.Name]
+		if r == nil || r.Annotations[workerv1.AnnotationRetirement] == "" {
+			continue
+		}
+		op := &workerv1.Retirement{}
+		if json.Unmarshal([]byte(r.Annotations[workerv1.AnnotationRetirement]), op) == nil {
+			return op
+		}
+	}
+	return nil
 }
 
 // writeDeployment composes the ModelRoles and Services and writes the deployment's conditions and

@@ -22,10 +22,10 @@ const (
 	DrainSettleSeconds = 5
 )
 
-// drainGauges are the engine's gauges of requests running or queued; the engine is idle when they
+// DrainGauges are the engine's gauges of requests running or queued; the engine is idle when they
 // sum to zero. SGLang counts a P/D role's bootstrap, in-flight, pre-allocation and transfer queues
 // apart from its running and waiting requests.
-func drainGauges(e workerv1.Engine) []string {
+func DrainGauges(e workerv1.Engine) []string {
 	if e == workerv1.EngineSGLang {
 		return []string{
 			"sglang:num_running_reqs",
@@ -65,7 +65,7 @@ func configuredGrace(role workerv1.ModelDeploymentRole) *int64 {
 // engine still has its last seconds of grace after SIGTERM.
 func DrainHook(e workerv1.Engine, scheme string, port int32, graceSeconds int64) *corev1.Lifecycle {
 	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
-		Command: []string{"python3", "-c", drainScript(drainGauges(e), fmt.Sprintf("%s://127.0.0.1:%d/metrics", scheme, port), graceSeconds-DrainSettleSeconds)},
+		Command: []string{"python3", "-c", drainScript(DrainGauges(e), fmt.Sprintf("%s://127.0.0.1:%d/metrics", scheme, port), graceSeconds-DrainSettleSeconds)},
 	}}}
 }
 

@@ -345,7 +345,7 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	if s.metricsAPIPort, err = freePort(); err != nil {
 		return err
 	}
-	s.MetricsExporter = &Exporter{}
+	s.MetricsExporter = &Exporter{Default: IdleGauges}
 	exporter := httptest.NewServer(s.MetricsExporter)
 	s.stops = append(s.stops, exporter.Close)
 	s.controllers = controllers{bin: bin, health: health, args: append(append([]string{

@@ -250,6 +250,16 @@ spec:
 	if members["0"].Annotations[renderroles.AnnotationElasticBootWidth] != "2" {
 		t.Error("the master's boot width moved with the width")
 	}
+	eventually(t, time.Minute, "the observation follows the width: desired 3, all admitted, the resize named as not sent", func() error {
+		o, err := observation(ctx, ns, md)
+		if err != nil {
+			return err
+		}
+		if o.Desired.Value != 3 || o.Admitted.Value != 3 || !strings.Contains(o.Reason, "mdplane sends no native resize") {
+			return fmt.Errorf("observation %+v", o)
+		}
+		return nil
+	})
 
 	before = uids(members)
 	kubectlApply(t, manifest(3, "env: [{name: NCCL_DEBUG, value: INFO}], "))

@@ -81,9 +81,8 @@ spec:
 
 // unmanagedIs checks the deployment's first role's status.roles[].unmanaged.
 func unmanagedIs(ctx context.Context, namespace, name string, want bool) error {
-	md := &unstructured.Unstructured{}
-	md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
-	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, md); err != nil {
+	md, err := deploymentObject(ctx, namespace, name)
+	if err != nil {
 		return err
 	}
 	roles, _, _ := unstructured.NestedSlice(md.Object, "status", "roles")
@@ -95,4 +94,11 @@ func unmanagedIs(ctx context.Context, namespace, name string, want bool) error {
 		return fmt.Errorf("status.roles[0].unmanaged is %t, want %t", got, want)
 	}
 	return nil
+}
+
+// deploymentObject reads a ModelDeployment as the API server serves it.
+func deploymentObject(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	md := &unstructured.Unstructured{}
+	md.SetGroupVersionKind(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind))
+	return md, stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, md)
 }

@@ -45,6 +45,14 @@ const (
 	// that made them outdated, so the rollout controller never sees one without the other.
 	AnnotationRolloutHeld = "worker.gpustack.ai/rollout-held"
 
+	// AnnotationRetirement on a ModelRole holds the deployment's retirement operation targeting one
+	// of the role's replicas, as JSON (workerv1.Retirement); the deployment step lifts it into
+	// status.retirement. The rollout controller writes it by an optimistic patch.
+	AnnotationRetirement = "worker.gpustack.ai/retirement"
+	// AnnotationRetirementRetry on a ModelDeployment asks an Aborted retirement to start again:
+	// <roleName>:<replicaOrdinal>:<opaqueToken> (elastic-dp-lifecycle §4.3).
+	AnnotationRetirementRetry = "modeldeployment.gpustack.ai/retirement-retry"
+
 	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
 	// once there, the term stays (elastic-dp-lifecycle §2.5).
 	AnnotationEndpointEligibility = "worker.gpustack.ai/endpoint-eligibility"

@@ -562,6 +562,58 @@ type ModelDeploymentStatus struct {
 	// Model reports the resolved weights.
 	// +optional
 	Model *ModelStatus `json:"model,omitempty"`
+
+	// Retirement is the operation retiring one seated replica a scale-down no longer declares;
+	// absent when none is in flight or retained.
+	// +optional
+	Retirement *Retirement `json:"retirement,omitempty"`
+}
+
+// RetirementState is where a retirement operation stands (elastic-dp-lifecycle §4.3).
+// +kubebuilder:validation:Enum=Admitted;Disqualified;Withdrawing;Draining;Deleting;Settling;Aborted;Completed
+type RetirementState string
+
+// The states of a retirement, in the order an operation passes them.
+const (
+	RetirementAdmitted     RetirementState = "Admitted"
+	RetirementDisqualified RetirementState = "Disqualified"
+	RetirementWithdrawing  RetirementState = "Withdrawing"
+	RetirementDraining     RetirementState = "Draining"
+	RetirementDeleting     RetirementState = "Deleting"
+	RetirementSettling     RetirementState = "Settling"
+	RetirementAborted      RetirementState = "Aborted"
+	RetirementCompleted    RetirementState = "Completed"
+)
+
+// Retirement is one replica's way out: withdrawn from the endpoints, drained, deleted with its
+// Workload, and its release observed, each phase within a budget.
+type Retirement struct {
+	// RoleName is the role of the replica retired.
+	RoleName string `json:"roleName"`
+	// ReplicaOrdinal is the replica's slot.
+	ReplicaOrdinal int32 `json:"replicaOrdinal"`
+	// ObservedGeneration is the deployment generation that admitted the operation.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// TargetMemberUIDs are the replica's Pods, sorted; every delete carries its UID as a precondition.
+	// +optional
+	// +listType=atomic
+	TargetMemberUIDs []string `json:"targetMemberUIDs,omitempty"`
+	// TargetWorkloadUID is the UID of the replica group's Workload; empty when it had none.
+	TargetWorkloadUID string `json:"targetWorkloadUID"`
+	// State is where the operation stands.
+	State RetirementState `json:"state"`
+	// Reason says why, in words.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// StartedAt is when the operation was admitted (or retried).
+	StartedAt metav1.Time `json:"startedAt"`
+	// Deadline is when the whole operation's budget is spent.
+	Deadline metav1.Time `json:"deadline"`
+	// PhaseStartedAt is when the current phase's budget started.
+	PhaseStartedAt metav1.Time `json:"phaseStartedAt"`
+	// LastConsumedRetryToken is the token of the last retry directive accepted.
+	// +optional
+	LastConsumedRetryToken string `json:"lastConsumedRetryToken,omitempty"`
 }
 
 // Ready, UpToDate and QuotaReserved of a RoleStatus are copied from the role's ModelRole: nil until

@@ -1,0 +1,425 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/qualification"
+	"github.com/mdplane/mdplane/controllers/retirement"
+	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/snapshot"
+)
+
+// DrainScraper reads members' /metrics for the drain read (snapshot/scrape's Scraper).
+type DrainScraper interface {
+	Scrape(ctx context.Context, targets []snapshot.Target) []snapshot.Read
+}
+
+// heldBySibling is how often a role whose scale-down waits behind another role's retirement looks
+// again: the other role's operation ending does not wake it.
+const heldBySibling = 5 * time.Second
+
+// retireSeated runs the retirement protocol for the role's scale-down: the seated replicas it no
+// longer declares leave one at a time per deployment, through an operation stored on the role;
+// replicas that never held an admission serve nothing and stay in d.scaledDown, deleted at once. It
+// returns when to look again.
+func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Duration, error) {
+	role := o.role
+	var seated []Slot
+	d.scaledDown = slices.DeleteFunc(d.scaledDown, func(s Slot) bool {
+		if s.EverAdmitted {
+			seated = append(seated, s)
+		}
+		return s.EverAdmitted
+	})
+	op, err := retirement.Stored(role)
+	if err != nil {
+		p.event(ctx, role, corev1.EventTypeWarning, "RetirementUnreadable", "Retire", "%v; the operation is dropped and the scale-down admitted again", err)
+		if err := p.storeRetirement(ctx, role, nil); err != nil {
+			return 0, err
+		}
+	}
+	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
+	md := &workerv1.ModelDeployment{}
+	if err := p.Client.Get(ctx, key, md); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		md = nil
+	}
+	if op == nil {
+		p.holders.CompareAndDelete(key, role.Name) // an operation removed by hand holds nothing
+		p.refuseStrayDirective(ctx, role, md)
+		if len(seated) == 0 {
+			return 0, nil
+		}
+		holder, err := p.retirementHolder(ctx, role)
+		if err != nil || holder != "" {
+			ctrl.LoggerFrom(ctx).V(1).Info("scale-down waits behind another role's retirement", "role", role.Name, "holder", holder)
+			return heldBySibling, err
+		}
+		return 0, p.admitRetirement(ctx, o, seated[0], md)
+	}
+	p.holders.Store(key, role.Name)
+	if op.State == workerv1.RetirementAborted && md != nil && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
+		if op, err = p.retry(ctx, role, md, *op); err != nil {
+			return 0, err
+		}
+	}
+	obs, err := p.observeTarget(ctx, o, *op, md)
+	if err != nil {
+		return 0, err
+	}
+	out := retirement.Advance(*op, obs, p.now(), p.budgets())
+	if out.Delete {
+		if err := p.deleteTarget(ctx, o, out.Op); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case out.Clear:
+		err = p.storeRetirement(ctx, role, nil)
+		p.holders.CompareAndDelete(key, role.Name)
+	case !equalRetirement(out.Op, *op):
+		err = p.storeRetirement(ctx, role, &out.Op)
+	}
+	if out.Event != "" {
+		kind, reason := corev1.EventTypeNormal, "Retirement"
+		if out.Warning {
+			kind, reason = corev1.EventTypeWarning, "RetirementAborted"
+		}
+		p.event(ctx, role, kind, reason, "Retire", "%s", out.Event)
+	}
+	return out.Recheck, err
+}
+
+// admitRetirement starts the operation for the highest seated ordinal, over its standing members;
+// the admitting pass deletes nothing.
+func (p *Pacer) admitRetirement(ctx context.Context, o *observed, s Slot, md *workerv1.ModelDeployment) error {
+	role := o.role
+	t := retirement.Target{Role: role.Spec.RoleName, Ordinal: s.Ordinal}
+	for _, pod := range o.membersOf(s.Replica) {
+		if pod.DeletionTimestamp == nil {
+			t.Members = append(t.Members, string(pod.UID))
+		}
+	}
+	if len(t.Members) == 0 {
+		// Every member is already leaving: nothing is left to withdraw or drain.
+		return p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas)))
+	}
+	if wl := o.workloads[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, s.Ordinal)]; wl != nil {
+		t.Workload = string(wl.UID)
+	}
+	var generation int64
+	if md != nil {
+		generation = md.Generation
+	}
+	op := retirement.Admit(t, generation, p.now(), p.budgets())
+	if err := p.storeRetirement(ctx, role, &op); err != nil {
+		return err
+	}
+	p.holders.Store(types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, role.Name)
+	return nil
+}
+
+// retirementHolder is the role of the deployment whose retirement is in flight or retained, other
+// than this one; empty when none. One operation per deployment: the in-memory record covers a cache
+// that has not seen a sibling's annotation yet, the annotations a restart.
+func (p *Pacer) retirementHolder(ctx context.Context, role *v1alpha1.ModelRole) (string, error) {
+	if h, ok := p.holders.Load(types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}); ok && h != role.Name {
+		return h.(string), nil
+	}
+	roles := &v1alpha1.ModelRoleList{}
+	if err := p.Client.List(ctx, roles, client.InNamespace(role.Namespace), client.MatchingLabels(naming.DeploymentLabels(role.Spec.DeploymentName))); err != nil {
+		return "", err
+	}
+	for _, r := range roles.Items {
+		if r.Name != role.Name && r.Annotations[workerv1.AnnotationRetirement] != "" {
+			return r.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// retry applies the deployment's retry directive to the role's Aborted operation.
+func (p *Pacer) retry(ctx context.Context, role *v1alpha1.ModelRole, md *workerv1.ModelDeployment, op workerv1.Retirement) (*workerv1.Retirement, error) {
+	d, err := retirement.ParseDirective(md.Annotations[workerv1.AnnotationRetirementRetry])
+	if err != nil {
+		p.event(ctx, role, corev1.EventTypeWarning, "RetirementRetryRefused", "Retire", "%v; the annotation is left for you to correct", err)
+		return &op, nil
+	}
+	next, clearAnnotation, refused := retirement.Retry(&op, d, p.now(), p.budgets())
+	if refused != "" {
+		p.event(ctx, role, corev1.EventTypeWarning, "RetirementRetryRefused", "Retire", "%s; the annotation is left for you to correct", refused)
+		return &op, nil
+	}
+	if next.State != op.State {
+		if err := p.storeRetirement(ctx, role, &next); err != nil {
+			return nil, err
+		}
+		p.event(ctx, role, corev1.EventTypeNormal, "Retirement", "Retire", "the retirement of replica r%d of role %s starts again: %s", next.ReplicaOrdinal, next.RoleName, retirement.ReasonRetry)
+	}
+	if clearAnnotation {
+		// Optimistic: a directive rewritten since it was read is read again, not removed unseen.
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": md.ResourceVersion,
+			"annotations": map[string]any{workerv1.AnnotationRetirementRetry: nil}}})
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("removing %s from ModelDeployment %s/%s: %w", workerv1.AnnotationRetirementRetry, md.Namespace, md.Name, err)
+		}
+	}
+	return &next, nil
+}
+
+// refuseStrayDirective says why a retry directive naming this role has nothing to retry, when no
+// role of the deployment holds an operation.
+func (p *Pacer) refuseStrayDirective(ctx context.Context, role *v1alpha1.ModelRole, md *workerv1.ModelDeployment) {
+	if md == nil || md.Annotations[workerv1.AnnotationRetirementRetry] == "" {
+		return
+	}
+	d, err := retirement.ParseDirective(md.Annotations[workerv1.AnnotationRetirementRetry])
+	if err != nil || d.Role != role.Spec.RoleName {
+		return
+	}
+	if holder, err := p.retirementHolder(ctx, role); err != nil || holder != "" {
+		return
+	}
+	if _, _, refused := retirement.Retry(nil, d, p.now(), p.budgets()); refused != "" {
+		p.event(ctx, role, corev1.EventTypeWarning, "RetirementRetryRefused", "Retire", "%s; the annotation is left for you to correct", refused)
+	}
+}
+
+// observeTarget reads what the operation's next transition depends on.
+func (p *Pacer) observeTarget(ctx context.Context, o *observed, op workerv1.Retirement, md *workerv1.ModelDeployment) (retirement.Observation, error) {
+	role := o.role
+	obs := retirement.Observation{Declared: op.ReplicaOrdinal < role.Spec.Replicas, Standing: map[string]bool{}, Present: map[string]bool{}}
+	targets := map[types.UID]bool{}
+	for _, uid := range op.TargetMemberUIDs {
+		targets[types.UID(uid)] = true
+	}
+	var members []*corev1.Pod
+	for i := range o.pods {
+		pod := &o.pods[i]
+		if !targets[pod.UID] {
+			continue
+		}
+		obs.Present[string(pod.UID)] = true
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		obs.Standing[string(pod.UID)] = true
+		members = append(members, pod)
+		if pod.Labels[workerv1.LabelEndpointEligible] == "true" {
+			obs.Labelled = append(obs.Labelled, pod.Name)
+		}
+	}
+	group := workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, op.ReplicaOrdinal)
+	if wl := o.workloads[group]; wl != nil {
+		obs.WorkloadPresent = op.TargetWorkloadUID == "" || string(wl.UID) == op.TargetWorkloadUID
+	}
+	for _, r := range o.replicas {
+		obs.ReplicaPresent = obs.ReplicaPresent || r.Spec.Ordinal == op.ReplicaOrdinal && (r.DeletionTimestamp != nil || owns(r.UID, o.pods, targets))
+	}
+	if op.State == workerv1.RetirementDeleting || op.State == workerv1.RetirementSettling || op.State == workerv1.RetirementAborted {
+		return obs, nil
+	}
+	svc := &corev1.Service{}
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: naming.RoleServiceName(role.Spec.DeploymentName, role.Spec.RoleName)}, svc); client.IgnoreNotFound(err) != nil {
+		return obs, err
+	}
+	obs.Selective = svc.Annotations[workerv1.AnnotationEndpointEligibility] == renderroles.EligibilityActive
+	if !obs.Selective || len(obs.Labelled) > 0 {
+		return obs, nil
+	}
+	serving, err := p.servingMembers(ctx, role, targets)
+	if err != nil || len(serving) > 0 {
+		obs.Serving = serving
+		return obs, err
+	}
+	obs.Drain = p.readDrain(ctx, md, members)
+	return obs, nil
+}
+
+// owns reports whether a replica controls one of the target Pods.
+func owns(replica types.UID, pods []corev1.Pod, targets map[types.UID]bool) bool {
+	for i := range pods {
+		if owner := metav1.GetControllerOf(&pods[i]); targets[pods[i].UID] && owner != nil && owner.UID == replica {
+			return true
+		}
+	}
+	return false
+}
+
+// servingMembers are the target members an EndpointSlice of the deployment's Service or the role's
+// Service still lists as serving, read uncached (no EndpointSlice of the cluster is cached). The
+// replicas' headless Services list every member by design and are not read.
+func (p *Pacer) servingMembers(ctx context.Context, role *v1alpha1.ModelRole, targets map[types.UID]bool) ([]string, error) {
+	services, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In,
+		[]string{role.Spec.DeploymentName, naming.RoleServiceName(role.Spec.DeploymentName, role.Spec.RoleName)})
+	if err != nil {
+		return nil, err
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := p.reader().List(ctx, list, client.InNamespace(role.Namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*services)}); err != nil {
+		return nil, fmt.Errorf("reading the EndpointSlices of %s's Services: %w", role.Name, err)
+	}
+	var serving []string
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			in := e.TargetRef != nil && targets[e.TargetRef.UID]
+			if in && (e.Conditions.Serving == nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) || e.Conditions.Serving != nil && *e.Conditions.Serving) {
+				serving = append(serving, e.TargetRef.Name)
+			}
+		}
+	}
+	slices.Sort(serving)
+	return slices.Compact(serving), nil
+}
+
+// readDrain reads the answering members' engine gauges twice (elastic-dp-lifecycle §4.4 by HTTP on
+// the member's advertised metrics endpoint, the scrape the metrics snapshot uses, rather than
+// pods/exec): the members that serve HTTP, every member of an External-DP replica.
+func (p *Pacer) readDrain(ctx context.Context, md *workerv1.ModelDeployment, members []*corev1.Pod) retirement.Drain {
+	switch {
+	case p.Scraper == nil:
+		return retirement.Drain{Held: "mdplane-controllers runs without a drain reader"}
+	case md == nil:
+		return retirement.Drain{Held: "the deployment is not read yet"}
+	case qualification.TakesOver(members):
+		return retirement.Drain{Held: "a take-over member advertises no engine gauges to read"}
+	}
+	var targets []snapshot.Target
+	for pod := range qualification.Serving(members) {
+		targets = append(targets, snapshot.Target{Pod: pod})
+	}
+	slices.SortFunc(targets, func(a, b snapshot.Target) int { return strings.Compare(a.Pod.Name, b.Pod.Name) })
+	rounds := make([][]retirement.Read, 2)
+	for i := range rounds {
+		for _, r := range p.Scraper.Scrape(ctx, targets) {
+			rounds[i] = append(rounds[i], retirement.Read{Member: r.Target.Pod.Name, Families: r.Families, Err: r.Err})
+		}
+	}
+	return retirement.JudgeDrain(renderroles.DrainGauges(md.Spec.Engine.Name), rounds...)
+}
+
+// deleteTarget deletes the target's ModelReplica, members and Workload, each only while it is the
+// object the operation admitted (UID preconditions). The replica's delete says so on the deployment.
+func (p *Pacer) deleteTarget(ctx context.Context, o *observed, op workerv1.Retirement) error {
+	role := o.role
+	targets := map[types.UID]bool{}
+	for _, uid := range op.TargetMemberUIDs {
+		targets[types.UID(uid)] = true
+	}
+	for _, r := range o.replicas {
+		if r.Spec.Ordinal != op.ReplicaOrdinal || r.DeletionTimestamp != nil || !owns(r.UID, o.pods, targets) {
+			continue
+		}
+		if err := p.retire(ctx, role, r.Name, op.ReplicaOrdinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))+"; "+op.Reason); err != nil {
+			return err
+		}
+	}
+	for i := range o.pods {
+		pod := &o.pods[i]
+		if !targets[pod.UID] || pod.DeletionTimestamp != nil {
+			continue
+		}
+		uid := pod.UID
+		if err := p.Client.Delete(ctx, pod.DeepCopy(), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting member %s/%s of a retired replica: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	group := workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, op.ReplicaOrdinal)
+	if wl := o.workloads[group]; wl != nil && op.TargetWorkloadUID != "" && string(wl.UID) == op.TargetWorkloadUID && wl.DeletionTimestamp == nil {
+		uid := wl.UID
+		if err := p.Client.Delete(ctx, wl.DeepCopy(), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting Workload %s/%s of a retired replica: %w", wl.Namespace, wl.Name, err)
+		}
+	}
+	return nil
+}
+
+// storeRetirement writes (nil: removes) the role's operation by an optimistic merge patch of that
+// annotation alone.
+func (p *Pacer) storeRetirement(ctx context.Context, role *v1alpha1.ModelRole, op *workerv1.Retirement) error {
+	var value any
+	if op != nil {
+		raw, err := json.Marshal(op)
+		if err != nil {
+			return err
+		}
+		value = string(raw)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": role.ResourceVersion,
+		"annotations": map[string]any{workerv1.AnnotationRetirement: value}}})
+	if err != nil {
+		return err
+	}
+	if err := p.Client.Patch(ctx, role, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("writing the retirement of ModelRole %s/%s: %w", role.Namespace, role.Name, err)
+	}
+	return nil
+}
+
+func equalRetirement(a, b workerv1.Retirement) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func (p *Pacer) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Pacer) budgets() retirement.Budgets {
+	if p.Budgets == (retirement.Budgets{}) {
+		return retirement.DefaultBudgets
+	}
+	return p.Budgets
+}
+
+func (p *Pacer) reader() client.Reader {
+	if p.Reader != nil {
+		return p.Reader
+	}
+	return p.Client
+}
+
+// membersOf are the Pods a replica controls, standing or not.
+func (o *observed) membersOf(replica string) []*corev1.Pod {
+	var uid types.UID
+	for _, r := range o.replicas {
+		if r.Name == replica {
+			uid = r.UID
+		}
+	}
+	var out []*corev1.Pod
+	for i := range o.pods {
+		if owner := metav1.GetControllerOf(&o.pods[i]); owner != nil && owner.UID == uid && uid != "" {
+			out = append(out, &o.pods[i])
+		}
+	}
+	return out
+}
