@@ -121,6 +121,16 @@ func Advance(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) 
 
 // step is one transition of elastic-dp-lifecycle §4.3's table.
 func step(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Outcome {
+	switch op.State {
+	case workerv1.RetirementCompleted, workerv1.RetirementAborted, workerv1.RetirementDeleting, workerv1.RetirementSettling:
+		return stepOn(op, obs, now, b)
+	}
+	return stepBeforeDeleting(op, obs, now, b)
+}
+
+// stepOn is a transition of an operation that deleted its target or aborted: nothing aborts it
+// any more.
+func stepOn(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Outcome {
 	name := fmt.Sprintf("replica r%d of role %s", op.ReplicaOrdinal, op.RoleName)
 	outside := !allIn(op.TargetMemberUIDs, obs.Standing)
 	switch op.State {
@@ -154,9 +164,15 @@ func step(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Out
 		op.Reason = held
 		return Outcome{Op: op, Recheck: until(op, b.Settle, now)}
 	}
-	// Admitted, Disqualified, Withdrawing, Draining: nothing is deleted yet.
+	return Outcome{Op: op}
+}
+
+// stepBeforeDeleting is a transition of Admitted, Disqualified, Withdrawing or Draining: nothing is
+// deleted yet, so a target gone or declared again ends the operation, and a spent budget aborts it.
+func stepBeforeDeleting(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Outcome {
+	name := fmt.Sprintf("replica r%d of role %s", op.ReplicaOrdinal, op.RoleName)
 	switch {
-	case outside:
+	case !allIn(op.TargetMemberUIDs, obs.Standing):
 		return Outcome{Clear: true, Warning: true, Event: name + ": " + ReasonOutside}
 	case obs.Declared:
 		return Outcome{Clear: true, Event: name + " is declared again: its retirement is withdrawn and the replica stays"}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,6 +80,14 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 		return 0, p.admitRetirement(ctx, o, seated[0], md)
 	}
 	p.holders.Store(key, role.Name)
+	return p.advance(ctx, o, *op, md)
+}
+
+// advance takes the role's operation one pass further: a retry directive applied, the target
+// observed, the outcome deleted, stored and said.
+func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment) (time.Duration, error) {
+	role, op, err := o.role, &stored, error(nil)
+	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
 	if op.State == workerv1.RetirementAborted && md != nil && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
 		if op, err = p.retry(ctx, role, md, *op); err != nil {
 			return 0, err
@@ -244,7 +253,8 @@ func (p *Pacer) observeTarget(ctx context.Context, o *observed, op workerv1.Reti
 		return obs, nil
 	}
 	svc := &corev1.Service{}
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: naming.RoleServiceName(role.Spec.DeploymentName, role.Spec.RoleName)}, svc); client.IgnoreNotFound(err) != nil {
+	err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: naming.RoleServiceName(role.Spec.DeploymentName, role.Spec.RoleName)}, svc)
+	if client.IgnoreNotFound(err) != nil {
 		return obs, err
 	}
 	obs.Selective = svc.Annotations[workerv1.AnnotationEndpointEligibility] == renderroles.EligibilityActive
@@ -383,7 +393,7 @@ func (p *Pacer) storeRetirement(ctx context.Context, role *v1alpha1.ModelRole, o
 func equalRetirement(a, b workerv1.Retirement) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	return bytes.Equal(x, y)
 }
 
 func (p *Pacer) now() time.Time {
