@@ -133,15 +133,7 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 
 // retirementReserved reports whether a replica's last qualification found it reserved by a retirement.
 func retirementReserved(q *v1alpha1.Qualification) bool {
-	if q == nil {
-		return false
-	}
-	for _, l := range q.Legs {
-		if l.Type == qualification.LegNoPlannedRetirement && l.State == v1alpha1.LegFailed {
-			return true
-		}
-	}
-	return false
+	return q != nil && qualification.LegFailed(*q, qualification.LegNoPlannedRetirement)
 }
 
 // Reconcile creates what is missing of a replica and reports it.

@@ -161,7 +161,7 @@ func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 	var l Labels
 	serving := Serving(members)
 	// A take-over leader keeps its label until a retirement reserves it: leaving is a definite fault.
-	legacy := TakesOver(members) && !failed(q, LegNoPlannedRetirement)
+	legacy := TakesOver(members) && !LegFailed(q, LegNoPlannedRetirement)
 	for _, p := range members {
 		has := p.Labels[workerv1.LabelEndpointEligible] == "true"
 		serves := serving[p]
@@ -179,8 +179,8 @@ func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 	return l
 }
 
-// failed reports whether the qualification's leg of the type failed.
-func failed(q v1alpha1.Qualification, leg string) bool {
+// LegFailed reports whether the qualification's leg of the type failed.
+func LegFailed(q v1alpha1.Qualification, leg string) bool {
 	for _, l := range q.Legs {
 		if l.Type == leg && l.State == v1alpha1.LegFailed {
 			return true
