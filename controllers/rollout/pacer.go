@@ -78,7 +78,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
 	}
 	// A pass reads every slot of the role, so only the changes a pass reads wake it: a replica or
-	// Pod coming or going, a Pod's scheduling gates, a Workload's admission. The status churn of a
+	// Pod coming or going, a Pod's scheduling gates or revoked eligibility, a Workload's admission. The status churn of a
 	// role's hundreds of Pods and replicas coming up would otherwise run a pass per event.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("role_rollout").
@@ -87,7 +87,10 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 			return old.GetGeneration() != new.GetGeneration()
 		}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole), builder.WithPredicates(paced(func(old, new client.Object) bool {
-			return len(old.(*corev1.Pod).Spec.SchedulingGates) != len(new.(*corev1.Pod).Spec.SchedulingGates)
+			// A revoked eligibility label moves a retirement on (Admitted → Disqualified); grants,
+			// which every replica coming up gets, do not wake the role.
+			revoked := old.GetLabels()[workerv1.LabelEndpointEligible] == "true" && new.GetLabels()[workerv1.LabelEndpointEligible] != "true"
+			return revoked || len(old.(*corev1.Pod).Spec.SchedulingGates) != len(new.(*corev1.Pod).Spec.SchedulingGates)
 		}))).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}

@@ -84,6 +84,7 @@ spec:
 	})
 
 	stack.MetricsExporter.Forget(busyAddress) // idle, as every Pod on the stack is unless a test says otherwise
+	idleAt := time.Now()
 	eventually(t, 2*time.Minute, "r1 deleted with its Workload and the operation cleared", func() error {
 		if err := running(ctx, ns, name, 1); err != nil {
 			return err
@@ -100,6 +101,7 @@ spec:
 		}
 		return eventSeen(ctx, ns, "Retirement", "replica r1 of role server is retired")
 	})
+	t.Logf("from idle to retired (drained, deleted, released, cleared): %.1f s", time.Since(idleAt).Seconds())
 	if err := eventSeen(ctx, ns, "ReplicaLeaving", "replica r1 of role server is leaving", "the answering members read idle twice", "30s kv_lease_duration window"); err != nil {
 		t.Error(err)
 	}
