@@ -364,6 +364,17 @@ func TestRefusals(t *testing.T) {
 			})),
 		},
 		{
+			rule: "a memory slice for two or more cards",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorSlicedMemoryPercentage: ptr.To(int32(50)), Accelerator: ptr.To(resource.MustParse("2"))}
+			})),
+			path:  "spec.roles[0].resources.accelerator",
+			parts: []string{"a share of one accelerator, not of 2", "request accelerator: 1 with the slice or partition"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", Accelerator: ptr.To(resource.MustParse("1"))}
+			})),
+		},
+		{
 			rule:     "an interface count whose only path is a TCP cache client",
 			refused:  deployment(kvCache, role("s", "", fabric("1"))),
 			path:     "spec.roles[0].resources.interface",
