@@ -365,7 +365,10 @@ type roleView struct {
 	quota, workload string
 	size            int32
 	reserved, ready bool
-	live            v1alpha1.MemberCounts // WeightsReady reads it
+	// WeightsReady's status reads whether every live member has its volumes and its engine Ready;
+	// how many do not is a detail (the condition's message), which a member count moves with every
+	// Pod coming up.
+	volumesBehind, enginesBehind bool
 	flavors         string                // status.roles[].assignedFlavors reads it
 	// The role's eligible count and activation read whether the replica is conclusive, qualified
 	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
@@ -373,8 +376,9 @@ type roleView struct {
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
-	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(), live: ptr.Deref(s.Live, v1alpha1.MemberCounts{}),
-		flavors: strings.Join(s.Flavors, ",")}
+	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
+	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
+		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live, flavors: strings.Join(s.Flavors, ",")}
 	if q := s.Qualification; q != nil {
 		v.qualified, v.granted = q.Verdict == v1alpha1.QualificationQualified, q.Granted
 		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified

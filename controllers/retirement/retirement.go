@@ -41,8 +41,8 @@ const (
 	SettleExhausted = "the settle budget was exhausted and the release has not been observed: "
 )
 
-// recheck is how often an operation waiting on something the rollout controller does not watch (a
-// label revoked, an EndpointSlice, an engine's gauges) is looked at again.
+// recheck is how often an operation waiting on something the rollout controller does not watch (an
+// EndpointSlice, an engine's gauges, a settle's release) is looked at again.
 const recheck = 2 * time.Second
 
 // Target is the replica an operation retires, as the admitting pass read it.
@@ -79,9 +79,10 @@ type Observation struct {
 	Serving []string
 	// Drain is the drain read of the answering members, taken only while Draining.
 	Drain Drain
-	// WorkloadPresent and ReplicaPresent say whether the group's Workload and the ModelReplica are
-	// still on the API server.
-	WorkloadPresent, ReplicaPresent bool
+	// WorkloadPresent says whether the group's Workload is still on the API server; ReplicaStanding
+	// whether a ModelReplica of the ordinal stands there without its delete (one being deleted, its
+	// members and Workload gone, holds nothing while the garbage collector finishes it).
+	WorkloadPresent, ReplicaStanding bool
 }
 
 // Drain is one pass's drain read: idle when every expected gauge read exactly 0 on two consecutive
@@ -150,12 +151,12 @@ func stepOn(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) O
 		}
 		return Outcome{Op: enter(op, workerv1.RetirementSettling, "the members are gone; waiting for the Workload and the replica to be released", now), Recheck: recheck}
 	case workerv1.RetirementSettling:
-		if !obs.WorkloadPresent && !obs.ReplicaPresent {
+		if !obs.WorkloadPresent && !obs.ReplicaStanding {
 			return Outcome{Clear: true, Event: name + " is retired: its members, Workload and quota are released"}
 		}
 		held := "the group's Workload is still on the API server"
 		if !obs.WorkloadPresent {
-			held = "the ModelReplica is still on the API server"
+			held = "the ModelReplica's delete has not landed"
 		}
 		if spent(op, b.Settle, now) {
 			op.Reason = SettleExhausted + held

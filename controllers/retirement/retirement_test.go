@@ -27,7 +27,7 @@ func in(state workerv1.RetirementState, phaseStarted time.Duration) workerv1.Ret
 // standing is the observation of a target whose members all stand, withdrawal observable.
 func standing() retirement.Observation {
 	return retirement.Observation{Standing: map[string]bool{"u1": true, "u2": true}, Present: map[string]bool{"u1": true, "u2": true},
-		Selective: true, WorkloadPresent: true, ReplicaPresent: true}
+		Selective: true, WorkloadPresent: true, ReplicaStanding: true}
 }
 
 func with(f func(*retirement.Observation)) retirement.Observation {

@@ -77,17 +77,17 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 			ctrl.LoggerFrom(ctx).V(1).Info("scale-down waits behind another role's retirement", "role", role.Name, "holder", holder)
 			return heldBySibling, err
 		}
-		return 0, p.admitRetirement(ctx, o, seated[0], md)
+		return 0, p.admitNext(ctx, o, seated, -1, md, false)
 	}
 	p.holders.Store(key, role.Name)
-	return p.advance(ctx, o, *op, md)
+	return p.advance(ctx, o, *op, md, seated)
 }
 
 // advance takes the role's operation one pass further: a retry directive applied, the target
-// observed, the outcome deleted, stored and said.
-func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment) (time.Duration, error) {
+// observed, the outcome deleted, stored and said. An operation that ends hands over to the next
+// seated replica in the same write.
+func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment, seated []Slot) (time.Duration, error) {
 	role, op, err := o.role, &stored, error(nil)
-	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
 	if op.State == workerv1.RetirementAborted && md != nil && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
 		if op, err = p.retry(ctx, role, md, *op); err != nil {
 			return 0, err
@@ -105,8 +105,7 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 	}
 	switch {
 	case out.Clear:
-		err = p.storeRetirement(ctx, role, nil)
-		p.holders.CompareAndDelete(key, role.Name)
+		err = p.admitNext(ctx, o, seated, op.ReplicaOrdinal, md, true)
 	case !equalRetirement(out.Op, *op):
 		err = p.storeRetirement(ctx, role, &out.Op)
 	}
@@ -120,33 +119,48 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 	return out.Recheck, err
 }
 
-// admitRetirement starts the operation for the highest seated ordinal, over its standing members;
-// the admitting pass deletes nothing.
-func (p *Pacer) admitRetirement(ctx context.Context, o *observed, s Slot, md *workerv1.ModelDeployment) error {
+// admitNext stores the operation for the highest seated replica other than skip (the one just
+// retired, whose operation it replaces in the same write), or, with none left, removes the stored
+// operation when there is one. A replica whose members are all leaving already has nothing to
+// withdraw or drain: it is deleted at once. The admitting pass deletes nothing of its target.
+func (p *Pacer) admitNext(ctx context.Context, o *observed, seated []Slot, skip int32, md *workerv1.ModelDeployment, stored bool) error {
 	role := o.role
-	t := retirement.Target{Role: role.Spec.RoleName, Ordinal: s.Ordinal}
-	for _, pod := range o.membersOf(s.Replica) {
-		if pod.DeletionTimestamp == nil {
-			t.Members = append(t.Members, string(pod.UID))
+	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
+	for _, s := range seated {
+		if s.Ordinal == skip {
+			continue
 		}
+		t := retirement.Target{Role: role.Spec.RoleName, Ordinal: s.Ordinal}
+		for _, pod := range o.membersOf(s.Replica) {
+			if pod.DeletionTimestamp == nil {
+				t.Members = append(t.Members, string(pod.UID))
+			}
+		}
+		if len(t.Members) == 0 {
+			if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
+				return err
+			}
+			continue
+		}
+		if wl := o.workloads[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, s.Ordinal)]; wl != nil {
+			t.Workload = string(wl.UID)
+		}
+		var generation int64
+		if md != nil {
+			generation = md.Generation
+		}
+		op := retirement.Admit(t, generation, p.now(), p.budgets())
+		if err := p.storeRetirement(ctx, role, &op); err != nil {
+			return err
+		}
+		p.holders.Store(key, role.Name)
+		return nil
 	}
-	if len(t.Members) == 0 {
-		// Every member is already leaving: nothing is left to withdraw or drain.
-		return p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas)))
+	p.holders.CompareAndDelete(key, role.Name)
+	if !stored {
+		return nil
 	}
-	if wl := o.workloads[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, s.Ordinal)]; wl != nil {
-		t.Workload = string(wl.UID)
-	}
-	var generation int64
-	if md != nil {
-		generation = md.Generation
-	}
-	op := retirement.Admit(t, generation, p.now(), p.budgets())
-	if err := p.storeRetirement(ctx, role, &op); err != nil {
-		return err
-	}
-	p.holders.Store(types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, role.Name)
-	return nil
+	return p.storeRetirement(ctx, role, nil)
 }
 
 // retirementHolder is the role of the deployment whose retirement is in flight or retained, other
@@ -247,7 +261,7 @@ func (p *Pacer) observeTarget(ctx context.Context, o *observed, op workerv1.Reti
 		obs.WorkloadPresent = op.TargetWorkloadUID == "" || string(wl.UID) == op.TargetWorkloadUID
 	}
 	for _, r := range o.replicas {
-		obs.ReplicaPresent = obs.ReplicaPresent || r.Spec.Ordinal == op.ReplicaOrdinal && (r.DeletionTimestamp != nil || owns(r.UID, o.pods, targets))
+		obs.ReplicaStanding = obs.ReplicaStanding || r.Spec.Ordinal == op.ReplicaOrdinal && r.DeletionTimestamp == nil
 	}
 	if op.State == workerv1.RetirementDeleting || op.State == workerv1.RetirementSettling || op.State == workerv1.RetirementAborted {
 		return obs, nil

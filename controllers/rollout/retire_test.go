@@ -123,6 +123,16 @@ func TestScaleDownRetiresSeatedReplicas(t *testing.T) {
 		assert.Contains(t, strings.Join(ev, "\n"), "Warning ReplicaLeaving replica r1 of role server is leaving (the role was scaled to 1;")
 		assert.Contains(t, strings.Join(ev, "\n"), "Normal Retirement replica r1 of role server is retired")
 	})
+	t.Run("an operation that ends hands over to the next seated replica in the same write", func(t *testing.T) {
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b"), standing(2, "b")), modelRole(1, "b", nil))...)
+		r.pass(0)
+		assert.Equal(t, workerv1.RetirementDeleting, r.pass(time.Second).State)
+		op := r.pass(time.Second)
+		require.NotNil(t, op, "r2 retired, r1 admitted in its place")
+		assert.Equal(t, int32(1), op.ReplicaOrdinal)
+		assert.Equal(t, workerv1.RetirementAdmitted, op.State)
+		assert.False(t, r.gone(&v1alpha1.ModelReplica{}, "md-server-r1-b"), "its admitting pass deletes nothing")
+	})
 	t.Run("with the eligibility term: withdrawn from the EndpointSlices, drained, then deleted", func(t *testing.T) {
 		r1 := replicaAt(1, "b")
 		drain := gauges{"md-server-r1-b-m0": "vllm:num_requests_running 2\nvllm:num_requests_waiting 0\n"}
