@@ -369,7 +369,7 @@ type roleView struct {
 	// how many do not is a detail (the condition's message), which a member count moves with every
 	// Pod coming up.
 	volumesBehind, enginesBehind bool
-	flavors         string                // status.roles[].assignedFlavors reads it
+	flavors                      string // status.roles[].assignedFlavors reads it
 	// The role's eligible count and activation read whether the replica is conclusive, qualified
 	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
 	conclusive, qualified, granted bool

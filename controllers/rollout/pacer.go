@@ -62,6 +62,7 @@ type Pacer struct {
 	once     sync.Once
 	expected *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
 	holders  sync.Map              // deployment → the ModelRole holding its retirement operation
+	written  sync.Map              // ModelRole UID → the retirement annotation last written, until the cache shows it
 }
 
 // createWorkers bounds the creates of one pass in flight at once: a new role of hundreds of

@@ -51,7 +51,7 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 		}
 		return s.EverAdmitted
 	})
-	op, err := retirement.Stored(role)
+	op, err := p.storedRetirement(role)
 	if err != nil {
 		p.event(ctx, role, corev1.EventTypeWarning, "RetirementUnreadable", "Retire", "%v; the operation is dropped and the scale-down admitted again", err)
 		if err := p.storeRetirement(ctx, role, nil); err != nil {
@@ -98,16 +98,16 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 		return 0, err
 	}
 	out := retirement.Advance(*op, obs, p.now(), p.budgets())
-	if out.Delete {
-		if err := p.deleteTarget(ctx, o, out.Op); err != nil {
-			return 0, err
-		}
-	}
+	// The state is written before it is acted on: a restart, or a write refused, never leaves members
+	// deleted behind an operation that does not say Deleting.
 	switch {
 	case out.Clear:
 		err = p.admitNext(ctx, o, seated, op.ReplicaOrdinal, md, true)
 	case !equalRetirement(out.Op, *op):
 		err = p.storeRetirement(ctx, role, &out.Op)
+	}
+	if err == nil && out.Delete {
+		err = p.deleteTarget(ctx, o, out.Op)
 	}
 	if out.Event != "" {
 		kind, reason := corev1.EventTypeNormal, "Retirement"
@@ -382,26 +382,47 @@ func (p *Pacer) deleteTarget(ctx context.Context, o *observed, op workerv1.Retir
 	return nil
 }
 
-// storeRetirement writes (nil: removes) the role's operation by an optimistic merge patch of that
-// annotation alone.
+// storeRetirement writes (nil: removes) the role's operation by a merge patch of that annotation
+// alone, and remembers what it wrote until the cache shows it (storedRetirement). The pacer is the
+// annotation's one writer (one worker, leader-elected), so the patch carries no resourceVersion: a
+// role whose status Crossplane just wrote would refuse it, and at 500 replicas it always has.
 func (p *Pacer) storeRetirement(ctx context.Context, role *v1alpha1.ModelRole, op *workerv1.Retirement) error {
 	var value any
+	written := ""
 	if op != nil {
 		raw, err := json.Marshal(op)
 		if err != nil {
 			return err
 		}
-		value = string(raw)
+		value, written = string(raw), string(raw)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": role.ResourceVersion,
-		"annotations": map[string]any{workerv1.AnnotationRetirement: value}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{workerv1.AnnotationRetirement: value}}})
 	if err != nil {
 		return err
 	}
 	if err := p.Client.Patch(ctx, role, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("writing the retirement of ModelRole %s/%s: %w", role.Namespace, role.Name, err)
 	}
+	p.written.Store(role.UID, written)
 	return nil
+}
+
+// storedRetirement is the role's operation: what the pacer last wrote while the cache does not show
+// it yet (a pass acting on an older state would take members it deleted itself for a departure
+// outside the operator), else the role's annotation.
+func (p *Pacer) storedRetirement(role *v1alpha1.ModelRole) (*workerv1.Retirement, error) {
+	if w, ok := p.written.Load(role.UID); ok {
+		if w.(string) != role.Annotations[workerv1.AnnotationRetirement] {
+			r := role.DeepCopy()
+			if r.Annotations == nil {
+				r.Annotations = map[string]string{}
+			}
+			r.Annotations[workerv1.AnnotationRetirement] = w.(string)
+			return retirement.Stored(r)
+		}
+		p.written.Delete(role.UID)
+	}
+	return retirement.Stored(role)
 }
 
 func equalRetirement(a, b workerv1.Retirement) bool {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,19 @@ func TestScaleDownRetiresSeatedReplicas(t *testing.T) {
 		assert.Equal(t, int32(1), op.ReplicaOrdinal)
 		assert.Equal(t, workerv1.RetirementAdmitted, op.State)
 		assert.False(t, r.gone(&v1alpha1.ModelReplica{}, "md-server-r1-b"), "its admitting pass deletes nothing")
+	})
+	t.Run("a cache behind the pacer's own write does not pass its deletes for a departure outside the operator", func(t *testing.T) {
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil))...)
+		admittedOp := r.pass(0)
+		assert.Equal(t, workerv1.RetirementDeleting, r.pass(time.Second).State)
+		role := &v1alpha1.ModelRole{}
+		require.NoError(t, r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server"}, role))
+		raw, err := json.Marshal(admittedOp)
+		require.NoError(t, err)
+		role.Annotations[workerv1.AnnotationRetirement] = string(raw) // as a lagging cache still shows it
+		require.NoError(t, r.c.Update(ctx, role))
+		assert.Nil(t, r.pass(time.Second), "completed from the state it wrote, not aborted")
+		assert.NotContains(t, strings.Join(fakecluster.Events(r.rec), "\n"), "terminated outside")
 	})
 	t.Run("with the eligibility term: withdrawn from the EndpointSlices, drained, then deleted", func(t *testing.T) {
 		r1 := replicaAt(1, "b")
