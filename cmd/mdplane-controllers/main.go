@@ -253,7 +253,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
 		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: selector}},
-		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient()}},
+		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: drain}},

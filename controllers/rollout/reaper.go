@@ -24,6 +24,8 @@ import (
 // Pods terminating for ever and their quota held.
 type WorkloadReaper struct {
 	Client client.Client
+	// Reader reads a Workload's owner Pod the cache does not hold yet; the Client when nil.
+	Reader client.Reader
 }
 
 // SetupWithManager watches Workloads and the deployments' Pods, mapping a Pod to its group.
@@ -59,12 +61,55 @@ func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (
 	if wl.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
+	if departed, err := r.ownedByLeaving(ctx, wl, pods.Items); err != nil || !departed {
+		return reconcile.Result{}, err
+	}
 	ctrl.LoggerFrom(ctx).Info("deleting the Workload of a departed replica group", "workload", req.Name, "pods", len(pods.Items))
 	err := r.Client.Delete(ctx, wl, client.Preconditions{UID: &wl.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return reconcile.Result{}, fmt.Errorf("deleting Workload %s/%s of a departed group: %w", req.Namespace, req.Name, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// ownedByLeaving reports whether every Pod the Workload names as its owner is leaving or gone. The
+// slot's next replica shares the group name: Kueue makes it a Workload of the same name as soon as
+// its Pods exist, and a cache that has not shown those Pods yet must not have that new Workload taken
+// for the departed group's (its Pods would be stopped as they were admitted). An owner the cache
+// does not hold is read from the API server.
+func (r *WorkloadReaper) ownedByLeaving(ctx context.Context, wl *kueue.Workload, pods []corev1.Pod) (bool, error) {
+	leaving := map[types.UID]bool{}
+	for _, p := range pods {
+		leaving[p.UID] = p.DeletionTimestamp != nil
+	}
+	for _, o := range wl.OwnerReferences {
+		if o.Kind != "Pod" {
+			continue
+		}
+		if l, known := leaving[o.UID]; known {
+			if !l {
+				return false, nil
+			}
+			continue
+		}
+		pod := &corev1.Pod{}
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: wl.Namespace, Name: o.Name}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, err
+		case pod.UID == o.UID && pod.DeletionTimestamp == nil:
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (r *WorkloadReaper) reader() client.Reader {
+	if r.Reader != nil {
+		return r.Reader
+	}
+	return r.Client
 }
 
 // Stranded reports whether a group has Pods and none of them is standing.

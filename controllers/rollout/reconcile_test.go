@@ -426,24 +426,42 @@ func TestInstanceServicesReconcile(t *testing.T) {
 
 func TestWorkloadReaperReconcile(t *testing.T) {
 	r1 := replicaAt(1, "a")
+	nextMember := memberOf(replicaAt(1, "b")) // the slot's next replica's Pod: on the API server, not in the cache yet
 	cases := []struct {
-		rule   string
-		objs   []client.Object
-		reaped bool
+		rule    string
+		objs    []client.Object
+		reaped  bool
+		apiOnly []client.Object
 	}{
 		{"a group with a standing member keeps its Workload", []client.Object{groupOf(1, true), memberOf(r1), func() *corev1.Pod {
 			p := memberOf(r1, leavingPod)
 			p.Name += "-m1"
 			return p
-		}()}, false},
-		{"a group whose every member is leaving loses its Workload", []client.Object{groupOf(1, true), memberOf(r1, leavingPod)}, true},
-		{"a group without Pods is left to the garbage collector", []client.Object{groupOf(1, true)}, false},
+		}()}, false, nil},
+		{"a group whose every member is leaving loses its Workload", []client.Object{groupOf(1, true), memberOf(r1, leavingPod)}, true, nil},
+		{"a group without Pods is left to the garbage collector", []client.Object{groupOf(1, true)}, false, nil},
+		{"a Workload owned by a Pod the cache has not shown (the slot's next replica) is not the departed group's", []client.Object{func() *kueue.Workload {
+			wl := groupOf(1, true)
+			wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: nextMember.Name, UID: nextMember.UID}}
+			return wl
+		}(), memberOf(r1, leavingPod)}, false, []client.Object{nextMember}},
+		{"a Workload whose owner Pod is gone from the API server too is the departed group's", []client.Object{func() *kueue.Workload {
+			wl := groupOf(1, true)
+			wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "md-server-r1-a-m1", UID: "md-server-r1-a-m1"}}
+			return wl
+		}(), memberOf(r1, leavingPod)}, true, nil},
+		{"a Workload owned by the leaving Pods goes", []client.Object{func() *kueue.Workload {
+			wl := groupOf(1, true)
+			wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "md-server-r1-a-m0", UID: "md-server-r1-a-m0"}}
+			return wl
+		}(), memberOf(r1, leavingPod)}, true, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := fakecluster.Builder(tc.objs...).Build()
+			apiServer := fakecluster.Builder(append(slices.Clone(tc.objs), tc.apiOnly...)...).Build()
 			name := workerv1.GroupName(ns, "md", "server", 1)
-			_, err := (&WorkloadReaper{Client: c}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			_, err := (&WorkloadReaper{Client: c, Reader: apiServer}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 			require.NoError(t, err)
 			assert.Equal(t, tc.reaped, !exists(t, c, &kueue.Workload{}, name))
 		})
