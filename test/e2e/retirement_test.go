@@ -32,15 +32,7 @@ func TestAScaleDownRetiresASeatedReplicaThroughTheProtocol(t *testing.T) {
 		}
 	})
 	defer tearDown(t, ctx, ns)
-	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen2.5-72B-Instruct}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-    - {name: server, replicas: 2, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: 1}}
-`, name, ns))
+	kubectlApply(t, deploymentOnH20(ns, name, "server Server 2 1"))
 	eventually(t, 3*time.Minute, "two replicas running", func() error { return running(ctx, ns, name, 2) })
 	eventually(t, 2*time.Minute, "the role's Service selecting on endpoint eligibility", func() error {
 		svc := &corev1.Service{}
@@ -56,9 +48,7 @@ spec:
 	busyAddress = net.JoinHostPort(leaving.Status.PodIP, leaving.Annotations["prometheus.io/port"])
 	stack.MetricsExporter.Set(busyAddress, "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n")
 
-	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=merge", "-p", `{"spec":{"roles":[{"name":"server","replicas":1,"instanceType":"gpustack-nvidia-h20-linux-amd64","resources":{"accelerator":1}}]}}`); err != nil {
-		t.Fatal(err)
-	}
+	patchReplicas(t, ns, name, 1)
 	eventually(t, 2*time.Minute, "r1 withdrawn and held in Draining while busy", func() error {
 		r, err := retirementOf(ctx, ns, name)
 		if err != nil {
