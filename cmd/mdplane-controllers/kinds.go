@@ -12,7 +12,9 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// compositeKinds are served by Crossplane once the Configuration package's XRDs are established.
+// compositeKinds are the kinds the controllers watch that a cluster may serve after they start: the
+// composites, once the Configuration package's XRDs are established, and the ModelReplica, a CRD of
+// the kustomize base.
 var compositeKinds = []schema.GroupVersionKind{
 	workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind),
 	v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelRoleKind),

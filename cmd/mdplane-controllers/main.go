@@ -120,7 +120,7 @@ func run(o options) error {
 		return err
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper()); err != nil {
+		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride); err != nil {
 			return err
 		}
 	}
@@ -172,7 +172,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper) error {
+func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -186,7 +186,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers 
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain)
+			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain, probeDial)
 		case <-ctx.Done():
 			return nil
 		}
@@ -238,7 +238,7 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		r    interface{ SetupWithManager(ctrl.Manager) error }
 	}{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: memberWorkers}},
+			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: memberWorkers, ProbeDialOverride: probeDial}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},

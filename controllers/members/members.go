@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -59,6 +59,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Workers is the number of replicas materialised at once; DefaultWorkers when 0.
 	Workers int
+	// ProbeDialOverride, for tests only, is the host:port every group-forward probe dials instead of
+	// the member's address (which the request keeps as its host): a stack's fake Pods lead nowhere.
+	ProbeDialOverride string
 
 	expected *expectations.Creates
 	reported *writeTimes
@@ -70,7 +73,7 @@ type Reconciler struct {
 // index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
 // matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported, r.probes = expectations.New(), newWriteTimes(), newProbes()
+	r.expected, r.reported, r.probes = expectations.New(), newWriteTimes(), newProbes(r.ProbeDialOverride)
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -152,9 +155,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	pods := make([]*corev1.Pod, 0, len(owned.Items))
 	for i := range owned.Items {
-		if _, composed := owned.Items[i].Annotations[xcrd.AnnotationKeyCompositionResourceName]; composed {
-			return reconcile.Result{}, nil // created before this controller: the replica's composition keeps them
-		}
 		pods = append(pods, &owned.Items[i])
 	}
 	if res, wait, err := r.waits(ctx, replica, pods); wait || err != nil {
@@ -321,7 +321,8 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 }
 
 // report writes the replica's members and admission when they changed, at most once per
-// reportInterval, or detailInterval when only the details changed; wait is how long a change waits
+// reportInterval, or detailInterval when only the details changed, a change of details alone
+// waiting detailInterval for a change the role reads to carry it; wait is how long a change waits
 // for its write.
 func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (wait time.Duration, err error) {
 	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
@@ -333,19 +334,21 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		wl = nil
 	}
 	status := renderroles.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
-	status.ConditionedStatus = replica.Status.ConditionedStatus
+	status.ConditionedStatus = *replica.Status.ConditionedStatus.DeepCopy()
+	status.SetConditions(readiness(status))
 	var recheck time.Duration
 	if status.Qualification, recheck, err = r.qualify(ctx, replica, pods, size); err != nil {
 		return 0, err
 	}
 	if equality.Semantic.DeepEqual(status, replica.Status) {
+		r.reported.settled(replica.UID)
 		return recheck, nil
 	}
-	interval := detailInterval
+	interval, detailOnly := detailInterval, true
 	if readByRole(status) != readByRole(replica.Status) {
-		interval = reportInterval
+		interval, detailOnly = reportInterval, false
 	}
-	if wait := r.reported.wait(replica.UID, interval); wait > 0 {
+	if wait := r.reported.wait(replica.UID, interval, detailOnly); wait > 0 {
 		if recheck > 0 {
 			wait = min(wait, recheck)
 		}
@@ -358,6 +361,24 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	r.reported.wrote(replica.UID)
 	return recheck, nil
+}
+
+// Reasons of a replica's Ready condition.
+const (
+	ReasonMembersReady    xpv2.ConditionReason = "MembersReady"
+	ReasonMembersNotReady xpv2.ConditionReason = "MembersNotReady"
+)
+
+// readiness is the replica's Ready condition, which its role counts ready replicas by: True once as
+// many members as its revision gives it exist and are Ready (ModelReplicaStatus.Ready).
+func readiness(s v1alpha1.ModelReplicaStatus) xpv2.Condition {
+	c := xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: ReasonMembersNotReady, LastTransitionTime: metav1.Now()}
+	if s.Ready() {
+		c.Status, c.Reason = corev1.ConditionTrue, ReasonMembersReady
+	}
+	size := ptr.Deref(s.Size, 0)
+	c.Message = fmt.Sprintf("%d of %d members exist, %d Ready", ptr.Deref(s.Members, 0), size, ptr.Deref(s.ReadyMembers, 0))
+	return c
 }
 
 // roleView is what a replica's role and deployment read of its status.

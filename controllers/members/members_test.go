@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,7 +90,7 @@ func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, 
 	// A clock an hour ahead at each reading: no report waits, unless a test sets its own.
 	reported, now := newWriteTimes(), time.Now()
 	reported.now = func() time.Time { now = now.Add(time.Hour); return now }
-	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported, probes: newProbes()}, c, rec
+	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported, probes: newProbes("")}, c, rec
 }
 
 func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {
@@ -218,7 +219,7 @@ func TestMaterialize(t *testing.T) {
 		assert.Len(t, podsOf(t, c), 1)
 		assert.True(t, metav1.IsControlledBy(&podsOf(t, c)[0], replica(1)))
 	})
-	t.Run("a replica whose Pods its composition created is left to it", func(t *testing.T) {
+	t.Run("a replica whose Pods Crossplane composed, when a ModelReplica was a composite, is taken over: its member kept, the missing one created", func(t *testing.T) {
 		composed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
 			Labels:      map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
 			Annotations: map[string]string{xcrd.AnnotationKeyCompositionResourceName: "member-0"},
@@ -227,8 +228,11 @@ func TestMaterialize(t *testing.T) {
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), composed)
 		reconcileReplica(t, r)
-		assert.Len(t, podsOf(t, c), 1)
-		assert.Empty(t, w)
+		pods := podsOf(t, c)
+		require.Len(t, pods, 2)
+		assert.Equal(t, 2, w["create"], "only the missing member, and the instance Service")
+		assert.Zero(t, w["update"]+w["patch"], "the composed member is left as it is")
+		assert.Contains(t, []string{pods[0].Name, pods[1].Name}, composed.Name)
 	})
 	t.Run("a member whose create the cache has not shown yet is not created again", func(t *testing.T) {
 		w := writes{}
@@ -291,6 +295,23 @@ func TestReport(t *testing.T) {
 		assert.True(t, *got.Status.Admitted)
 		assert.Equal(t, wl.Name, got.Status.Workload)
 		assert.Equal(t, []string{"h100"}, got.Status.Flavors, "the flavors of the role's PodSet")
+		ready := got.Status.GetCondition(xpv2.TypeReady)
+		assert.Equal(t, corev1.ConditionTrue, ready.Status, "Ready once every member exists and is Ready: the role counts it")
+		assert.Equal(t, "2 of 2 members exist, 2 Ready", ready.Message)
+	})
+	t.Run("is not Ready while a member is not", func(t *testing.T) {
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2))
+		reconcileReplica(t, r)
+		pods := podsOf(t, c)
+		ready(&pods[0])
+		require.NoError(t, c.Status().Update(ctx, &pods[0]))
+		reconcileReplica(t, r)
+		got := &v1alpha1.ModelReplica{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
+		cond := got.Status.GetCondition(xpv2.TypeReady)
+		assert.Equal(t, corev1.ConditionFalse, cond.Status)
+		assert.Equal(t, ReasonMembersNotReady, cond.Reason)
+		assert.Equal(t, "2 of 2 members exist, 1 Ready", cond.Message)
 	})
 	t.Run("a reconcile that creates members leaves the report to the next", func(t *testing.T) {
 		w := writes{}

@@ -19,8 +19,8 @@ import (
 )
 
 // TestProbesAreKeptPerGeneration: a probe runs off the reconcile, its result is kept for the
-// membership it was sent to, a result not verified is sent again after probeRetry, and a replaced
-// member starts over.
+// membership it was sent to, a result not verified is sent again after probeRetry (the last result
+// standing meanwhile), and a replaced member starts over.
 func TestProbesAreKeptPerGeneration(t *testing.T) {
 	var answers atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -35,7 +35,7 @@ func TestProbesAreKeptPerGeneration(t *testing.T) {
 			Annotations: map[string]string{"prometheus.io/port": port}}, Status: corev1.PodStatus{PodIP: host}}
 	}
 	members := []*corev1.Pod{member("a"), member("b")}
-	p := newProbes()
+	p := newProbes("")
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	p.now = func() time.Time { return time.Unix(0, now.Load()) }
@@ -53,8 +53,11 @@ func TestProbesAreKeptPerGeneration(t *testing.T) {
 	assert.Equal(t, seen, answers.Load(), "not sent again before")
 
 	now.Add(int64(probeRetry))
-	leg, _ = p.groupForward("r", workerv1.EngineVLLM, members)
-	assert.Equal(t, v1alpha1.LegUnknown, leg.State, "sent again")
+	failed := leg
+	leg, recheck = p.groupForward("r", workerv1.EngineVLLM, members)
+	assert.Equal(t, failed, leg, "while sent again, the last result stands: a retry writes no status")
+	assert.Equal(t, probeRecheck, recheck)
+	require.Eventually(t, func() bool { return answers.Load() > seen }, 5*time.Second, 10*time.Millisecond, "sent again")
 
 	replaced := []*corev1.Pod{members[0], member("c")}
 	leg, _ = p.groupForward("r", workerv1.EngineVLLM, replaced)

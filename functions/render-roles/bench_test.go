@@ -100,29 +100,6 @@ func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
 	return req
 }
 
-// replicaRequest is a replica of size members whose Pods the step composes (one created before the
-// members controller took them over): the largest response the replica step gives.
-func replicaRequest(tb testing.TB, size int32) *fnv1.RunFunctionRequest {
-	r := largeRole(1, size)
-	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
-	require.NoError(tb, err)
-	name := naming.RevisionName("qwen", r.Name, rendered.Revision)
-	rep := &v1alpha1.ModelReplica{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
-		Spec:     v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: 0, Revision: rendered.Revision, RevisionName: name},
-	}
-	rep.Name, rep.Namespace = "qwen-decode-r0-abcde", "team-a"
-	revision := map[string]any{"apiVersion": "apps/v1", "kind": "ControllerRevision", "revision": 1,
-		"metadata": map[string]any{"name": name, "namespace": "team-a"},
-		"data":     &v1alpha1.RoleRevision{Revision: rendered.Revision, Size: size, Template: rendered.Template}}
-	return &fnv1.RunFunctionRequest{
-		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, rep)}, Resources: map[string]*fnv1.Resource{
-			"member-0": {Resource: mustStruct(tb, map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "qwen-decode-r0-m0"}})},
-		}},
-		RequiredResources: map[string]*fnv1.Resources{"revision": {Items: []*fnv1.Resource{{Resource: mustStruct(tb, revision)}}}, "workload": {}},
-	}
-}
-
 // TestMessagesStayUnderTheGRPCLimit renders the largest composite of each step the schema admits
 // and checks the request and the response fit gRPC's default 4 MiB with room to spare (under half
 // of it).
@@ -130,7 +107,6 @@ func TestMessagesStayUnderTheGRPCLimit(t *testing.T) {
 	for name, req := range map[string]*fnv1.RunFunctionRequest{
 		"deployment of 10 roles":      deploymentRequest(t, 10, workerv1.MaxReplicas, workerv1.MaxSize),
 		"role of 1024 replicas":       roleRequest(t, workerv1.MaxReplicas, 1),
-		"replica of 64 members":       replicaRequest(t, workerv1.MaxSize),
 		"role of 1024 replicas of 64": roleRequest(t, workerv1.MaxReplicas, workerv1.MaxSize),
 	} {
 		rsp, err := (&renderroles.Function{}).RunFunction(context.Background(), req)
@@ -165,5 +141,3 @@ func BenchmarkDeploymentStep_Role1024x1(b *testing.B) {
 }
 
 func BenchmarkRoleStep_1024Replicas(b *testing.B) { benchmarkStep(b, roleRequest(b, 1024, 1)) }
-
-func BenchmarkReplicaStep_Size64(b *testing.B) { benchmarkStep(b, replicaRequest(b, 64)) }

@@ -66,12 +66,11 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	steps := map[schema.GroupVersionKind]step{
 		workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind): deploymentStep,
 		v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelRoleKind):       roleStep,
-		v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelReplicaKind):    replicaStep,
 	}
 	gvk := xr.Resource.GroupVersionKind()
 	run, ok := steps[gvk]
 	if !ok {
-		response.Fatal(rsp, fmt.Errorf("render-roles composes ModelDeployments, ModelRoles and ModelReplicas, not %s", gvk))
+		response.Fatal(rsp, fmt.Errorf("render-roles composes ModelDeployments and ModelRoles, not %s", gvk))
 		return rsp, nil
 	}
 	if err := run(req, rsp, xr); err != nil {
@@ -80,15 +79,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 		xfn.Fatal(rsp, err)
 		return rsp, nil
-	}
-	if gvk.Kind == v1alpha1.ModelReplicaKind && len(rsp.GetRequirements().GetResources()) == 0 {
-		// A replica whose Pods the members controller creates reads nothing but its own status, and
-		// every change of it is an event Crossplane re-runs it on: without a TTL it is not also re-run
-		// every minute (a 500-replica role's replicas, 8 re-runs a second). The other steps keep the
-		// TTL: they read resources Crossplane does not watch, and a composite whose watch circuit
-		// breaker opened (a role's hundreds of replicas changing at once trip it) drops the events it
-		// would wait for, itself included, until its TTL runs out.
-		rsp.Meta.Ttl = nil
 	}
 	return rsp, nil
 }

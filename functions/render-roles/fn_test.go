@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -386,113 +385,12 @@ func TestNewReplica(t *testing.T) {
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}, *owner)
 }
 
-const replica = `
-apiVersion: internal.mdplane.io/v1alpha1
-kind: ModelReplica
-metadata: {name: chat-server-r1-abcde, namespace: team-a}
-spec: {deploymentName: chat, roleName: server, ordinal: 1, revision: newrevisio, revisionName: chat-server-newrevisio}
-`
-
-const revision = `
-apiVersion: apps/v1
-kind: ControllerRevision
-metadata: {name: chat-server-newrevisio, namespace: team-a}
-revision: 1
-data:
-  apiVersion: internal.mdplane.io/v1alpha1
-  kind: RoleRevision
-  revision: newrevisio
-  size: 2
-  template:
-    metadata:
-      labels: {app.kubernetes.io/component: server}
-      annotations: {modeldeployment.gpustack.ai/pod-spec-hash: abc}
-    spec: {containers: [{name: main, image: new}]}
-`
-
-func TestReplicaStep(t *testing.T) {
-	reported := func(size, members, ready int) string {
-		return replaceOnce(replica, "spec:", fmt.Sprintf("status: {size: %d, members: %d, readyMembers: %d}\nspec:", size, members, ready))
-	}
-	for _, tc := range []struct {
-		rule      string
-		composite string
-		ready     fnv1.Ready
-	}{
-		{"composes nothing and is ready once as many members as its revision gives it are Ready", reported(2, 2, 2), fnv1.Ready_READY_TRUE},
-		{"is not ready while a member is not Ready", reported(2, 2, 1), fnv1.Ready_READY_FALSE},
-		{"is not ready while a member is missing", reported(2, 1, 1), fnv1.Ready_READY_FALSE},
-		{"is not ready before the members controller reported it", replica, fnv1.Ready_READY_FALSE},
-	} {
-		t.Run(tc.rule, func(t *testing.T) {
-			rsp := run(t, request{composite: tc.composite})
-			_, reason := fatalMessage(rsp)
-			assert.Empty(t, reason)
-			assert.Empty(t, rsp.GetDesired().GetResources(), "the members controller creates the Pods and the Service")
-			assert.Empty(t, rsp.GetRequirements().GetResources(), "the members controller reads the revision and reports admission")
-			assert.Nil(t, field(t, rsp.GetDesired().GetComposite(), "status", "members"), "the members controller owns the status")
-			assert.Equal(t, tc.ready, rsp.GetDesired().GetComposite().GetReady())
-			assert.Nil(t, rsp.GetMeta().GetTtl(), "it reads nothing Crossplane does not watch: no re-run every minute")
-		})
-	}
-}
-
-// TestReplicaStepComposingItsMembers: a replica created before the members controller took the Pods
-// over keeps them composed, or Crossplane would delete them.
-func TestReplicaStepComposingItsMembers(t *testing.T) {
-	composed := map[string]string{"member-0": `{apiVersion: v1, kind: Pod, metadata: {name: chat-server-r1-m0, labels: {kueue.x-k8s.io/managed: "true"}},
-	  spec: {schedulingGates: [{name: kueue.x-k8s.io/admission}]}, status: {conditions: [{type: Ready, status: "True"}]}}`}
-	t.Run("asks for its revision by name", func(t *testing.T) {
-		sel := run(t, request{composite: replica, observed: composed}).GetRequirements().GetResources()["revision"]
-		assert.Equal(t, "chat-server-newrevisio", sel.GetMatchName())
-		assert.Equal(t, "team-a", sel.GetNamespace())
-	})
-	t.Run("keeps the function's TTL: the revision and Workload it reads are not watched", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: composed})
-		assert.NotNil(t, rsp.GetMeta().GetTtl())
-	})
-	t.Run("a missing revision fails and so leaves the Pods alone", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {}, "workload": {}}, observed: composed})
-		msg, reason := fatalMessage(rsp)
-		assert.Equal(t, "RenderFailed", reason)
-		assert.Contains(t, msg, "its revision team-a/chat-server-newrevisio is not on the API server")
-		assert.Empty(t, rsp.GetDesired().GetResources())
-	})
-	t.Run("renders its members from the revision and its headless Service", func(t *testing.T) {
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {}}, observed: composed})
-		desired := rsp.GetDesired().GetResources()
-		require.Contains(t, desired, "member-0")
-		require.Contains(t, desired, "member-1")
-		assert.Equal(t, "chat-server-r1-m0", field(t, desired["member-0"], "metadata", "name"))
-		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["member-0"].GetReady(), "a Pod is ready when its Ready condition is True")
-		assert.Equal(t, fnv1.Ready_READY_FALSE, desired["member-1"].GetReady())
-		assert.Nil(t, field(t, desired["member-0"], "spec", "schedulingGates"), "never copied from the observed Pod")
-		assert.Nil(t, field(t, desired["member-0"], "metadata", "labels", "kueue.x-k8s.io/managed"))
-		assert.Equal(t, "None", field(t, desired["service"], "spec", "clusterIP"))
-		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "readyMembers"))
-		assert.Equal(t, "PodGroupIncomplete", field(t, rsp.GetDesired().GetComposite(), "status", "quota"), "one of two members, no Workload yet")
-	})
-	t.Run("asks for its group's Workload by name and reports its admission", func(t *testing.T) {
-		sel := run(t, request{composite: replica, observed: composed}).GetRequirements().GetResources()["workload"]
-		assert.Equal(t, workerv1.GroupName("team-a", "chat", "server", 1), sel.GetMatchName())
-		assert.Equal(t, "Workload", sel.GetKind())
-		workload := `{apiVersion: kueue.x-k8s.io/v1beta2, kind: Workload, metadata: {name: w, namespace: team-a},
-		  status: {conditions: [{type: QuotaReserved, status: "True", reason: QuotaReserved, message: "", lastTransitionTime: "2026-11-30T06:00:00Z"},
-		    {type: Admitted, status: "True", reason: Admitted, message: "", lastTransitionTime: "2026-11-30T06:00:00Z"}]}}`
-		pod := `{apiVersion: v1, kind: Pod, metadata: {name: p}}`
-		rsp := run(t, request{composite: replica, required: map[string][]string{"revision": {revision}, "workload": {workload}},
-			observed: map[string]string{"member-0": pod, "member-1": pod}})
-		status := rsp.GetDesired().GetComposite()
-		assert.Equal(t, "Reserved", field(t, status, "status", "quota"))
-		assert.Equal(t, true, field(t, status, "status", "quotaReserved"))
-		assert.Equal(t, true, field(t, status, "status", "admitted"))
-		assert.Equal(t, workerv1.GroupName("team-a", "chat", "server", 1), field(t, status, "status", "workload"))
-	})
-}
-
 func TestUnknownCompositeIsFatal(t *testing.T) {
 	msg, _ := fatalMessage(run(t, request{composite: `{apiVersion: example.org/v1, kind: Other, metadata: {name: x}}`}))
 	assert.Contains(t, msg, "not example.org/v1, Kind=Other")
+	msg, _ = fatalMessage(run(t, request{composite: `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: x}}`}))
+	assert.Contains(t, msg, "composes ModelDeployments and ModelRoles, not internal.mdplane.io/v1alpha1, Kind=ModelReplica",
+		"a ModelReplica is no composite: the members controller reconciles it")
 }
 
 func replaceOnce(s, old, replacement string) string {

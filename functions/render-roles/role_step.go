@@ -194,7 +194,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 		if data, ok := o.revisions[r.Spec.Revision]; ok {
 			p.revisions[r.Spec.Revision] = data
 		}
-		if statusReady(r.Status.ConditionedStatus) {
+		if statusReady(r.Status.ConditionedStatus) { // written by the members controller
 			ready++
 		}
 		if r.Status.Live != nil {

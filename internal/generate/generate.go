@@ -64,7 +64,6 @@ var composites = []composite{
 		step("render-roles", FunctionRenderRoles), step("kv-cache", FunctionKVCache),
 	}},
 	{group: internalGroup, plural: "modelroles", steps: []xpv1.PipelineStep{step("render-roles", FunctionRenderRoles)}},
-	{group: internalGroup, plural: "modelreplicas", steps: []xpv1.PipelineStep{step("render-roles", FunctionRenderRoles)}},
 }
 
 // Files are generated files keyed by their slash-separated path relative to the repository root.

@@ -79,7 +79,8 @@ func NewEngine(fsys fs.FS, functions map[string]fnv1.FunctionRunnerServiceServer
 type Output struct {
 	// Input is the composite as it was rendered from.
 	Input *unstructured.Unstructured
-	// Composite is the composite with the status its pipeline wrote.
+	// Composite is the composite with the status its pipeline wrote; nil for an object that has no
+	// Composition, only what a controller materializes for it.
 	Composite *unstructured.Unstructured
 	// Composed are the composed resources, keyed by composition resource name, in name order with
 	// numbers compared as numbers.
@@ -94,7 +95,8 @@ type Composed struct {
 	Object *unstructured.Unstructured
 }
 
-// Render renders xr and, recursively, every composite it composes that has a Composition. cluster
+// Render renders xr and, recursively, every composite it composes that has a Composition, and every
+// object a controller materializes something for (its own level, with no Composite). cluster
 // holds the objects required resources are fetched from; what a step composes is added to it as the
 // render goes, as it would be on a cluster.
 func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, cluster []*unstructured.Unstructured) ([]Output, error) {
@@ -118,13 +120,26 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 	children = append(children, out.Materialized...)
 	cluster = append(cluster, children...)
 	for _, c := range children {
-		if _, ok := e.compositions[c.GetAPIVersion()+"/"+c.GetKind()]; !ok {
+		key := c.GetAPIVersion() + "/" + c.GetKind()
+		_, composite := e.compositions[key]
+		m, materialized := e.materializers[key]
+		if !composite && !materialized {
 			continue
 		}
 		child := c.DeepCopy()
 		if child.GetName() == "" {
 			// Offline there is no API server to generate a name; the generateName stem stands in.
 			child.SetName(strings.TrimSuffix(child.GetGenerateName(), "-"))
+		}
+		if !composite {
+			// A kind mdplane's controllers reconcile without a Composition (a ModelReplica): what
+			// they create for it, and nothing else, is its level.
+			objs, err := m(child, cluster)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s/%s: %w", child.GetKind(), child.GetNamespace(), child.GetName(), err)
+			}
+			all = append(all, Output{Input: child, Materialized: objs})
+			continue
 		}
 		nested, err := e.Render(ctx, child, cluster)
 		if err != nil {
@@ -388,7 +403,10 @@ func (e *Engine) RenderDocuments(ctx context.Context, checker *schemacheck.Check
 			continue
 		}
 		for _, o := range rendered {
-			objs := []*unstructured.Unstructured{o.Composite}
+			var objs []*unstructured.Unstructured
+			if o.Composite != nil {
+				objs = append(objs, o.Composite)
+			}
 			for _, c := range o.Composed {
 				objs = append(objs, c.Object)
 			}

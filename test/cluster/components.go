@@ -506,7 +506,7 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 // compositesServed passes once Crossplane serves every composite kind of the Configuration as an
 // established CRD.
 func (s *Stack) compositesServed() error {
-	for _, name := range []string{"modeldeployments.worker.gpustack.ai", "modelroles.internal.mdplane.io", "modelreplicas.internal.mdplane.io"} {
+	for _, name := range []string{"modeldeployments.worker.gpustack.ai", "modelroles.internal.mdplane.io"} {
 		crd := &extv1.CustomResourceDefinition{}
 		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			return err

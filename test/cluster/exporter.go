@@ -5,10 +5,13 @@ import (
 	"sync"
 )
 
-// Exporter stands in for the /metrics of every Pod on the stack, whose KWOK addresses lead nowhere:
-// mdplane-controllers dials it for each Pod it scrapes (--metrics-scrape-dial-override, a test-only
-// flag), and it answers each request with the body set for the Pod address the request names as its
-// host, else with Default, else 404.
+// Exporter stands in for the engine of every Pod on the stack, whose KWOK addresses lead nowhere:
+// mdplane-controllers dials it for each Pod it scrapes or probes (--metrics-scrape-dial-override, a
+// test-only flag). It answers /metrics with the body set for the Pod address the request names as
+// its host, else with Default, else 404; and a group-forward probe's completion (vLLM's
+// /v1/completions, SGLang's /generate) with an empty answer bound to no request, so the probe's leg
+// stays Unknown as no engine answered it, wherever the machine's network would have led the Pod's
+// address (a sandbox answering every address with 404 made it Failed).
 type Exporter struct {
 	mu     sync.Mutex
 	bodies map[string]string
@@ -52,6 +55,11 @@ func (e *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, ok = e.Default, true
 	}
 	e.mu.Unlock()
+	if r.Method == http.MethodPost && (r.URL.Path == "/v1/completions" || r.URL.Path == "/generate") {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+		return
+	}
 	if !ok || r.URL.Path != "/metrics" {
 		http.NotFound(w, r)
 		return

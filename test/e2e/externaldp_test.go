@@ -90,7 +90,8 @@ func eligibleCount(s *workerv1.RoleStatus) string {
 // TestExternalDPServesEveryRank: an External-DP Server role of two ranks per replica reports
 // loadBalance External, and its Services select both ranks (every rank serves HTTP), where a
 // leader-served role selects its leader only. The two-rank replica's group-forward probe goes to
-// each rank's Pod IP, which nothing answers on KWOK, so the replica is held
+// each rank's Pod IP, where the stack's exporter stands in for an engine whose answer binds no
+// request (no engine runs on KWOK), so the replica is held
 // (EndpointEligibility Unknown/EndpointsHeldUnverified, eligible absent, GroupForward Unknown) and its
 // role keeps the legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check:
 // once Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term;
@@ -151,7 +152,7 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 		}
 		for _, l := range replicas.Items[0].Status.Qualification.Legs {
 			if l.Type == "GroupForward" && l.State != "Unknown" {
-				return fmt.Errorf("GroupForward is %s (%s), want Unknown: the probe is unanswered", l.State, l.Reason)
+				return fmt.Errorf("GroupForward is %s (%s), want Unknown: no engine bound the probe's request", l.State, l.Reason)
 			}
 		}
 		s, err := roleStatusOf(ctx, ns, "ranks2", "ranks")

@@ -337,9 +337,9 @@ func TestQwenChat(t *testing.T) {
 	})
 }
 
-// TestGatedPodsKeepKueueFields: without quota the Pods stay gated, and Crossplane's forced
-// server-side apply of the rendered Pods, reconcile after reconcile, keeps the scheduling gate and
-// the finalizer Kueue's webhook added.
+// TestGatedPodsKeepKueueFields: without quota the Pods stay gated, and reconcile after reconcile of
+// the compositions above them and of the members controller that created them, the scheduling gate
+// and the finalizer Kueue's webhook added stay and no Pod is replaced.
 func TestGatedPodsKeepKueueFields(t *testing.T) {
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-b")
@@ -384,12 +384,13 @@ spec:
 	}
 	eventually(t, 2*time.Minute, "two gated Pods", gated)
 
-	// The ModelReplicas are what apply the Pods. Crossplane reconciles a composite again after the
-	// function's TTL (a minute) or on any change to it, so each round edits an annotation on the
-	// deployment and on every ModelReplica; Crossplane's log proves the reconciles happened.
-	before := replicaReconciles(t, ctx, "team-b")
+	// Crossplane reconciles a composite again after the function's TTL (a minute) or on any change
+	// to it, and the members controller a ModelReplica on any change to it, so each round edits an
+	// annotation on the deployment, its ModelRoles and its ModelReplicas; Crossplane's log proves the
+	// roles' reconciles happened.
+	before := roleReconciles(t, ctx, "team-b")
 	for round := range 4 {
-		for _, kind := range []string{"modeldeployment/queued", "modelreplicas.internal.mdplane.io --all"} {
+		for _, kind := range []string{"modeldeployment/queued", "modelroles.internal.mdplane.io --all", "modelreplicas.internal.mdplane.io --all"} {
 			args := append([]string{"annotate", "--overwrite", "-n", "team-b"}, strings.Fields(kind)...)
 			if _, err := stack.Kubectl(append(args, fmt.Sprintf("e2e/round=%d", round))...); err != nil {
 				t.Fatal(err)
@@ -404,11 +405,11 @@ spec:
 			t.Fatalf("after reconcile round %d the deployment is not Synced (%s, %v): an apply failed", round+1, status, err)
 		}
 	}
-	after := replicaReconciles(t, ctx, "team-b")
+	after := roleReconciles(t, ctx, "team-b")
 	for name, n := range after {
-		t.Logf("ModelReplica %s: %d reconciles while gated, each applying its Pods", name, n-before[name])
+		t.Logf("ModelRole %s: %d reconciles while gated", name, n-before[name])
 		if n-before[name] < 3 {
-			t.Errorf("ModelReplica %s was reconciled %d times during the check, want at least 3", name, n-before[name])
+			t.Errorf("ModelRole %s was reconciled %d times during the check, want at least 3", name, n-before[name])
 		}
 	}
 	wls, err := workloads(ctx, "team-b")
@@ -422,13 +423,13 @@ spec:
 	}
 }
 
-// replicaReconciles counts, per ModelReplica of namespace, the reconciles Crossplane logged.
-func replicaReconciles(t *testing.T, ctx context.Context, namespace string) map[string]int {
+// roleReconciles counts, per ModelRole of namespace, the reconciles Crossplane logged.
+func roleReconciles(t *testing.T, ctx context.Context, namespace string) map[string]int {
 	t.Helper()
-	replicas := &unstructured.UnstructuredList{}
-	replicas.SetAPIVersion("internal.mdplane.io/v1alpha1")
-	replicas.SetKind("ModelReplicaList")
-	if err := stack.Client.List(ctx, replicas, client.InNamespace(namespace)); err != nil {
+	roles := &unstructured.UnstructuredList{}
+	roles.SetAPIVersion("internal.mdplane.io/v1alpha1")
+	roles.SetKind("ModelRoleList")
+	if err := stack.Client.List(ctx, roles, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
 	log, err := os.ReadFile(stack.LogFile("crossplane"))
@@ -437,19 +438,19 @@ func replicaReconciles(t *testing.T, ctx context.Context, namespace string) map[
 	}
 	counts := map[string]int{}
 	for _, line := range strings.Split(string(log), "\n") {
-		if !strings.Contains(line, "Reconciling") || !strings.Contains(line, "composite/modelreplicas.internal.mdplane.io") {
+		if !strings.Contains(line, "Reconciling") || !strings.Contains(line, "composite/modelroles.internal.mdplane.io") {
 			continue
 		}
-		for _, r := range replicas.Items {
+		for _, r := range roles.Items {
 			if strings.Contains(line, fmt.Sprintf(`"name":%q,"namespace":%q`, r.GetName(), namespace)) {
 				counts[r.GetName()]++
 			}
 		}
 	}
-	if len(replicas.Items) == 0 {
-		t.Fatalf("no ModelReplicas in %s", namespace)
+	if len(roles.Items) == 0 {
+		t.Fatalf("no ModelRoles in %s", namespace)
 	}
-	for _, r := range replicas.Items {
+	for _, r := range roles.Items {
 		counts[r.GetName()] += 0
 	}
 	return counts

@@ -204,12 +204,17 @@ func compareDeployment(t *testing.T, bin string, functions []*renderv1alpha1.Fun
 			}
 		}
 	}
+	levels := 0
 	for _, o := range outputs {
+		if o.Composite == nil {
+			continue // a ModelReplica has no Composition: its Pods come from Materialize, as on a cluster
+		}
+		levels++
 		t.Run(fmt.Sprintf("%s/%s %s", md.GetName(), o.Input.GetKind(), o.Input.GetName()), func(t *testing.T) {
 			compareLevel(t, bin, functions, o, required)
 		})
 	}
-	return len(outputs)
+	return levels
 }
 
 func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.FunctionInput, ours pipeline.Output, required []*unstructured.Unstructured) {

@@ -190,7 +190,10 @@ type Replacement struct {
 }
 
 // ModelReplica is one instance of a role: one Kueue pod group of size Pods stamped from one revision.
-// Its spec never changes after creation; replacing it is deleting it.
+// Its spec never changes after creation; replacing it is deleting it. It is a plain CRD, not a
+// Crossplane composite: the rollout controller creates it, the members controller creates its Pods
+// and Service and writes its status, and nothing composes through it (docs/architecture.md, "The
+// replica layer").
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,categories=mdplane-internal
@@ -199,6 +202,9 @@ type Replacement struct {
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=".spec.roleName"
 // +kubebuilder:printcolumn:name="Ordinal",type=integer,JSONPath=".spec.ordinal"
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=".spec.revision"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Quota",type=string,JSONPath=".status.quota"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type ModelReplica struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -279,10 +285,9 @@ func (s ModelReplicaSpec) UpToDate(role ModelRoleSpec) bool {
 }
 
 // ModelReplicaStatus reports an instance. The counts and flags are pointers: nil until the members
-// controller (or, for a replica whose Pods its composition creates, the render-roles function) has
-// reported them, so that a zero count or a false flag is reported too.
+// controller has reported them, so that a zero count or a false flag is reported too.
 type ModelReplicaStatus struct {
-	// Conditions are written by Crossplane and the render-roles function.
+	// Conditions hold Ready, written by the members controller: True when Ready() holds.
 	xpv2.ConditionedStatus `json:",inline"`
 	// Members is the number of the instance's Pods on the API server.
 	// +optional
