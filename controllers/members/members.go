@@ -2,9 +2,11 @@ package members
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -36,6 +38,9 @@ import (
 // DefaultWorkers is how many replicas are materialised at once: a 500-replica role's Pods are
 // created in parallel, as a client creating them directly would.
 const DefaultWorkers = 16
+
+// memberCreates is the most member Pods of one replica created at once.
+const memberCreates = 8
 
 // slotBusyRetry is how soon a replica whose member name or Service is still held by the departing
 // replica of its slot looks again.
@@ -166,20 +171,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	wantPods, wantService := renderroles.Materialize(replica, revision)
 	var result reconcile.Result
+	// The Service and the members are created at once: one after another, a replica's creates took
+	// three round trips of a loaded API server, and the workers' concurrency bounded the Pods' pace.
+	var serviceBusy bool
+	var serviceErr error
+	var wg sync.WaitGroup
 	if wantService != nil {
-		busy, err := r.createService(ctx, replica, wantService)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if busy {
-			result.RequeueAfter = slotBusyRetry
-		}
+		wg.Go(func() { serviceBusy, serviceErr = r.createService(ctx, replica, wantService) })
 	}
 	created, busy, err := r.createMissing(ctx, replica, wantPods, pods)
-	if err != nil {
+	wg.Wait()
+	if err = errors.Join(serviceErr, err); err != nil {
 		return reconcile.Result{}, err
 	}
-	if busy {
+	if busy || serviceBusy {
 		result.RequeueAfter = slotBusyRetry
 	}
 	if created > 0 {
@@ -299,25 +304,44 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 		present[pod.Labels[workerv1.LabelMemberIndex]] = true
 	}
 	place := newPlacement(r.Client)
+	missing := map[int]*corev1.Pod{}
 	for m, pod := range want {
 		index := strconv.Itoa(m)
 		if r.expected.Awaiting(replica.UID, int32(m), present[index]) || present[index] {
 			continue
 		}
 		if err := place.place(ctx, pod); err != nil {
-			return created, busy, err
+			return 0, false, err
 		}
-		if err := r.Client.Create(ctx, pod); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				busy = true
-				continue
-			}
-			return created, busy, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err)
-		}
-		r.expected.Created(replica.UID, int32(m))
-		created++
+		missing[m] = pod
 	}
-	return created, busy, nil
+	// The missing members are created at once, at most memberCreates at a time.
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, memberCreates)
+	for m, pod := range missing {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := r.Client.Create(ctx, pod)
+			if err == nil {
+				r.expected.Created(replica.UID, int32(m))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case apierrors.IsAlreadyExists(err):
+				busy = true
+			default:
+				errs = append(errs, fmt.Errorf("creating member %d of ModelReplica %s/%s: %w", m, replica.Namespace, replica.Name, err))
+			}
+		})
+	}
+	wg.Wait()
+	return created, busy, errors.Join(errs...)
 }
 
 // report writes the replica's members and admission when they changed, at most once per

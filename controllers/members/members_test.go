@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,26 +64,34 @@ func revision(t *testing.T, rev string, size int32) *appsv1.ControllerRevision {
 		Labels: naming.RoleLabels("md", "server")}, Data: runtime.RawExtension{Raw: data}, Revision: 1}
 }
 
-// writes counts what a reconcile writes, by verb.
+// writes counts what a reconcile writes, by verb; a reconcile writes from several goroutines.
 type writes map[string]int
+
+var writesMu sync.Mutex
+
+func (w writes) add(verb string) {
+	writesMu.Lock()
+	defer writesMu.Unlock()
+	w[verb]++
+}
 
 func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, client.Client, *events.FakeRecorder) {
 	t.Helper()
 	c := fakecluster.Builder(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			w["create"]++
+			w.add("create")
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			w["update"]++
+			w.add("update")
 			return c.Update(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			w["patch"]++
+			w.add("patch")
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			w["status"]++
+			w.add("status")
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
