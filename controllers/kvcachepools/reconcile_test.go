@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -94,4 +95,38 @@ func TestReconcile(t *testing.T) {
 		}
 		assert.ElementsMatch(t, []string{poolName, "dram-2"}, names)
 	})
+}
+
+func TestPoolUpdatesThatReconcile(t *testing.T) {
+	base := func() *workerv1.KVCachePool {
+		p := withEndpoint(pool(), clientAddr)
+		p.Status.Phase = workerv1.KVCachePhaseReady
+		p.Status.Conditions = []metav1.Condition{{Type: workerv1.PoolClientEndpointPublished, Status: metav1.ConditionTrue, Reason: workerv1.ReasonExternalBackend}}
+		return p
+	}
+	cases := []struct {
+		rule string
+		edit func(*workerv1.KVCachePool)
+		want bool
+	}{
+		{"usage moving is not read", func(p *workerv1.KVCachePool) {
+			q := resource.MustParse("1Gi")
+			p.Status.Usage = &workerv1.KVCachePoolUsage{Total: &q}
+		}, false},
+		{"another owner's condition is not read", func(p *workerv1.KVCachePool) {
+			p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: "QuotaWithinTotal", Status: metav1.ConditionTrue})
+		}, false},
+		{"a new generation", func(p *workerv1.KVCachePool) { p.Generation++ }, true},
+		{"the endpoint another operator publishes", func(p *workerv1.KVCachePool) { p.Status.ClientEndpoint = "other:1" }, true},
+		{"the phase another writer moves", func(p *workerv1.KVCachePool) { p.Status.Phase = workerv1.KVCachePhaseError }, true},
+		{"the condition this controller owns", func(p *workerv1.KVCachePool) { p.Status.Conditions[0].Reason = "Edited" }, true},
+		{"deletion", func(p *workerv1.KVCachePool) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			updated := base()
+			tc.edit(updated)
+			assert.Equal(t, tc.want, poolChanged(base(), updated))
+		})
+	}
 }
