@@ -2,9 +2,9 @@
 // ModelDeployments, KVCacheBackends and ModelArtifacts (validating and mutating, served over TLS from
 // a certificate directory, optionally issued and rotated by the process itself) and the controllers:
 // the joint admission check that holds a deployment's replica groups until the whole set has
-// reserved quota, the Kueue queues behind each InstanceType, the rollout, and the ModelArtifact
-// resolver. An installation runs the webhooks and the controllers as two Deployments with their own
-// ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
+// reserved quota, the Kueue queues behind each InstanceType, the rollout, the ModelArtifact
+// resolver and the KVCachePool endpoints. An installation runs the webhooks and the controllers as
+// two Deployments with their own ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
 package main
 
 import (
@@ -40,6 +40,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/artifacts"
 	"github.com/mdplane/mdplane/controllers/elastic"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/kvcachepools"
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/rollout"
@@ -48,15 +49,15 @@ import (
 
 // options are the process's flags.
 type options struct {
-	certDir, host, metrics, health, pprof, namespace, queueTypes string
-	port, memberWorkers, apiBurst                                int
-	apiQPS                                                       float64
-	parkAfter                                                    time.Duration
-	leaderElect, enableWebhooks, enableControllers               bool
-	artifacts                                                    artifacts.Config
-	certs                                                        certificates
-	metricsAPI                                                   metricsAPI
-	zap                                                          zap.Options
+	certDir, host, metrics, health, pprof, namespace, queueTypes  string
+	port, memberWorkers, apiBurst                                 int
+	apiQPS                                                        float64
+	parkAfter                                                     time.Duration
+	leaderElect, enableWebhooks, enableControllers, poolEndpoints bool
+	artifacts                                                     artifacts.Config
+	certs                                                         certificates
+	metricsAPI                                                    metricsAPI
+	zap                                                           zap.Options
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -71,6 +72,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
+	fs.BoolVar(&o.poolEndpoints, "kv-cache-pool-endpoints", true, "publish each KVCachePool's status.clientEndpoint from its external KVCacheBackend's Client endpoint (a managed backend's operator publishes its own); false where GPUStack's pool reconciler runs")
 	fs.IntVar(&o.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
@@ -120,7 +122,7 @@ func run(o options) error {
 		return err
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride); err != nil {
+		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride, o.poolEndpoints); err != nil {
 			return err
 		}
 	}
@@ -172,7 +174,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string) error {
+func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string, poolEndpoints bool) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -186,7 +188,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers 
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain, probeDial)
+			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain, probeDial, poolEndpoints)
 		case <-ctx.Done():
 			return nil
 		}
@@ -238,15 +240,16 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string, poolEndpoints bool) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
-	for _, c := range []struct {
+	type controller struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
-	}{
+	}
+	controllers := []controller{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: memberWorkers, ProbeDialOverride: probeDial}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
@@ -262,7 +265,11 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig, Settings: mgr.GetAPIReader()}},
-	} {
+	}
+	if poolEndpoints {
+		controllers = append(controllers, controller{"the KVCachePool endpoints", &kvcachepools.Reconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}}})
+	}
+	for _, c := range controllers {
 		if err := c.r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", c.name, err)
 		}

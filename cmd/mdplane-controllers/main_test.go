@@ -61,3 +61,26 @@ func TestTheMetricsSnapshotAPIIsOffUnlessItsAddressIsSet(t *testing.T) {
 		t.Fatalf("an unset address adds nothing: %v", err)
 	}
 }
+
+func TestThePoolEndpointsArePublishedUnlessTurnedOff(t *testing.T) {
+	for _, row := range []struct {
+		rule string
+		args []string
+		want bool
+	}{
+		{"on by default: nothing else publishes an external backend's endpoint", nil, true},
+		{"off where GPUStack's pool reconciler publishes it", []string{"--kv-cache-pool-endpoints=false"}, false},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			var o options
+			fs := flag.NewFlagSet("mdplane-controllers", flag.ContinueOnError)
+			o.bindFlags(fs)
+			if err := fs.Parse(row.args); err != nil {
+				t.Fatal(err)
+			}
+			if o.poolEndpoints != row.want {
+				t.Fatalf("--kv-cache-pool-endpoints = %t, want %t", o.poolEndpoints, row.want)
+			}
+		})
+	}
+}

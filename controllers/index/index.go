@@ -35,6 +35,9 @@ const (
 	// NodeImage is every name of every image a Node holds (status.images[].names), so that Image
 	// delivery's placement finds the Nodes holding a reference without scanning the cluster's.
 	NodeImage = "mdplane.nodeImage"
+	// PoolBackend is the KVCacheBackend a KVCachePool names (spec.backends), so that a backend's
+	// change reaches its pools without a scan of every pool.
+	PoolBackend = "mdplane.poolBackend"
 )
 
 // Field is one index: the kind it is on, its name and how a value is read.
@@ -54,6 +57,7 @@ var Fields = []Field{
 	{&workerv1.ModelDeployment{}, DeploymentArtifact, artifact},
 	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
 	{&corev1.Node{}, NodeImage, nodeImages},
+	{&workerv1.KVCachePool{}, PoolBackend, poolBackends},
 }
 
 // Register adds every index to the manager's cache, once for all the controllers.
@@ -154,4 +158,13 @@ func nodeImages(o client.Object) []string {
 		}
 	}
 	return out
+}
+
+// poolBackends indexes a KVCachePool by the backends it names (one, by the schema).
+func poolBackends(o client.Object) []string {
+	pool, ok := o.(*workerv1.KVCachePool)
+	if !ok {
+		return nil
+	}
+	return pool.Spec.Backends
 }

@@ -59,6 +59,8 @@ func TestIndexes(t *testing.T) {
 			{Names: []string{"r.example.com/m@sha256:aa", "r.example.com/m:v1"}}, {Names: []string{"r.example.com/m@sha256:aa", "vllm:v1"}}}}},
 			[]string{"r.example.com/m@sha256:aa", "r.example.com/m:v1", "vllm:v1"}},
 		{"a Node holding no image is not indexed", NodeImage, &corev1.Node{}, nil},
+		{"a KVCachePool is found by the backend it names", PoolBackend, &workerv1.KVCachePool{Spec: workerv1.KVCachePoolSpec{
+			Backends: []string{"mooncake-dram"}}}, []string{"mooncake-dram"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

@@ -143,6 +143,10 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the controllers remove a consumed retirement retry directive (patch)", controllers, "patch", "worker.gpustack.ai", "modeldeployments", "", "team-a", true},
 			{"the controllers list EndpointSlices for a retirement's withdrawal", controllers, "list", "discovery.k8s.io", "endpointslices", "", "team-a", true},
 			{"the controllers never watch EndpointSlices", controllers, "watch", "discovery.k8s.io", "endpointslices", "", "team-a", false},
+			{"the controllers publish a KVCachePool's endpoint", controllers, "patch", "worker.gpustack.ai", "kvcachepools/status", "", "", true},
+			{"the controllers watch the KVCacheBackends pools name", controllers, "watch", "worker.gpustack.ai", "kvcachebackends", "", "", true},
+			{"the controllers never write a KVCacheBackend", controllers, "patch", "worker.gpustack.ai", "kvcachebackends", "", "", false},
+			{"the controllers never edit a KVCachePool's spec", controllers, "update", "worker.gpustack.ai", "kvcachepools", "", "", false},
 			{"the webhooks read InstanceTypes", webhooks, "get", "worker.gpustack.ai", "instancetypes", "", "", true},
 			{"the webhooks keep their own certificate", webhooks, "update", "", "secrets", "mdplane-webhook-cert", cluster.Namespace, true},
 			{"the webhooks inject their CA", webhooks, "update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "mdplane", "", true},
@@ -151,9 +155,10 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the webhooks never delete Pods", webhooks, "delete", "", "pods", "", "team-a", false},
 		} {
 			t.Run(row.rule, func(t *testing.T) {
+				resource, subresource, _ := strings.Cut(row.resource, "/")
 				review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 					User: "system:serviceaccount:" + cluster.Namespace + ":" + row.account,
-					ResourceAttributes: &authzv1.ResourceAttributes{Verb: row.verb, Group: row.group, Resource: row.resource,
+					ResourceAttributes: &authzv1.ResourceAttributes{Verb: row.verb, Group: row.group, Resource: resource, Subresource: subresource,
 						Name: row.name, Namespace: row.namespace},
 				}}
 				if err := stack.Client.Create(ctx, review); err != nil {
