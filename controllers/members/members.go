@@ -181,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	created, busy, err := r.createMissing(ctx, replica, wantPods, pods)
 	wg.Wait()
-	if err = errors.Join(serviceErr, err); err != nil {
+	if err := errors.Join(serviceErr, err); err != nil {
 		return reconcile.Result{}, err
 	}
 	if busy || serviceBusy {
