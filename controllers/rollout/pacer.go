@@ -59,10 +59,11 @@ type Pacer struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	once     sync.Once
-	expected *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
-	holders  sync.Map              // deployment → the ModelRole holding its retirement operation
-	written  sync.Map              // ModelRole UID → the retirement annotation last written, until the cache shows it
+	once      sync.Once
+	expected  *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
+	vacancies vacancies             // the slots a departed replica left, until they are filled
+	holders   sync.Map              // deployment → the ModelRole holding its retirement operation
+	written   sync.Map              // ModelRole UID → the retirement annotation last written, until the cache shows it
 }
 
 // createWorkers bounds the creates of one pass in flight at once: a new role of hundreds of
@@ -156,7 +157,20 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return reconcile.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout step", "role", o.role.Name, "step", d.step.Message)
-	return reconcile.Result{RequeueAfter: recheck}, p.act(ctx, o.role, d)
+	var settling time.Duration
+	d.vacant, settling = p.vacancies.settle(o.role.UID, d.departing, d.vacant, d.filled, p.now())
+	if err := p.act(ctx, o, d); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: sooner(recheck, settling)}, nil
+}
+
+// sooner is the earlier of two requeue delays, where zero means none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // observed is what one pass reads: the role, its standing replicas' slots, and the ordinals whose
@@ -169,6 +183,7 @@ type observed struct {
 	replicas  []v1alpha1.ModelReplica
 	pods      []corev1.Pod
 	workloads map[string]*kueue.Workload // by name
+	admitted  map[int32]bool             // by ordinal: whether the slot's group Workload is admitted
 }
 
 // pass is what one pass does, in order: delete the never-admitted replicas a scale-down removed
@@ -179,6 +194,7 @@ type pass struct {
 	scaledDown  []Slot
 	duplicates  []Slot             // second replicas of one slot: a create whose expectation expired before the cache showed it
 	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod or Workload left
+	departing   []int32            // declared ordinals without a standing replica whose departed one left Pods or its Workload
 	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
 	step        Step
@@ -222,10 +238,7 @@ func decide(o observed) pass {
 		kept[s.Ordinal] = s
 	}
 	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
-	inFlight := int32(-1)
-	if v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
-		inFlight = int32(v)
-	}
+	inFlight := remembered(role)
 	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight)
 	if held := role.Annotations[workerv1.AnnotationRolloutHeld]; d.step.Replace != "" && held != "" {
 		// A replacement would come up on a configuration without what its predecessor had (the
@@ -244,7 +257,9 @@ func decide(o observed) pass {
 		switch {
 		case slotFilled(o.slots, ordinal):
 			d.filled = append(d.filled, ordinal)
-		case !o.occupied[ordinal] && !weightsHeld:
+		case o.occupied[ordinal]:
+			d.departing = append(d.departing, ordinal)
+		case !weightsHeld:
 			d.vacant = append(d.vacant, ordinal)
 		}
 	}
@@ -253,6 +268,15 @@ func decide(o observed) pass {
 		delete(d.annotations, workerv1.AnnotationReplacing) // an unparseable value is left as it is
 	}
 	return d
+}
+
+// remembered is the ordinal whose replacement the role remembers as unresolved, or -1.
+func remembered(role *v1alpha1.ModelRole) int32 {
+	v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(v)
 }
 
 // changed is the annotation patch from have to want, where an empty wanted value removes the key.
@@ -272,8 +296,9 @@ func changed(have, want map[string]string) map[string]*string {
 
 // act retires the scaled-down replicas, fills the vacant slots, writes the role's annotations in one
 // patch, then retires the replica the step replaces (after its ordinal is remembered, so a restart
-// resumes the same slot).
-func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error {
+// resumes the same slot) once the API server confirms the step.
+func (p *Pacer) act(ctx context.Context, o *observed, d pass) error {
+	role := o.role
 	for _, s := range d.scaledDown {
 		if err := p.retire(ctx, role, s.Replica, s.Ordinal, "the role was scaled to "+strconv.Itoa(int(role.Spec.Replicas))); err != nil {
 			return err
@@ -293,7 +318,31 @@ func (p *Pacer) act(ctx context.Context, role *v1alpha1.ModelRole, d pass) error
 	if d.step.Replace == "" {
 		return nil
 	}
+	if ok, err := p.confirmed(ctx, o, d.step); err != nil || !ok {
+		return err
+	}
 	return p.retire(ctx, role, d.step.Replace, d.step.Ordinal, d.step.Message)
+}
+
+// confirmed takes the step again on the role's Pods as the API server has them now. The cache may
+// lag by the few milliseconds in which Kueue stops a replacement it has just ungated (a group
+// Workload it re-created from a departed Pod, then lost): read from the cache alone, that
+// replacement would still count as admitted and a second replica would leave. When the fresh read
+// disagrees, the Pod events it saw bring the role back.
+func (p *Pacer) confirmed(ctx context.Context, o *observed, step Step) (bool, error) {
+	role := o.role
+	pods := &corev1.PodList{}
+	if err := p.reader().List(ctx, pods, client.InNamespace(role.Namespace),
+		client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))); err != nil {
+		return false, fmt.Errorf("reading the Pods of ModelRole %s/%s before replica r%d leaves: %w", role.Namespace, role.Name, step.Ordinal, err)
+	}
+	slots, _ := readSlots(role, o.replicas, pods.Items, o.admitted)
+	again := Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role))
+	if again.Replace != step.Replace {
+		ctrl.LoggerFrom(ctx).Info("the API server does not confirm the next replacement yet", "role", role.Name, "replica", step.Replace, "now", again.Message)
+		return false, nil
+	}
+	return true, nil
 }
 
 // fill creates a ModelReplica of the current revision in each vacant slot whose create is not on its
@@ -394,7 +443,7 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 			occupied[ordinal] = true
 		}
 	}
-	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName}, nil
+	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName, admitted: admittedGroups}, nil
 }
 
 // outsideRollout reports a role whose replicas are never replaced for configuration drift: the

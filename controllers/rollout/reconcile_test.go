@@ -484,3 +484,43 @@ func TestPacerReportsAReplicaItCannotCreate(t *testing.T) {
 	assert.Contains(t, got[0], "Warning ReplicaCreateFailed cannot create replica r0 of role server: ")
 	assert.Contains(t, got[0], "no create verb; the rollout controller tries again")
 }
+
+func TestPacerConfirmsADepartureOnTheAPIServer(t *testing.T) {
+	// The cache shows r2's replacement admitted; the API server already has Kueue stopping it.
+	role := modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"})
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "b"), []client.Object{role, deployment()})...).Build()
+	stopped := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"),
+		[]client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), leavingPod), groupOf(2, true), role, deployment()})...).Build()
+	_, err := (&Pacer{Client: c, Reader: stopped, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.True(t, exists(t, c, &v1alpha1.ModelReplica{}, "md-server-r1-a"), "r1 stays while r2's replacement is leaving")
+
+	_, err = (&Pacer{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.False(t, exists(t, c, &v1alpha1.ModelReplica{}, "md-server-r1-a"), "confirmed, r1 leaves")
+}
+
+func TestPacerLetsAVacatedSlotSettle(t *testing.T) {
+	role := modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"})
+	departing := memberOf(replicaAt(2, "a"), leavingPod)
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), []client.Object{departing, role, deployment()})...).Build()
+	now := time.Now()
+	p := &Pacer{Client: c, Recorder: events.NewFakeRecorder(10), Now: func() time.Time { return now }}
+	pass := func() time.Duration {
+		res, err := p.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+		require.NoError(t, err)
+		return res.RequeueAfter
+	}
+	pass()
+	gone := &corev1.Pod{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(departing), gone))
+	gone.Finalizers = nil // Kueue lets it go
+	require.NoError(t, c.Update(ctx, gone))
+	assert.Equal(t, VacancySettle, pass(), "the slot just emptied waits")
+	assert.Empty(t, createdReplicas(t, c, objects(standing(0, "a"), standing(1, "a")), "b"))
+	now = now.Add(VacancySettle / 2)
+	assert.Equal(t, VacancySettle/2, pass())
+	now = now.Add(VacancySettle / 2)
+	pass()
+	assert.Equal(t, []int32{2}, createdReplicas(t, c, objects(standing(0, "a"), standing(1, "a")), "b"), "settled, refilled")
+}
