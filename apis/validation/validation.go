@@ -916,7 +916,10 @@ func validateCards(it *workerv1.InstanceType, accelerator *resource.Quantity, us
 	}
 	var errs field.ErrorList
 	cards := accelerator.Value()
-	if view := it.Status.Accelerator; view != nil && view.Capacity != nil && cards > view.Capacity.Value() {
+	// A type with no capacity in any view has no nodes yet (or none schedulable): that is not a
+	// limit, the deployment waits for them and says so; a type whose nodes give none of it whole
+	// (partitions only) is.
+	if view := it.Status.Accelerator; view != nil && view.Capacity != nil && cards > view.Capacity.Value() && hasCapacity(it) {
 		errs = append(errs, field.Invalid(path, cards, fmt.Sprintf(
 			"InstanceType %q has %d whole accelerators in all; request at most that many per Pod", it.Name, view.Capacity.Value())))
 	}
@@ -926,6 +929,24 @@ func validateCards(it *workerv1.InstanceType, accelerator *resource.Quantity, us
 			it.Name, strings.Join(users, ", "))))
 	}
 	return errs
+}
+
+// hasCapacity reports whether any of an InstanceType's views counts some capacity.
+func hasCapacity(it *workerv1.InstanceType) bool {
+	for _, c := range []*resource.Quantity{viewCapacity(it.Status.Accelerator), viewCapacity(it.Status.AcceleratorShared), viewCapacity(it.Status.AcceleratorSliced)} {
+		if c != nil && c.Sign() > 0 {
+			return true
+		}
+	}
+	p := it.Status.AcceleratorPartitioned
+	return p != nil && p.Capacity != nil && p.Capacity.Sign() > 0
+}
+
+func viewCapacity(v *workerv1.CapacityView) *resource.Quantity {
+	if v == nil {
+		return nil
+	}
+	return v.Capacity
 }
 
 // routerEngines are the engines each router can front.

@@ -878,6 +878,7 @@ func TestExemptions(t *testing.T) {
 			it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("0"))
 			it.Status.Detail.SlicedDetail = &workerv1.SlicedDetail{
 				Physical: &workerv1.PhysicalPartitioning{Count: 7, Profiles: []workerv1.ProfileCount{{Name: "1g.10gb", Count: 7}}}}
+			it.Status.AcceleratorPartitioned = &workerv1.PartitionedCapacityView{CapacityView: workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("7"))}}
 		})
 		partition := deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
 			r.Resources = &workerv1.ModelDeploymentRoleResources{AcceleratorPartitionedProfile: "1g.10gb", Accelerator: ptr.To(resource.MustParse("1"))}
@@ -885,6 +886,10 @@ func TestExemptions(t *testing.T) {
 		assert.Empty(t, validation.ValidateCreate(partition, validation.Cluster{InstanceTypes: partitionsOnly}))
 		whole := deployment(nil, role("s", "", cards("1")))
 		refused(t, validation.ValidateCreate(whole, validation.Cluster{InstanceTypes: partitionsOnly}), "spec.roles[0].resources.accelerator", "0 whole accelerators in all")
+	})
+	t.Run("a type with no capacity in any view (no nodes yet) is no limit: the deployment waits for them", func(t *testing.T) {
+		empty := h100(func(it *workerv1.InstanceType) { it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("0")) })
+		assert.Empty(t, validation.ValidateCreate(deployment(nil, role("s", "", cards("8"))), validation.Cluster{InstanceTypes: empty}))
 	})
 	t.Run("extraArgs beside a take-over command is inert", func(t *testing.T) {
 		md := deployment(nil, role("s", "", args("--kv-transfer-config", "{}"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"vllm", "serve", "x"} }))

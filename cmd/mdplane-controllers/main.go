@@ -40,6 +40,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/artifacts"
 	"github.com/mdplane/mdplane/controllers/elastic"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/inventory"
 	"github.com/mdplane/mdplane/controllers/kvcachepools"
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/queues"
@@ -49,15 +50,14 @@ import (
 
 // options are the process's flags.
 type options struct {
-	certDir, host, metrics, health, pprof, namespace, queueTypes  string
-	port, memberWorkers, apiBurst                                 int
-	apiQPS                                                        float64
-	parkAfter                                                     time.Duration
-	leaderElect, enableWebhooks, enableControllers, poolEndpoints bool
-	artifacts                                                     artifacts.Config
-	certs                                                         certificates
-	metricsAPI                                                    metricsAPI
-	zap                                                           zap.Options
+	certDir, host, metrics, health, pprof, namespace, queueTypes string
+	port, apiBurst                                               int
+	apiQPS                                                       float64
+	leaderElect, enableWebhooks, enableControllers               bool
+	controllers                                                  controllerOptions
+	certs                                                        certificates
+	metricsAPI                                                   metricsAPI
+	zap                                                          zap.Options
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -67,17 +67,18 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metrics, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" disables it`)
 	fs.StringVar(&o.health, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	fs.StringVar(&o.pprof, "pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
-	fs.DurationVar(&o.parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
+	fs.DurationVar(&o.controllers.parkAfter, "park-after", admissioncheck.DefaultParkAfter, "how long a settled replica set may hold part of its quota before its Workloads are deactivated")
 	fs.StringVar(&o.queueTypes, "queue-instance-types", "", "label selector of the InstanceTypes whose Kueue queues mdplane manages; empty means all")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
-	fs.BoolVar(&o.poolEndpoints, "kv-cache-pool-endpoints", true, "publish each KVCachePool's status.clientEndpoint from its external KVCacheBackend's Client endpoint (a managed backend's operator publishes its own); false where GPUStack's pool reconciler runs")
-	fs.IntVar(&o.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
+	fs.BoolVar(&o.controllers.inventory, "instance-type-inventory", true, "derive each InstanceType's status.detail, status.accelerator (or status.cpu), phase and conditions from the Nodes and the Pods bound to them; false where GPUStack's own device discovery writes them")
+	fs.BoolVar(&o.controllers.poolEndpoints, "kv-cache-pool-endpoints", true, "publish each KVCachePool's status.clientEndpoint from its external KVCacheBackend's Client endpoint (a managed backend's operator publishes its own); false where GPUStack's pool reconciler runs")
+	fs.IntVar(&o.controllers.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
-	fs.DurationVar(&o.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
+	fs.DurationVar(&o.controllers.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
 	o.certs.bindFlags(fs)
 	o.metricsAPI.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -88,7 +89,7 @@ func main() {
 	o.bindFlags(flag.CommandLine)
 	flag.Parse()
 	o.certs.namespace = o.namespace
-	o.artifacts.Namespace = o.namespace
+	o.controllers.artifacts.Namespace = o.namespace
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	if err := run(o); err != nil {
 		ctrl.Log.WithName("mdplane-controllers").Error(err, "exiting")
@@ -102,6 +103,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("parsing --queue-instance-types: %w", err)
 	}
+	o.controllers.queueTypes = selector
 	mgr, err := newManager(o)
 	if err != nil {
 		return err
@@ -122,7 +124,8 @@ func run(o options) error {
 		return err
 	}
 	if o.enableControllers {
-		if err := addControllers(mgr, o.parkAfter, o.memberWorkers, selector, o.artifacts, o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride, o.poolEndpoints); err != nil {
+		o.controllers.drain, o.controllers.probeDial = o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride
+		if err := addControllers(mgr, o.controllers); err != nil {
 			return err
 		}
 	}
@@ -174,7 +177,7 @@ func newManager(o options) (manager.Manager, error) {
 // than fail, and report not ready meanwhile. The wait runs on every replica, so a standby reports
 // ready once the kinds are served; the controllers, their watches and the cache indexes they look
 // objects up by are set up on the leader only, so a standby caches no Pods.
-func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string, poolEndpoints bool) error {
+func addControllers(mgr manager.Manager, o controllerOptions) error {
 	kindsServed := make(chan struct{})
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := waitForKinds(ctx, mgr.GetRESTMapper(), compositeKinds); err != nil {
@@ -188,7 +191,7 @@ func addControllers(mgr manager.Manager, parkAfter time.Duration, memberWorkers 
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-kindsServed:
-			return setupControllers(ctx, mgr, parkAfter, memberWorkers, selector, artifactConfig, drain, probeDial, poolEndpoints)
+			return setupControllers(ctx, mgr, o)
 		case <-ctx.Done():
 			return nil
 		}
@@ -239,8 +242,19 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 	return nil
 }
 
+// controllerOptions are what the flags say of the controllers.
+type controllerOptions struct {
+	parkAfter                time.Duration
+	memberWorkers            int
+	queueTypes               labels.Selector
+	artifacts                artifacts.Config
+	drain                    rollout.DrainScraper
+	probeDial                string
+	inventory, poolEndpoints bool
+}
+
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
-func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.Duration, memberWorkers int, selector labels.Selector, artifactConfig artifacts.Config, drain rollout.DrainScraper, probeDial string, poolEndpoints bool) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOptions) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -251,23 +265,32 @@ func setupControllers(ctx context.Context, mgr manager.Manager, parkAfter time.D
 	}
 	controllers := []controller{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: memberWorkers, ProbeDialOverride: probeDial}},
+			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, ProbeDialOverride: o.probeDial}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: parkAfter}},
+			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
-		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: selector}},
+		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: o.queueTypes}},
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
-		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: drain}},
+		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain}},
 		// The observation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
 		{"the Elastic EP observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: artifactConfig, Settings: mgr.GetAPIReader()}},
+			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: o.artifacts, Settings: mgr.GetAPIReader()}},
 	}
-	if poolEndpoints {
+	if o.poolEndpoints {
 		controllers = append(controllers, controller{"the KVCachePool endpoints", &kvcachepools.Reconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}}})
+	}
+	if o.inventory {
+		// Every bound Pod of the cluster, slimmed, in a cache of its own: the manager's holds
+		// mdplane's Pods only. Made here, on the leader, so that a standby caches none.
+		pods, err := inventory.BoundPods(mgr.GetConfig(), mgr.GetScheme())
+		if err != nil {
+			return err
+		}
+		controllers = append(controllers, controller{"the InstanceType inventory", &inventory.Reconciler{Client: mgr.GetClient(), Pods: pods, Clock: clock.RealClock{}}})
 	}
 	for _, c := range controllers {
 		if err := c.r.SetupWithManager(mgr); err != nil {

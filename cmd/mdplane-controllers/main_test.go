@@ -62,14 +62,15 @@ func TestTheMetricsSnapshotAPIIsOffUnlessItsAddressIsSet(t *testing.T) {
 	}
 }
 
-func TestThePoolEndpointsArePublishedUnlessTurnedOff(t *testing.T) {
+func TestTheStatusWritersAreOnUnlessTurnedOff(t *testing.T) {
 	for _, row := range []struct {
-		rule string
-		args []string
-		want bool
+		rule                     string
+		args                     []string
+		inventory, poolEndpoints bool
 	}{
-		{"on by default: nothing else publishes an external backend's endpoint", nil, true},
-		{"off where GPUStack's pool reconciler publishes it", []string{"--kv-cache-pool-endpoints=false"}, false},
+		{"on by default: nothing else writes an InstanceType's inventory or an external backend's endpoint", nil, true, true},
+		{"the pool endpoints off where GPUStack's pool reconciler publishes them", []string{"--kv-cache-pool-endpoints=false"}, true, false},
+		{"the inventory off where GPUStack's device discovery writes it", []string{"--instance-type-inventory=false"}, false, true},
 	} {
 		t.Run(row.rule, func(t *testing.T) {
 			var o options
@@ -78,8 +79,9 @@ func TestThePoolEndpointsArePublishedUnlessTurnedOff(t *testing.T) {
 			if err := fs.Parse(row.args); err != nil {
 				t.Fatal(err)
 			}
-			if o.poolEndpoints != row.want {
-				t.Fatalf("--kv-cache-pool-endpoints = %t, want %t", o.poolEndpoints, row.want)
+			if o.controllers.inventory != row.inventory || o.controllers.poolEndpoints != row.poolEndpoints {
+				t.Fatalf("--instance-type-inventory = %t, --kv-cache-pool-endpoints = %t; want %t, %t",
+					o.controllers.inventory, o.controllers.poolEndpoints, row.inventory, row.poolEndpoints)
 			}
 		})
 	}

@@ -116,16 +116,25 @@ func (p *placement) place(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// CachedNode is the cache transform of Nodes: the controllers read a Node only for the images it
-// holds (placement), so the cache keeps its metadata (no annotations or managed fields) and
-// status.images, and drops the rest (conditions, capacity, addresses, node info, annotations):
-// memory the cache would hold for every Node of the cluster and no controller reads.
+// CachedNode is the cache transform of Nodes. Placement reads a Node's labels and status.images;
+// the InstanceType inventory its labels, whether it takes Pods (spec.unschedulable, taints, the
+// Ready condition) and what it allocates. The cache keeps those, the Ready condition without its
+// timestamps (a heartbeat then leaves the cached Node as it was), and drops the rest (annotations,
+// managed fields, addresses, node info, the other conditions): memory the cache would hold for
+// every Node of the cluster and no controller reads.
 func CachedNode(o any) (any, error) {
 	node, ok := o.(*corev1.Node)
 	if !ok {
 		return o, nil
 	}
-	kept := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta, Status: corev1.NodeStatus{Images: node.Status.Images}}
+	kept := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta,
+		Spec:   corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: node.Spec.Taints},
+		Status: corev1.NodeStatus{Images: node.Status.Images, Allocatable: node.Status.Allocatable, Capacity: node.Status.Capacity}}
 	kept.Annotations, kept.ManagedFields = nil, nil
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			kept.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+		}
+	}
 	return kept, nil
 }

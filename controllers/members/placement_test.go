@@ -193,12 +193,21 @@ func TestCachedNode(t *testing.T) {
 	n.Annotations = map[string]string{"big": "value"}
 	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	n.ResourceVersion = "7"
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	heartbeat := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: heartbeat},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}}
 	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7")}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	n.Spec.Unschedulable, n.Spec.PodCIDR = true, "10.244.0.0/24"
+	n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
 	got, err := CachedNode(n)
 	require.NoError(t, err)
 	assert.Equal(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a", ResourceVersion: "7", Labels: n.Labels},
-		Status: corev1.NodeStatus{Images: n.Status.Images}}, got)
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: n.Spec.Taints},
+		Status: corev1.NodeStatus{Images: n.Status.Images, Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}}}, got,
+		"labels, images, what it allocates and whether it takes Pods; the Ready condition without its heartbeat")
 	pod := &corev1.Pod{}
 	got, err = CachedNode(pod)
 	require.NoError(t, err)

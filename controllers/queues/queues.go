@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -37,9 +39,9 @@ const (
 	QueueManagementCheckOnly  = "CheckOnly"
 )
 
-// Reconciler gives every selected InstanceType its ResourceFlavor and ClusterQueue (named after the
-// type), a LocalQueue named by its entrance in each namespace whose deployments name it, and
-// publishes the entrance.
+// Reconciler publishes every InstanceType's entrance, and gives every selected type its
+// ResourceFlavor and ClusterQueue (named after the type) and a LocalQueue named by its entrance in
+// each namespace whose deployments name it.
 type Reconciler struct {
 	Client client.Client
 	// Selector picks the InstanceTypes whose queues mdplane manages; everything when empty.
@@ -48,14 +50,29 @@ type Reconciler struct {
 
 // SetupWithManager watches InstanceTypes, and deployments so that a namespace naming a type for the
 // first time gets its LocalQueue: their creation and spec changes, not their status, which changes
-// with every replica of a rollout.
+// with every replica of a rollout. An InstanceType's status moves with every Pod bound to its nodes;
+// only what the queue objects are made of wakes it (queueInputsChanged).
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	selected := predicate.NewPredicateFuncs(func(o client.Object) bool { return r.selects(o.GetLabels()) })
 	return ctrl.ControllerManagedBy(mgr).
 		Named("instancetype_queues").
-		For(&workerv1.InstanceType{}, ctrl.WithPredicates(selected)).
+		For(&workerv1.InstanceType{}, ctrl.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return queueInputsChanged(e.ObjectOld.(*workerv1.InstanceType), e.ObjectNew.(*workerv1.InstanceType))
+		}})).
 		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment), ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
+}
+
+// queueInputsChanged reports a change of what the entrance and the queue objects are made of: the
+// spec, the labels the selector reads, the annotations (CheckOnly), the entrance itself, or the
+// quotas the status gives (its capacity, its manufacturer).
+func queueInputsChanged(old, new *workerv1.InstanceType) bool {
+	if old.Generation != new.Generation || old.Status.Entrance != new.Status.Entrance || (old.DeletionTimestamp == nil) != (new.DeletionTimestamp == nil) ||
+		!equality.Semantic.DeepEqual(old.Labels, new.Labels) || !equality.Semantic.DeepEqual(old.Annotations, new.Annotations) {
+		return true
+	}
+	was, errOld := Quotas(old)
+	is, errNew := Quotas(new)
+	return (errOld == nil) != (errNew == nil) || !equality.Semantic.DeepEqual(was, is)
 }
 
 func (r *Reconciler) selects(l map[string]string) bool {
@@ -80,10 +97,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, it); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !r.selects(it.Labels) || it.DeletionTimestamp != nil {
+	if it.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	for _, apply := range []func(context.Context, *workerv1.InstanceType) error{r.publishEntrance, r.applyClusterQueue, r.applyLocalQueues} {
+	// Every type's entrance: it is a hash of the name, the same whoever publishes it, and a
+	// deployment renders only once its type has one.
+	if err := r.publishEntrance(ctx, it); err != nil {
+		return reconcile.Result{}, err
+	}
+	if !r.selects(it.Labels) {
+		return reconcile.Result{}, nil
+	}
+	for _, apply := range []func(context.Context, *workerv1.InstanceType) error{r.applyClusterQueue, r.applyLocalQueues} {
 		if err := apply(ctx, it); err != nil {
 			return reconcile.Result{}, err
 		}

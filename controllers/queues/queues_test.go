@@ -129,3 +129,34 @@ func TestQuotasPerManufacturer(t *testing.T) {
 		assert.ErrorContains(t, err, `reports status.detail.manufacturer "acme"`)
 	})
 }
+
+func TestQueueInputsChanged(t *testing.T) {
+	for _, row := range []struct {
+		rule    string
+		edit    func(*workerv1.InstanceType)
+		changed bool
+	}{
+		{"what bound Pods use is no change: the quota is the capacity", func(it *workerv1.InstanceType) {
+			it.Status.Accelerator.Remaining = ptr.To(resource.MustParse("3"))
+		}, false},
+		{"a condition or the phase is none either", func(it *workerv1.InstanceType) {
+			it.Status.Phase, it.Status.Conditions = "Active", []metav1.Condition{{Type: "CapacityFree", Status: metav1.ConditionFalse}}
+		}, false},
+		{"a node more (capacity) is", func(it *workerv1.InstanceType) { it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("24")) }, true},
+		{"the manufacturer observed is", func(it *workerv1.InstanceType) { it.Status.Detail.Manufacturer = "" }, true},
+		{"the entrance is", func(it *workerv1.InstanceType) { it.Status.Entrance = "gpustack-fnv64-0" }, true},
+		{"a label (the selector) is", func(it *workerv1.InstanceType) { it.Labels = map[string]string{"team": "a"} }, true},
+		{"an annotation (CheckOnly) is", func(it *workerv1.InstanceType) {
+			it.Annotations = map[string]string{AnnotationQueueManagement: QueueManagementCheckOnly}
+		}, true},
+		{"the spec is", func(it *workerv1.InstanceType) { it.Generation++ }, true},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			old := a10g()
+			old.Status.Accelerator.Remaining = ptr.To(resource.MustParse("16"))
+			edited := old.DeepCopy()
+			row.edit(edited)
+			assert.Equal(t, row.changed, queueInputsChanged(old, edited))
+		})
+	}
+}

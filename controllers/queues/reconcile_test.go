@@ -59,8 +59,8 @@ func TestReconcile(t *testing.T) {
 		{rule: "CheckOnly waits for the platform to create its queue",
 			objs:     []client.Object{checkOnly(), naming("team-a", "one", typeName)},
 			entrance: entrance, localQueues: []string{"team-a"}},
-		{rule: "a type the selector does not pick is left alone",
-			objs: []client.Object{a10g(), naming("team-a", "one", typeName)}, selector: "mdplane.io/queues=managed"},
+		{rule: "a type the selector does not pick gets its entrance and no queue objects",
+			objs: []client.Object{a10g(), naming("team-a", "one", typeName)}, selector: "mdplane.io/queues=managed", entrance: entrance},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

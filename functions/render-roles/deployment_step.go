@@ -141,6 +141,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p := &deploymentPlan{rendered: rendered, head: head}
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
+	shortages := map[string]string{}
 	rollouts := map[string]RoleRollout{}
 	eligibility := map[string]string{}
 	var live v1alpha1.MemberCounts
@@ -151,6 +152,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		p.status.Roles = append(p.status.Roles, roleStatus(md, role, rendered[i], observed))
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
+		shortages[role.Name] = TypeShortage(o.inputs.instanceTypes[role.InstanceType], wholeCards(role.Resources))
 		rollouts[role.Name] = observedRollout(role, observed)
 		eligibility[role.Name] = ""
 		if observed != nil {
@@ -160,7 +162,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 			live = live.Add(*observed.Status.Members)
 		}
 	}
-	p.quota = QuotaCondition(desiredReplicas, quotaStates)
+	p.quota = QuotaCondition(desiredReplicas, quotaStates, shortages)
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
 	p.eligibility = EligibilityCondition(eligibility)

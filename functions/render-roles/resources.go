@@ -24,6 +24,20 @@ const (
 // partitionProfileMemory reads the memory of a partition profile such as 1g.10gb or 3g.40gb.
 var partitionProfileMemory = regexp.MustCompile(`^\d+g\.(\d+)gb$`)
 
+// wholeCards is the whole accelerators one Pod asks for (one unless stated); zero for a slice or
+// a partition.
+func wholeCards(req *workerv1.ModelDeploymentRoleResources) int64 {
+	switch {
+	case req == nil:
+		return 1
+	case req.AcceleratorPartitionedProfile != "" || req.AcceleratorSlicedMemoryPercentage != nil || req.AcceleratorSlicedCoresPercentage != nil:
+		return 0
+	case req.Accelerator != nil:
+		return req.Accelerator.Value()
+	}
+	return 1
+}
+
 // podResources derives one Pod's requests and limits: CPU and memory are the InstanceType's unit
 // resources scaled by the share of accelerators the Pod requests (one unit on a type without
 // accelerators), ephemeral storage is podEphemeralStorage, the accelerator keys follow the request's
@@ -58,11 +72,7 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 			devices[vendor.SlicedMemoryPercentageResource()] = *resource.NewQuantity(int64(memory), resource.DecimalSI)
 			devices[vendor.SlicedCoresPercentageResource()] = *resource.NewQuantity(int64(cores), resource.DecimalSI)
 		default:
-			cards := int64(1)
-			if req.Accelerator != nil {
-				cards = req.Accelerator.Value()
-			}
-			if cards > 0 {
+			if cards := wholeCards(req); cards > 0 {
 				units = big.NewRat(cards, 1)
 				devices[vendor.Resource] = *resource.NewQuantity(cards, resource.DecimalSI)
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -70,9 +71,36 @@ var quotaReasons = []struct{ state, reason string }{
 	{QuotaPending, "Pending"},
 }
 
-// QuotaCondition is the deployment's QuotaReserved condition from each role's desired replicas and
-// its instances counted by admission state.
-func QuotaCondition(desired map[string]int32, states map[string]map[string]int32) Condition {
+// TypeShortage reads an InstanceType's status for why a Pod asking cardsPerPod whole cards cannot
+// start on it: no schedulable node with capacity (its NodesAvailable condition), no card free, or
+// none with that many free on one node. Empty when the status names nothing (or nothing is known):
+// the queue's own word then stands.
+func TypeShortage(it *workerv1.InstanceType, cardsPerPod int64) string {
+	if it == nil {
+		return ""
+	}
+	if c := apimeta.FindStatusCondition(it.Status.Conditions, workerv1.InstanceTypeNodesAvailable); c != nil && c.Status == metav1.ConditionFalse {
+		return fmt.Sprintf("InstanceType %s has no nodes: %s", it.Name, c.Message)
+	}
+	v := it.Status.Accelerator
+	if !it.Spec.Acceleratable || v == nil || v.Capacity == nil || v.Remaining == nil || cardsPerPod == 0 {
+		return ""
+	}
+	switch capacity, free := v.Capacity.Value(), v.Remaining.Value(); {
+	case capacity > 0 && free == 0:
+		return fmt.Sprintf("InstanceType %s has no free cards (0 of %d free)", it.Name, capacity)
+	case v.OnceMaxRequest != nil && v.OnceMaxRequest.Value() < cardsPerPod:
+		return fmt.Sprintf("no node of InstanceType %s has %d free cards (at most %d on one node, %d of %d free in all)",
+			it.Name, cardsPerPod, v.OnceMaxRequest.Value(), free, capacity)
+	}
+	return ""
+}
+
+// QuotaCondition is the deployment's QuotaReserved condition from each role's desired replicas, its
+// instances counted by admission state, and what its InstanceType lacks (shortages, by role, from
+// TypeShortage; told only for a role with instances waiting in their queue or assembling). The
+// reason is the spec's; the shortage lengthens the message.
+func QuotaCondition(desired map[string]int32, states map[string]map[string]int32, shortages map[string]string) Condition {
 	var total, reserved, terminating int32
 	short := map[string][]string{}
 	for role, n := range desired {
@@ -108,12 +136,31 @@ func QuotaCondition(desired map[string]int32, states map[string]map[string]int32
 	if terminating == total {
 		return Condition{"Unknown", "AllReplicasTerminating", message}
 	}
+	if lacks := typeShortages(states, shortages); len(lacks) > 0 {
+		message += ": " + strings.Join(lacks, "; ")
+	}
 	for _, r := range quotaReasons {
 		if len(short[r.state]) > 0 {
 			return Condition{"False", r.reason, message}
 		}
 	}
 	return Condition{"Unknown", "AdmissionInFlight", message}
+}
+
+// typeShortages are the shortages of the roles with instances waiting in their queue or
+// assembling, each told once, sorted.
+func typeShortages(states map[string]map[string]int32, shortages map[string]string) []string {
+	seen := map[string]bool{}
+	var lacks []string
+	for role, lack := range shortages {
+		if lack == "" || states[role][QuotaPending]+states[role][QuotaIncomplete] == 0 || seen[lack] {
+			continue
+		}
+		seen[lack] = true
+		lacks = append(lacks, lack)
+	}
+	sort.Strings(lacks)
+	return lacks
 }
 
 // RoleRollout is what the deployment step reads off an observed ModelRole for ReplicasUpToDate.

@@ -5,10 +5,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -83,7 +85,51 @@ func TestQuotaCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			assert.Equal(t, tc.want, renderroles.QuotaCondition(tc.desired, tc.states))
+			assert.Equal(t, tc.want, renderroles.QuotaCondition(tc.desired, tc.states, nil))
+		})
+	}
+	t.Run("what a waiting role's InstanceType lacks lengthens the message, once, and keeps the reason", func(t *testing.T) {
+		lacks := map[string]string{"prefill": "InstanceType h20 has no nodes: none", "decode": "InstanceType h20 has no nodes: none"}
+		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Pending": 2}, "decode": {"PodGroupIncomplete": 1, "Reserved": 1}}, lacks)
+		assert.Equal(t, renderroles.Condition{Status: "False", Reason: "PodGroupIncomplete",
+			Message: "1 of 4 instances hold quota (Pending: prefill 2; PodGroupIncomplete: decode 1): InstanceType h20 has no nodes: none"}, got)
+	})
+	t.Run("a role holding all its quota is not said to lack anything", func(t *testing.T) {
+		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Parked": 2}},
+			map[string]string{"prefill": "InstanceType h20 has no free cards (0 of 8 free)"})
+		assert.Equal(t, "2 of 4 instances hold quota (Parked: decode 2)", got.Message)
+	})
+}
+
+func TestTypeShortage(t *testing.T) {
+	typeWith := func(edit func(*workerv1.InstanceTypeStatus)) *workerv1.InstanceType {
+		it := &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h20"}, Spec: workerv1.InstanceTypeSpec{Acceleratable: true},
+			Status: workerv1.InstanceTypeStatus{Accelerator: &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("16")),
+				Remaining: ptr.To(resource.MustParse("6")), OnceMaxRequest: ptr.To(resource.MustParse("4"))}}}
+		if edit != nil {
+			edit(&it.Status)
+		}
+		return it
+	}
+	for _, row := range []struct {
+		rule  string
+		it    *workerv1.InstanceType
+		cards int64
+		want  string
+	}{
+		{"no schedulable node: the inventory's NodesAvailable says why", typeWith(func(s *workerv1.InstanceTypeStatus) {
+			s.Conditions = []metav1.Condition{{Type: workerv1.InstanceTypeNodesAvailable, Status: metav1.ConditionFalse, Reason: workerv1.ReasonNoMatchingNodes, Message: "no node offers accelerator group nvidia-h20"}}
+		}), 1, "InstanceType h20 has no nodes: no node offers accelerator group nvidia-h20"},
+		{"every card held", typeWith(func(s *workerv1.InstanceTypeStatus) { s.Accelerator.Remaining = ptr.To(resource.MustParse("0")) }), 1,
+			"InstanceType h20 has no free cards (0 of 16 free)"},
+		{"free cards, but not that many on one node", typeWith(nil), 8,
+			"no node of InstanceType h20 has 8 free cards (at most 4 on one node, 6 of 16 free in all)"},
+		{"room for the Pod", typeWith(nil), 4, ""},
+		{"a status nobody counted says nothing", &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h20"}, Spec: workerv1.InstanceTypeSpec{Acceleratable: true}}, 1, ""},
+		{"a slice asks no whole card", typeWith(func(s *workerv1.InstanceTypeStatus) { s.Accelerator.Remaining = ptr.To(resource.MustParse("0")) }), 0, ""},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			assert.Equal(t, row.want, renderroles.TypeShortage(row.it, row.cards))
 		})
 	}
 }

@@ -17,8 +17,14 @@ import (
 // +kubebuilder:resource:scope=Cluster,shortName=instype,categories=gpustack
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Manufacturer",type=string,JSONPath=".status.detail.manufacturer"
-// +kubebuilder:printcolumn:name="Entrance",type=string,JSONPath=".status.entrance"
+// +kubebuilder:printcolumn:name="Product",type=string,JSONPath=".status.detail.product"
+// +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=".status.accelerator.capacity"
+// +kubebuilder:printcolumn:name="Remaining",type=string,JSONPath=".status.accelerator.remaining"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=".status.detail.memory",priority=1
+// +kubebuilder:printcolumn:name="Max/Pod",type=string,JSONPath=".status.accelerator.onceMaxRequest",priority=1
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=".status.cpu.capacity",priority=1
+// +kubebuilder:printcolumn:name="Entrance",type=string,JSONPath=".status.entrance",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type InstanceType struct {
 	metav1.TypeMeta   `json:",inline"`
