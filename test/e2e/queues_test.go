@@ -358,22 +358,37 @@ spec:
 		}
 	})
 
+	// deleteNode deletes a node no Pod is bound to: a Pod left on a deleted node would never finish,
+	// with nobody playing its kubelet.
+	deleteNode := func(t *testing.T, name string) {
+		t.Helper()
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.MatchingFields{"spec.nodeName": name}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			t.Fatalf("node %s still runs Pod %s/%s: not deleting it", name, p.Namespace, p.Name)
+		}
+		if _, err := stack.Kubectl("delete", "node", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	t.Run("with the deployment gone, deleting the nodes lowers capacity to 4 and then 0", func(t *testing.T) {
 		tearDown(t, ctx, ns)
-		if _, err := stack.Kubectl("delete", "node", nodes[0]); err != nil {
-			t.Fatal(err)
-		}
+		deleteNode(t, nodes[0])
 		eventually(t, 2*time.Minute, "capacity 4 and quota for 4 cards", capacity(4))
-		if _, err := stack.Kubectl("delete", "node", nodes[2]); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 2*time.Minute, "still capacity 4: the deleted node was cordoned", capacity(4))
-		if v := it.Status.Accelerator; v == nil || v.Remaining == nil || v.Remaining.Value() != 4 {
-			t.Errorf("status.accelerator %+v, want all 4 cards remaining with no Pod running", v)
-		}
-		if _, err := stack.Kubectl("delete", "node", nodes[1]); err != nil {
-			t.Fatal(err)
-		}
+		deleteNode(t, nodes[2])
+		eventually(t, 2*time.Minute, "still capacity 4 (the deleted node was cordoned), all of it free, one node left", func() error {
+			if err := capacity(4)(); err != nil {
+				return err
+			}
+			if v := it.Status.Accelerator; v.Remaining == nil || v.Remaining.Value() != 4 {
+				return fmt.Errorf("status.accelerator %+v, want all 4 cards remaining with no Pod running", v)
+			}
+			return typeCondition(it, workerv1.InstanceTypeNodesAvailable, "True", workerv1.ReasonSchedulableNodes, "schedulable: 1 of 1 node ")
+		})
+		deleteNode(t, nodes[1])
 		eventually(t, 2*time.Minute, "capacity 0, no quota", capacity(0))
 		eventually(t, time.Minute, "Preparing again, the detail kept as last observed", func() error {
 			if err := get(); err != nil {
