@@ -148,7 +148,7 @@ spec:
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	assert.Len(t, lines, 2, errOut)
 	assert.Contains(t, errOut, `error: spec.roles[0].env[0].name: Invalid value: "GPUSTACK_REPLICA_SIZE": GPUSTACK_REPLICA_SIZE is owned by mdplane on vLLM`)
-	assert.Contains(t, errOut, `error: spec.roles[0].resources.accelerator: Invalid value: 64: InstanceType "gpustack-nvidia-a10g-linux-amd64" has 16 whole accelerators in all`)
+	assert.Contains(t, errOut, `error: spec.roles[0].resources.accelerator: Invalid value: 64: InstanceType "gpustack-nvidia-a10g-linux-amd64" has 8 whole accelerators in all`)
 
 	code, _, errOut = runCLI("render", "-f", filepath.Join(dir, "md.yaml"), "-f", "../../examples/cluster.yaml")
 	assert.Equal(t, 1, code)

@@ -14,13 +14,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -29,8 +26,13 @@ import (
 )
 
 // QueueLabel is the label of the InstanceTypes whose Kueue queues the stack's mdplane-controllers
-// manage (--queue-instance-types), as in the e2e suite.
+// manage (--queue-instance-types=QueueLabel=true).
 const QueueLabel = "mdplane.test/managed-queues"
+
+// Product is the NVIDIA product the bench stack's nodes carry (Options.Products): GPU feature
+// discovery's label forms the accelerator group nvidia-bench, the bench InstanceType's, so mdplane's
+// inventory counts every node's GPUs as the type's capacity.
+const Product = "NVIDIA-Bench"
 
 // Names of what the run creates.
 const (
@@ -171,8 +173,9 @@ func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
 	return &res, nil
 }
 
-// queue creates the namespace and an InstanceType whose managed ClusterQueue has quota for every Pod
-// (one GPU and small unit resources each), and waits for its queues.
+// queue creates the namespace and an InstanceType of the stack's nodes' accelerator group (one GPU
+// and small unit resources per Pod), and waits until mdplane has published its entrance and sized its
+// managed ClusterQueue from the nodes, with quota for every Pod.
 func (r *Runner) queue(ctx context.Context) error {
 	for _, ns := range []string{namespace, floorNamespace} {
 		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -189,26 +192,32 @@ func (r *Runner) queue(ctx context.Context) error {
 	if err := r.c.Create(ctx, it); err != nil {
 		return fmt.Errorf("creating the InstanceType: %w", err)
 	}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := r.c.Get(ctx, client.ObjectKeyFromObject(it), it); err != nil {
-			return err
-		}
-		it.Status.Detail = &workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA Bench", Memory: ptr.To(resource.MustParse("80Gi"))}
-		// Room for the rolling deployment and its one replacement in flight beside the main one.
-		capacity := r.pods() + (r.cfg.Rolling+1)*r.cfg.Size
-		it.Status.Accelerator = &workerv1.CapacityView{Capacity: resource.NewQuantity(int64(capacity), resource.DecimalSI)}
-		return r.c.Status().Update(ctx, it)
-	}); err != nil {
-		return fmt.Errorf("publishing the InstanceType's capacity: %w", err)
-	}
-	return poll(ctx, time.Minute, "the managed ClusterQueue and the entrance", func() error {
+	// Room for the rolling deployment and its one replacement in flight beside the main one; the
+	// stack's nodes have more (cmd/mdplane-bench-scale sizes them), and the inventory publishes
+	// them all as the type's capacity.
+	need := int64(r.pods() + (r.cfg.Rolling+1)*r.cfg.Size)
+	return poll(ctx, 2*time.Minute, "the entrance and the managed ClusterQueue sized from the nodes", func() error {
 		if err := r.c.Get(ctx, client.ObjectKeyFromObject(it), it); err != nil {
 			return err
 		}
 		if it.Status.Entrance == "" {
 			return errors.New("no entrance published yet")
 		}
-		return r.c.Get(ctx, client.ObjectKey{Name: instanceType}, &kueuev1beta2.ClusterQueue{})
+		cq := &kueuev1beta2.ClusterQueue{}
+		if err := r.c.Get(ctx, client.ObjectKey{Name: instanceType}, cq); err != nil {
+			return err
+		}
+		for _, g := range cq.Spec.ResourceGroups {
+			for _, f := range g.Flavors {
+				for _, q := range f.Resources {
+					if q.Name == cluster.GPUResource && q.NominalQuota.Value() >= need {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("the ClusterQueue has no %s quota of %d yet: %+v (the InstanceType's phase is %q: %s)",
+			cluster.GPUResource, need, cq.Spec.ResourceGroups, it.Status.Phase, it.Status.PhaseMessage)
 	})
 }
 

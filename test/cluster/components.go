@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -249,7 +248,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		return err
 	}
 	for i := range s.opts.Nodes {
-		if err := s.Client.Create(ctx, fakeNode(i, s.opts.GPUsPerNode, s.opts.PodsPerNode)); err != nil {
+		if err := s.Client.Create(ctx, s.fakeNode(i)); err != nil {
 			return err
 		}
 	}
@@ -271,29 +270,6 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// fakeNode is a GPU node KWOK keeps Ready, with room for gpus accelerators and pods Pods.
-func fakeNode(i, gpus, pods int) *corev1.Node {
-	name := fmt.Sprintf("gpu-node-%d", i)
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("192"),
-		corev1.ResourceMemory:           resource.MustParse("2Ti"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("4Ti"),
-		corev1.ResourcePods:             *resource.NewQuantity(int64(pods), resource.DecimalSI),
-		"nvidia.com/gpu":                *resource.NewQuantity(int64(gpus), resource.DecimalSI),
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
-			Labels: map[string]string{
-				"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-				"type": "kwok", RackLabel: fmt.Sprintf("rack-%d", i/2),
-			},
-		},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-	}
 }
 
 // startKueue runs the Kueue manager with the pod integration on, its webhooks served on the loopback

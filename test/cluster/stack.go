@@ -50,6 +50,11 @@ type Options struct {
 	// GPUsPerNode and PodsPerNode are each fake node's nvidia.com/gpu and Pod capacity; zero means
 	// GPUsPerNode (8) and 110.
 	GPUsPerNode, PodsPerNode int
+	// Products are the NVIDIA products the fake nodes carry, as GPU feature discovery labels them
+	// (nvidia.com/gpu.product and the rest, see NodeOptions.Product): node i gets Products[i %
+	// len(Products)]. Empty means DefaultProducts, so that both acceleratable InstanceTypes of
+	// examples/cluster.yaml find a node of their accelerator group.
+	Products []string
 	// KueueQPS and KueueBurst set the client rate limit of the Kueue manager (its Configuration's
 	// clientConnection); zero leaves Kueue's defaults (20 and 30).
 	KueueQPS   float64
@@ -136,6 +141,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if opts.PodsPerNode == 0 {
 		opts.PodsPerNode = 110
+	}
+	if len(opts.Products) == 0 {
+		opts.Products = DefaultProducts
 	}
 	if opts.CircuitBreakerBurst == 0 {
 		opts.CircuitBreakerBurst = 1000

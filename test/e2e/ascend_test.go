@@ -13,70 +13,71 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // npuKey is the Ascend device plugin's resource key.
 const npuKey corev1.ResourceName = "huawei.com/npu"
 
-// npuNode is a fake Ascend node KWOK keeps Ready, with eight NPUs.
-func npuNode(i int) *corev1.Node {
-	name := fmt.Sprintf("npu-node-%d", i)
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("192"),
-		corev1.ResourceMemory:           resource.MustParse("2Ti"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("4Ti"),
-		corev1.ResourcePods:             resource.MustParse("110"),
-		npuKey:                          resource.MustParse("8"),
+// npuNode adds a fake Ascend node KWOK keeps Ready, with eight NPUs, labelled as GPUStack's device
+// manager labels an Ascend 910B node: its accelerator group ascend-910b, the product and the memory
+// of one NPU.
+func npuNode(t *testing.T, ctx context.Context, i int) *corev1.Node {
+	t.Helper()
+	const group = "acceleratable.feature.gpustack.ai/ascend-910b"
+	n, err := stack.AddNode(ctx, cluster.NodeOptions{Name: fmt.Sprintf("npu-node-%d", i), GPUs: 8, Resource: npuKey, Arch: "arm64",
+		Labels: map[string]string{group: "true", group + ".product": "Ascend-910B", group + ".memory": "64Gi"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64", "type": "kwok"}},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-	}
+	return n
 }
 
-// TestAscendRoles: on an Ascend InstanceType (huawei.com/npu nodes), mdplane sizes the type's
-// ClusterQueue in NPUs, and an SGLang role and a vLLM-Ascend prefill/decode pair under llm-d-router
-// run: their Pods request huawei.com/npu and carry the ascend RuntimeClass (it exists), the pair's
-// leg is MooncakeConnectorV1 with each half's degrees and the host driver mounted, the decoder's
-// routing proxy speaks nixlv2, and a pair whose prefill is narrower than its decode is refused.
+// TestAscendRoles: on an Ascend InstanceType (huawei.com/npu nodes labelled by GPUStack's device
+// manager), mdplane derives the type's capacity from the nodes and sizes its ClusterQueue in NPUs,
+// and an SGLang role and a vLLM-Ascend prefill/decode pair under llm-d-router run: their Pods request
+// huawei.com/npu and carry the ascend RuntimeClass (it exists), the pair's leg is MooncakeConnectorV1
+// with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
+// and a pair whose prefill is narrower than its decode is refused.
 func TestAscendRoles(t *testing.T) {
 	ctx := context.Background()
 	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
 	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}
-	nodes := []client.Object{npuNode(0), npuNode(1), runtimeClass}
-	for _, o := range nodes {
-		if err := stack.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cleanup := []client.Object{runtimeClass, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}}
 	t.Cleanup(func() {
 		tearDown(t, ctx, ns)
-		for _, o := range append(nodes, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}) {
+		for _, o := range cleanup {
 			_ = stack.Client.Delete(ctx, o)
 		}
 	})
-	applyManagedType(t, ctx, ns, typeName, `
+	if err := stack.Client.Create(ctx, runtimeClass); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		cleanup = append(cleanup, npuNode(t, ctx, i))
+	}
+	applyManagedType(t, ns, typeName, `
   acceleratable: true
   acceleratorGroup: ascend-910b
   os: linux
   arch: arm64
   unitResources: {cpu: "16", ram: 64Gi}
-  localStorage: 100Gi`, workerv1.InstanceTypeDetail{Manufacturer: "ascend", Product: "Ascend 910B", Memory: ptr.To(resource.MustParse("64Gi"))}, "16")
-	eventually(t, time.Minute, "the type's ClusterQueue sized in NPUs", func() error {
-		cq := &kueuev1beta2.ClusterQueue{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {
+  localStorage: 100Gi`)
+	it := awaitInstanceType(t, ctx, typeName, workerv1.InstanceTypePhaseActive)
+	eventually(t, time.Minute, "the type's capacity from its two nodes and its ClusterQueue sized in NPUs", func() error {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
 			return err
 		}
-		for _, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
-			if r.Name == npuKey && r.NominalQuota.Value() == 16 {
-				return nil
-			}
+		if d := it.Status.Detail; d == nil || d.Manufacturer != "ascend" || d.Product != "Ascend-910B" || d.Memory == nil || d.Memory.Cmp(resource.MustParse("64Gi")) != 0 {
+			return fmt.Errorf("status.detail %+v, want ascend Ascend-910B 64Gi from the nodes' labels", d)
 		}
-		return fmt.Errorf("no %s quota of 16 in %v", npuKey, cq.Spec.ResourceGroups)
+		if v := it.Status.Accelerator; v == nil || v.Capacity == nil || v.Capacity.Value() != 16 {
+			return fmt.Errorf("status.accelerator %+v, want capacity 16", v)
+		}
+		return clusterQueueHolds(ctx, typeName, corev1.ResourceList{npuKey: resource.MustParse("16"),
+			corev1.ResourceCPU: resource.MustParse("256"), corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourceEphemeralStorage: resource.MustParse("1600Gi")})
 	})
 
 	role := func(name, kind string, tp int) string {

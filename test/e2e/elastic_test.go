@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -23,28 +22,21 @@ import (
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
-// applyCPUType creates a CPU-only InstanceType (its queues are the test's, not mdplane's) and
-// publishes its entrance as its reconciler would; it is deleted when the test ends.
+// applyCPUType creates a CPU-only InstanceType labelled ownQueuesLabel (its queues are the test's,
+// not mdplane's) and waits until the controllers have published its entrance and found it Active
+// (it takes every linux/amd64 node's CPU); it is deleted when the test ends.
 func applyCPUType(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
+	kubectlApply(t, ownQueues(`apiVersion: worker.gpustack.ai/v1
 kind: InstanceType
-metadata: {name: `+name+`}
+metadata:
+  name: `+name+`
 spec: {acceleratable: false, os: linux, arch: amd64, unitResources: {cpu: "1", ram: 2Gi}, localStorage: 10Gi}
-`)
+`))
 	t.Cleanup(func() {
 		_ = stack.Client.Delete(ctx, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
-	it := &workerv1.InstanceType{}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: name}, it); err != nil {
-			return err
-		}
-		it.Status.Entrance, it.Status.Phase = workerv1.EntranceName(name), "Ready"
-		return stack.Client.Status().Update(ctx, it)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	awaitInstanceType(t, ctx, name, workerv1.InstanceTypePhaseActive)
 }
 
 // elasticDeployment is an Elastic EP deployment of one role on the A10G type of examples/cluster.yaml;

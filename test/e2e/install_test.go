@@ -23,14 +23,17 @@ import (
 	"github.com/mdplane/mdplane/test/cluster"
 )
 
-// docBlocks are the fenced code blocks of docs/install.md, by language.
-func docBlocks() (map[string][]string, error) {
-	f, err := os.Open(filepath.Join("..", "..", "docs", "install.md"))
+// docBlock is one fenced code block of a page: the language its fence names and its lines.
+type docBlock struct{ lang, body string }
+
+// pageBlocks are the fenced code blocks of a page of docs/, in the page's order.
+func pageBlocks(page string) ([]docBlock, error) {
+	f, err := os.Open(filepath.Join("..", "..", "docs", page))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	blocks := map[string][]string{}
+	var blocks []docBlock
 	lang, indent, body := "", "", []string(nil)
 	in := false
 	sc := bufio.NewScanner(f)
@@ -43,13 +46,26 @@ func docBlocks() (map[string][]string, error) {
 			in, lang, body = true, strings.TrimPrefix(line, "```"), nil
 			indent, _, _ = strings.Cut(sc.Text(), "```") // the line holds a fence: it was trimmed to one
 		case in && line == "```":
-			blocks[lang] = append(blocks[lang], strings.Join(body, "\n"))
+			blocks = append(blocks, docBlock{lang, strings.Join(body, "\n")})
 			in = false
 		case in:
 			body = append(body, strings.TrimPrefix(sc.Text(), indent))
 		}
 	}
 	return blocks, sc.Err()
+}
+
+// docBlocks are the fenced code blocks of docs/install.md, by language.
+func docBlocks() (map[string][]string, error) {
+	blocks, err := pageBlocks("install.md")
+	if err != nil {
+		return nil, err
+	}
+	byLang := map[string][]string{}
+	for _, b := range blocks {
+		byLang[b.lang] = append(byLang[b.lang], b.body)
+	}
+	return byLang, nil
 }
 
 // installedPackages are the packages the Configuration brings: the kind of their revisions, the

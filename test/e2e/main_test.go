@@ -27,11 +27,12 @@ func TestMain(m *testing.M) {
 		CrossplanePollInterval: 5 * time.Second,
 		// Short enough for a test to watch a set being parked, long enough for the others to finish
 		// holding a set on purpose.
-		// The other tests make their own queues, with the quotas they need; mdplane manages the queues
-		// of the types labelled so.
+		// mdplane manages the queues of every InstanceType, as on a real cluster, except those a test
+		// labels ownQueuesLabel: the types of examples/cluster.yaml and the tests' CPU types, whose
+		// tests make their own queues with the quotas they need.
 		// A ModelArtifact the hub refused is asked again after artifactRetry rather than 5 minutes, so
 		// a test can watch a rollout resume once the hub learns the repository.
-		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + managedQueuesLabel + "=true",
+		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + ownQueuesLabel + "!=true",
 			"--model-artifact-retry-interval=" + artifactRetry.String()},
 		Log: func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
 	})

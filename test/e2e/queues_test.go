@@ -3,26 +3,27 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/controllers/inventory"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
-// managedQueuesLabel marks the InstanceTypes whose queues the stack's mdplane manages.
-const managedQueuesLabel = "mdplane.test/managed-queues"
-
-// applyManagedType creates namespace and an InstanceType whose queues mdplane manages, with spec
-// (YAML under spec:), then publishes what the device-discovery reconciler would: the accelerator
-// detail and capacity (mdplane adds the entrance beside them).
-func applyManagedType(t *testing.T, ctx context.Context, namespace, name, spec string, detail workerv1.InstanceTypeDetail, capacity string) {
+// applyManagedType creates namespace and an InstanceType with spec (YAML under spec:), unlabelled:
+// mdplane manages its queues and derives its status from the nodes, as on any cluster.
+func applyManagedType(t *testing.T, namespace, name, spec string) {
 	t.Helper()
 	kubectlApply(t, `apiVersion: v1
 kind: Namespace
@@ -32,66 +33,190 @@ apiVersion: worker.gpustack.ai/v1
 kind: InstanceType
 metadata:
   name: `+name+`
-  labels: {`+managedQueuesLabel+`: "true"}
 spec:`+spec+"\n")
+}
+
+// awaitInstanceType waits until the controllers have published the type's entrance and its phase is
+// phase, and returns it as it then is.
+func awaitInstanceType(t *testing.T, ctx context.Context, name, phase string) *workerv1.InstanceType {
+	t.Helper()
 	it := &workerv1.InstanceType{}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	eventually(t, 2*time.Minute, fmt.Sprintf("InstanceType %s: its entrance published, phase %s", name, phase), func() error {
 		if err := stack.Client.Get(ctx, client.ObjectKey{Name: name}, it); err != nil {
 			return err
 		}
-		it.Status.Detail = detail.DeepCopy()
-		it.Status.Accelerator = &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse(capacity))}
-		return stack.Client.Status().Update(ctx, it)
-	}); err != nil {
-		t.Fatal(err)
+		if want := workerv1.EntranceName(name); it.Status.Entrance != want || it.Status.Phase != phase {
+			return fmt.Errorf("entrance %q (want %s), phase %q: %s", it.Status.Entrance, want, it.Status.Phase, it.Status.PhaseMessage)
+		}
+		return nil
+	})
+	return it
+}
+
+// typeCondition is an InstanceType's condition of type typ, or an error naming what there is.
+func typeCondition(it *workerv1.InstanceType, typ, status, reason string, parts ...string) error {
+	c := meta.FindStatusCondition(it.Status.Conditions, typ)
+	if c == nil {
+		return fmt.Errorf("no %s condition: %+v", typ, it.Status.Conditions)
+	}
+	if string(c.Status) != status || c.Reason != reason {
+		return fmt.Errorf("%s is %s/%s (%s), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
+	}
+	for _, p := range parts {
+		if !strings.Contains(c.Message, p) {
+			return fmt.Errorf("%s says %q, not %q", typ, c.Message, p)
+		}
+	}
+	return nil
+}
+
+// typeQuotas is what the ClusterQueue mdplane built for a type of unit resources (cpu, ram,
+// localStorage) holds with cards accelerators: controllers/queues' Quotas, the unit resources
+// scaled by the cards.
+func typeQuotas(cards int64, cpu, ram, storage string) corev1.ResourceList {
+	scaled := func(unit string) resource.Quantity {
+		q := resource.MustParse(unit)
+		q.Mul(cards)
+		return q
+	}
+	return corev1.ResourceList{
+		cluster.GPUResource: *resource.NewQuantity(cards, resource.DecimalSI), corev1.ResourceCPU: scaled(cpu),
+		corev1.ResourceMemory: scaled(ram), corev1.ResourceEphemeralStorage: scaled(storage),
 	}
 }
 
-// TestManagedQueues: an InstanceType gets its entrance published, a ResourceFlavor and a ClusterQueue
-// named after it with quota from its capacity and the joint check, and a LocalQueue in the namespace
-// of a deployment naming it, through which the deployment is admitted and runs.
-func TestManagedQueues(t *testing.T) {
+// clusterQueueHolds passes once the ClusterQueue's one flavor holds exactly want, by amount.
+func clusterQueueHolds(ctx context.Context, name string, want corev1.ResourceList) error {
+	cq := &kueuev1beta2.ClusterQueue{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Name: name}, cq); err != nil {
+		return err
+	}
+	if len(cq.Spec.ResourceGroups) != 1 || len(cq.Spec.ResourceGroups[0].Flavors) != 1 {
+		return fmt.Errorf("ClusterQueue %s: resource groups %+v", name, cq.Spec.ResourceGroups)
+	}
+	got := corev1.ResourceList{}
+	for _, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
+		got[r.Name] = r.NominalQuota
+	}
+	same := len(got) == len(want)
+	for k, w := range want {
+		g, ok := got[k]
+		same = same && ok && g.Cmp(w) == 0
+	}
+	if !same {
+		return fmt.Errorf("ClusterQueue %s holds %v, want %v", name, quotaString(got), quotaString(want))
+	}
+	return nil
+}
+
+func quotaString(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for k, q := range l {
+		parts = append(parts, string(k)+"="+q.String())
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// heldOn is what the Pods bound to the nodes hold of a resource, whatever their namespace, as the
+// scheduler counts it.
+func heldOn(ctx context.Context, resourceName corev1.ResourceName, nodes ...string) (int64, error) {
+	var held int64
+	for _, n := range nodes {
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.MatchingFields{"spec.nodeName": n}); err != nil {
+			return 0, err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			q := inventory.PodRequest(p, resourceName)
+			held += q.Value()
+		}
+	}
+	return held, nil
+}
+
+// TestInstanceTypeFromNodes: an InstanceType's status, and so its managed queues, follow the nodes
+// of its accelerator group, which nobody but the nodes' labels and allocatable tells mdplane.
+//
+// With no node of group nvidia-l4 the type is Preparing (NodesAvailable False NoMatchingNodes), its
+// manufacturer read from the group's name, its ClusterQueue built with no quota, and a deployment on
+// it waits, saying on QuotaReserved (InstanceTypeHasNoNodes), and so in kubectl describe, that the
+// type has no nodes. Two nodes labelled by GPU feature discovery as NVIDIA-L4 with four GPUs each
+// make it Active with capacity 8, the detail their labels give, quota for 8 cards (unit resources
+// scaled), and the deployment admitted through the LocalQueue mdplane created in its namespace and
+// running; remaining is what the Pods bound to those nodes leave. A third node raises capacity and
+// quota to 12, cordoning it lowers them to 8 (the condition names it); with the deployment gone,
+// deleting the nodes one by one lowers them to 4 and then 0, Preparing again, the detail kept as last
+// observed.
+func TestInstanceTypeFromNodes(t *testing.T) {
 	ctx := context.Background()
-	const ns, typeName = "team-q", "queues-nvidia-l4-linux-amd64"
-	applyManagedType(t, ctx, ns, typeName, `
+	const ns, typeName, product = "team-q", "queues-nvidia-l4-linux-amd64", "NVIDIA-L4"
+	const unitCPU, unitRAM, localStorage = "4", "16Gi", "50Gi"
+	nodes := []string{"l4-node-0", "l4-node-1", "l4-node-2"}
+	t.Cleanup(func() {
+		tearDown(t, ctx, ns)
+		for _, n := range nodes {
+			_ = stack.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		}
+		_ = stack.Client.Delete(ctx, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}})
+	})
+	applyManagedType(t, ns, typeName, `
   acceleratable: true
   acceleratorGroup: nvidia-l4
   os: linux
   arch: amd64
-  unitResources: {cpu: "4", ram: 16Gi}
-  localStorage: 50Gi`, workerv1.InstanceTypeDetail{Manufacturer: "nvidia", Product: "NVIDIA L4", Memory: ptr.To(resource.MustParse("24Gi"))}, "4")
+  unitResources: {cpu: "`+unitCPU+`", ram: `+unitRAM+`}
+  localStorage: `+localStorage)
 	entrance := workerv1.EntranceName(typeName)
+	quotas := func(cards int64) corev1.ResourceList { return typeQuotas(cards, unitCPU, unitRAM, localStorage) }
 	it := &workerv1.InstanceType{}
+	get := func() error { return stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it) }
+	// capacity passes once the type counts cards and its ClusterQueue holds quota for them.
+	capacity := func(cards int64) func() error {
+		return func() error {
+			if err := get(); err != nil {
+				return err
+			}
+			if v := it.Status.Accelerator; v == nil || v.Capacity == nil || v.Capacity.Value() != cards {
+				return fmt.Errorf("status.accelerator %+v, want capacity %d (%s)", v, cards, it.Status.PhaseMessage)
+			}
+			return clusterQueueHolds(ctx, typeName, quotas(cards))
+		}
+	}
 
-	eventually(t, time.Minute, "the entrance published and the ClusterQueue built from the type", func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
-			return err
-		}
-		if it.Status.Entrance != entrance || it.Status.Detail == nil {
-			return fmt.Errorf("status.entrance %q, detail %v", it.Status.Entrance, it.Status.Detail)
-		}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, &kueuev1beta2.ResourceFlavor{}); err != nil {
-			return err
-		}
-		cq := &kueuev1beta2.ClusterQueue{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {
-			return err
-		}
-		quotas := map[string]string{}
-		for _, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
-			quotas[string(r.Name)] = r.NominalQuota.String()
-		}
-		want := map[string]string{"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi", "ephemeral-storage": "200Gi"}
-		if fmt.Sprint(quotas) != fmt.Sprint(want) {
-			return fmt.Errorf("quotas %v, want %v", quotas, want)
-		}
-		if s := cq.Spec.AdmissionChecksStrategy; s == nil || len(s.AdmissionChecks) != 1 || s.AdmissionChecks[0].Name != admissioncheck.CheckName {
-			return fmt.Errorf("admission checks %+v", s)
-		}
-		if cq.Labels["app.kubernetes.io/managed-by"] != "mdplane" {
-			return fmt.Errorf("ClusterQueue not labelled as mdplane's: %v", cq.Labels)
-		}
-		return nil
+	t.Run("with no node of its group the type is Preparing and its queue has no quota", func(t *testing.T) {
+		awaitInstanceType(t, ctx, typeName, workerv1.InstanceTypePhasePreparing)
+		eventually(t, time.Minute, "NodesAvailable False, the manufacturer from the group's name, the queues built empty", func() error {
+			if err := get(); err != nil {
+				return err
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeNodesAvailable, "False", workerv1.ReasonNoMatchingNodes, "no node offers accelerator group nvidia-l4"); err != nil {
+				return err
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeDetailObserved, "True", workerv1.ReasonGroupName); err != nil {
+				return err
+			}
+			if d := it.Status.Detail; d == nil || d.Manufacturer != workerv1.ManufacturerNVIDIA || d.Product != "" {
+				return fmt.Errorf("status.detail %+v, want manufacturer nvidia alone", d)
+			}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, &kueuev1beta2.ResourceFlavor{}); err != nil {
+				return err
+			}
+			cq := &kueuev1beta2.ClusterQueue{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {
+				return err
+			}
+			if s := cq.Spec.AdmissionChecksStrategy; s == nil || len(s.AdmissionChecks) != 1 || s.AdmissionChecks[0].Name != admissioncheck.CheckName {
+				return fmt.Errorf("admission checks %+v", s)
+			}
+			if cq.Labels["app.kubernetes.io/managed-by"] != "mdplane" {
+				return fmt.Errorf("ClusterQueue not labelled as mdplane's: %v", cq.Labels)
+			}
+			return clusterQueueHolds(ctx, typeName, quotas(0))
+		})
 	})
 
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
@@ -103,18 +228,185 @@ spec:
   roles:
     - {name: server, replicas: 2, instanceType: `+typeName+`, resources: {accelerator: 1}}
 `)
-	defer tearDown(t, ctx, ns)
-	eventually(t, time.Minute, "the LocalQueue named by the entrance in the deployment's namespace", func() error {
-		lq := &kueuev1beta2.LocalQueue{}
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: entrance}, lq); err != nil {
-			return err
+	noNodes := "InstanceType " + typeName + " has no nodes"
+
+	t.Run("a deployment on it waits, and says the type has no nodes", func(t *testing.T) {
+		eventually(t, time.Minute, "the LocalQueue named by the entrance in the deployment's namespace", func() error {
+			lq := &kueuev1beta2.LocalQueue{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: entrance}, lq); err != nil {
+				return err
+			}
+			if lq.Spec.ClusterQueue != kueuev1beta2.ClusterQueueReference(typeName) {
+				return fmt.Errorf("LocalQueue points at %s", lq.Spec.ClusterQueue)
+			}
+			return nil
+		})
+		eventually(t, 2*time.Minute, "QuotaReserved False InstanceTypeHasNoNodes", func() error {
+			c, err := deploymentConditionOf(ctx, ns, "l4", "QuotaReserved")
+			if err != nil {
+				return err
+			}
+			if c.Status != "False" || c.Reason != "InstanceTypeHasNoNodes" || !strings.Contains(c.Message, noNodes) {
+				return fmt.Errorf("QuotaReserved %+v, want False InstanceTypeHasNoNodes saying %q", c, noNodes)
+			}
+			return nil
+		})
+		out, err := stack.Kubectl("describe", "modeldeployment", "l4", "-n", ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if lq.Spec.ClusterQueue != kueuev1beta2.ClusterQueueReference(typeName) {
-			return fmt.Errorf("LocalQueue points at %s", lq.Spec.ClusterQueue)
+		if !strings.Contains(out, noNodes) {
+			t.Errorf("kubectl describe modeldeployment l4 does not say %q:\n%s", noNodes, out)
 		}
-		return nil
+		ps, err := pods(ctx, ns, "l4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Spec.NodeName != "" {
+				t.Errorf("Pod %s was scheduled on %s while its type has no quota", p.Name, p.Spec.NodeName)
+			}
+		}
 	})
-	eventually(t, 3*time.Minute, "both replicas admitted through the managed queues and running", func() error {
-		return running(ctx, ns, "l4", 2)
+
+	addNode := func(t *testing.T, name string) *corev1.Node {
+		t.Helper()
+		n, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: product, GPUs: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("two NVIDIA-L4 nodes of four GPUs make it Active with 8 cards, and the deployment runs", func(t *testing.T) {
+		first := addNode(t, nodes[0])
+		addNode(t, nodes[1])
+		eventually(t, 2*time.Minute, "capacity 8 and quota for 8 cards", capacity(8))
+		eventually(t, time.Minute, "phase Active, the detail from the nodes' labels", func() error {
+			if err := get(); err != nil {
+				return err
+			}
+			if it.Status.Phase != workerv1.InstanceTypePhaseActive {
+				return fmt.Errorf("phase %q: %s", it.Status.Phase, it.Status.PhaseMessage)
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeNodesAvailable, "True", workerv1.ReasonSchedulableNodes, "with 8 nvidia.com/gpu"); err != nil {
+				return err
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeDetailObserved, "True", workerv1.ReasonNodeLabels); err != nil {
+				return err
+			}
+			mib, err := strconv.ParseInt(first.Labels[cluster.LabelGPUMemory], 10, 64)
+			if err != nil {
+				return err
+			}
+			memory := resource.NewQuantity(mib<<20, resource.BinarySI)
+			d := it.Status.Detail
+			if d == nil || d.Manufacturer != workerv1.ManufacturerNVIDIA || d.Product != product || d.Memory == nil || d.Memory.Cmp(*memory) != 0 ||
+				d.Family != first.Labels[cluster.LabelGPUFamily] ||
+				d.ComputeCapability != first.Labels[cluster.LabelGPUComputeMajor]+"."+first.Labels[cluster.LabelGPUComputeMinor] {
+				return fmt.Errorf("status.detail %+v (memory %v), want nvidia, %s, %s, as node %s is labelled: %v", d, d.Memory, product, memory, first.Name, first.Labels)
+			}
+			return nil
+		})
+		eventually(t, 3*time.Minute, "both replicas admitted through the managed queues and running", func() error {
+			return running(ctx, ns, "l4", 2)
+		})
+		eventually(t, 2*time.Minute, "the deployment Ready", func() error {
+			status, err := deploymentCondition(ctx, ns, "l4", "Ready")
+			if err != nil || status != "True" {
+				return fmt.Errorf("Ready=%s: %v", status, err)
+			}
+			return nil
+		})
+		// The rendered Pods are not pinned to their type's nodes yet: the scheduler may bind them to
+		// any node with GPUs. remaining counts what the Pods bound to the type's nodes leave.
+		eventually(t, time.Minute, "remaining is the 8 cards less what the Pods bound to the L4 nodes hold", func() error {
+			if err := get(); err != nil {
+				return err
+			}
+			held, err := heldOn(ctx, cluster.GPUResource, nodes[:2]...)
+			if err != nil {
+				return err
+			}
+			v := it.Status.Accelerator
+			if v == nil || v.Remaining == nil || v.Remaining.Value() != 8-held {
+				return fmt.Errorf("status.accelerator %+v, want remaining %d (Pods on the L4 nodes hold %d)", v, 8-held, held)
+			}
+			return typeCondition(it, workerv1.InstanceTypeCapacityFree, "True", workerv1.ReasonFree)
+		})
+		ps, err := pods(ctx, ns, "l4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			t.Logf("Pod %s runs on %s", p.Name, p.Spec.NodeName)
+		}
+	})
+
+	t.Run("a third node raises capacity and quota to 12, cordoning it lowers them to 8", func(t *testing.T) {
+		addNode(t, nodes[2])
+		eventually(t, 2*time.Minute, "capacity 12 and quota for 12 cards", capacity(12))
+		if _, err := stack.Kubectl("cordon", nodes[2]); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "capacity 8 and quota for 8 cards", capacity(8))
+		if err := typeCondition(it, workerv1.InstanceTypeNodesAvailable, "True", workerv1.ReasonSchedulableNodes, nodes[2]+" cordoned"); err != nil {
+			t.Error(err)
+		}
+		if err := running(ctx, ns, "l4", 2); err != nil {
+			t.Errorf("lowering the quota under admitted replicas stopped them: %v", err)
+		}
+	})
+
+	// deleteNode deletes a node no Pod is bound to: a Pod left on a deleted node would never finish,
+	// with nobody playing its kubelet.
+	deleteNode := func(t *testing.T, name string) {
+		t.Helper()
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.MatchingFields{"spec.nodeName": name}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			t.Fatalf("node %s still runs Pod %s/%s: not deleting it", name, p.Namespace, p.Name)
+		}
+		if _, err := stack.Kubectl("delete", "node", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("with the deployment gone, deleting the nodes lowers capacity to 4 and then 0", func(t *testing.T) {
+		tearDown(t, ctx, ns)
+		deleteNode(t, nodes[0])
+		eventually(t, 2*time.Minute, "capacity 4 and quota for 4 cards", capacity(4))
+		deleteNode(t, nodes[2])
+		eventually(t, 2*time.Minute, "still capacity 4 (the deleted node was cordoned), all of it free, one node left", func() error {
+			if err := capacity(4)(); err != nil {
+				return err
+			}
+			if v := it.Status.Accelerator; v.Remaining == nil || v.Remaining.Value() != 4 {
+				return fmt.Errorf("status.accelerator %+v, want all 4 cards remaining with no Pod running", v)
+			}
+			return typeCondition(it, workerv1.InstanceTypeNodesAvailable, "True", workerv1.ReasonSchedulableNodes, "schedulable: 1 of 1 node ")
+		})
+		deleteNode(t, nodes[1])
+		eventually(t, 2*time.Minute, "capacity 0, no quota", capacity(0))
+		eventually(t, time.Minute, "Preparing again, the detail kept as last observed", func() error {
+			if err := get(); err != nil {
+				return err
+			}
+			if it.Status.Phase != workerv1.InstanceTypePhasePreparing {
+				return fmt.Errorf("phase %q: %s", it.Status.Phase, it.Status.PhaseMessage)
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeNodesAvailable, "False", workerv1.ReasonNoMatchingNodes); err != nil {
+				return err
+			}
+			if err := typeCondition(it, workerv1.InstanceTypeDetailObserved, "True", workerv1.ReasonLastObserved); err != nil {
+				return err
+			}
+			if d := it.Status.Detail; d == nil || d.Product != product {
+				return fmt.Errorf("status.detail %+v, want product %s kept", d, product)
+			}
+			return nil
+		})
 	})
 }

@@ -67,10 +67,31 @@ func kubectlApply(t *testing.T, manifest string) {
 	}
 }
 
-// publishStatuses writes the status the reconcilers of InstanceTypes and KVCachePools would, as
-// cluster.yaml shows it: the entrance, the accelerator detail, the pool's client endpoint. The API
-// server drops status on create.
-func publishStatuses(t *testing.T, ctx context.Context) {
+// ownQueuesLabel on an InstanceType keeps mdplane from managing its queues (the stack runs the
+// controllers with --queue-instance-types=ownQueuesLabel!=true): the test that applies it makes
+// its own ClusterQueue and LocalQueue with the quota it needs. Unlabelled types are managed, as on a
+// real cluster.
+const ownQueuesLabel = "mdplane.test/own-queues"
+
+// ownQueues labels the InstanceTypes of a manifest ownQueuesLabel; each must begin
+// "kind: InstanceType\nmetadata:\n".
+func ownQueues(manifest string) string {
+	return strings.ReplaceAll(manifest, "kind: InstanceType\nmetadata:\n", "kind: InstanceType\nmetadata:\n  labels: {"+ownQueuesLabel+`: "true"}`+"\n")
+}
+
+// publishedStatus lists, per object of examples/cluster.yaml that shows a status, the fields of it
+// the controllers must have written before a test uses the object: the InstanceTypes' entrance,
+// phase and accelerator detail (the inventory's, from the stack's fake nodes), the pool's phase and
+// client endpoint (from its external backend). Views that move with the Pods running (remaining,
+// onceMaxRequest) are not compared.
+var publishedStatus = map[string][][]string{
+	"InstanceType": {{"entrance"}, {"phase"}, {"detail", "manufacturer"}, {"detail", "product"}, {"detail", "memory"}},
+	"KVCachePool":  {{"phase"}, {"clientEndpoint"}},
+}
+
+// awaitStatuses waits until the controllers have written, on every object of examples/cluster.yaml
+// that shows a status, what the file shows (publishedStatus). The test writes none of it.
+func awaitStatuses(t *testing.T, ctx context.Context) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(examples, "cluster.yaml"))
 	if err != nil {
@@ -81,24 +102,47 @@ func publishStatuses(t *testing.T, ctx context.Context) {
 		if err := yaml.Unmarshal([]byte(doc), &want.Object); err != nil || want.Object["status"] == nil {
 			continue
 		}
-		got := want.DeepCopy()
-		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-			t.Fatal(err)
-		}
-		got.Object["status"] = want.Object["status"]
-		if err := stack.Client.Status().Update(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		what := fmt.Sprintf("%s %s: the status examples/cluster.yaml shows, written by the controllers", want.GetKind(), want.GetName())
+		eventually(t, 2*time.Minute, what, func() error {
+			got := want.DeepCopy()
+			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+				return err
+			}
+			for _, path := range publishedStatus[want.GetKind()] {
+				field := append([]string{"status"}, path...)
+				w, found, _ := unstructured.NestedString(want.Object, field...)
+				if !found {
+					continue
+				}
+				g, _, _ := unstructured.NestedString(got.Object, field...)
+				if !sameValue(w, g) {
+					message, _, _ := unstructured.NestedString(got.Object, "status", "phaseMessage")
+					return fmt.Errorf("%s is %q, want %q (phaseMessage %q)", strings.Join(field, "."), g, w, message)
+				}
+			}
+			return nil
+		})
 	}
 }
 
-// applyCluster applies examples/cluster.yaml with its namespaced objects in namespace, and publishes
-// the statuses their reconcilers would.
+// sameValue compares two status values, quantities by amount (24Gi is 24576Mi).
+func sameValue(want, got string) bool {
+	if want == got {
+		return true
+	}
+	w, errW := resource.ParseQuantity(want)
+	g, errG := resource.ParseQuantity(got)
+	return errW == nil && errG == nil && w.Cmp(g) == 0
+}
+
+// applyCluster applies examples/cluster.yaml with its namespaced objects in namespace and its
+// InstanceTypes labelled ownQueuesLabel (the tests make their queues), and waits for the statuses
+// the controllers derive (awaitStatuses).
 func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
-	kubectlApply(t, readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
-		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize"))
-	publishStatuses(t, ctx)
+	kubectlApply(t, ownQueues(readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
+		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize")))
+	awaitStatuses(t, ctx)
 }
 
 // queue creates a ClusterQueue (named after an InstanceType, as mdplane will) and the LocalQueue named

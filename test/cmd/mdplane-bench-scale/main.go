@@ -50,6 +50,7 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 	// Room for every Pod (one GPU each) with a tenth to spare, and at least the stack's two nodes.
 	pods += (cfg.Rolling + 1) * cfg.Size // the rolling deployment and its replacement in flight
 	opts.Nodes = max(2, (pods+pods/10+opts.GPUsPerNode-1)/opts.GPUsPerNode, (pods+pods/10+opts.PodsPerNode-1)/opts.PodsPerNode)
+	opts.Products = []string{bench.Product} // the bench InstanceType's accelerator group
 	opts.ControllerArgs = []string{"--queue-instance-types=" + bench.QueueLabel + "=true"}
 	opts.Log = func(format string, args ...any) {
 		fmt.Printf("%s stack: "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
