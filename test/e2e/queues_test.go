@@ -143,8 +143,8 @@ func heldOn(ctx context.Context, resourceName corev1.ResourceName, nodes ...stri
 //
 // With no node of group nvidia-l4 the type is Preparing (NodesAvailable False NoMatchingNodes), its
 // manufacturer read from the group's name, its ClusterQueue built with no quota, and a deployment on
-// it waits, saying on QuotaReserved (InstanceTypeHasNoNodes), and so in kubectl describe, that the
-// type has no nodes. Two nodes labelled by GPU feature discovery as NVIDIA-L4 with four GPUs each
+// it waits, saying in QuotaReserved's message (reason Pending, the spec's), and so in kubectl
+// describe, that the type has no nodes. Two nodes labelled by GPU feature discovery as NVIDIA-L4 with four GPUs each
 // make it Active with capacity 8, the detail their labels give, quota for 8 cards (unit resources
 // scaled), and the deployment admitted through the LocalQueue mdplane created in its namespace and
 // running; remaining is what the Pods bound to those nodes leave. A third node raises capacity and
@@ -241,13 +241,13 @@ spec:
 			}
 			return nil
 		})
-		eventually(t, 2*time.Minute, "QuotaReserved False InstanceTypeHasNoNodes", func() error {
+		eventually(t, 2*time.Minute, "QuotaReserved False Pending, saying the type has no nodes", func() error {
 			c, err := deploymentConditionOf(ctx, ns, "l4", "QuotaReserved")
 			if err != nil {
 				return err
 			}
-			if c.Status != "False" || c.Reason != "InstanceTypeHasNoNodes" || !strings.Contains(c.Message, noNodes) {
-				return fmt.Errorf("QuotaReserved %+v, want False InstanceTypeHasNoNodes saying %q", c, noNodes)
+			if c.Status != "False" || c.Reason != "Pending" || !strings.Contains(c.Message, noNodes) {
+				return fmt.Errorf("QuotaReserved %+v, want False Pending saying %q", c, noNodes)
 			}
 			return nil
 		})
