@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -191,13 +190,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // apply writes the inventory's part of the status by server-side apply under FieldOwner, leaving
 // the fields others own (the entrance, the other views) as they are.
 func (r *Reconciler) apply(ctx context.Context, it *workerv1.InstanceType, s Status) error {
-	raw, err := json.Marshal(workerv1.InstanceTypeStatus{Detail: s.Detail, Accelerator: s.Accelerator, CPU: s.CPU,
-		Phase: s.Phase, PhaseMessage: s.PhaseMessage, Conditions: s.Conditions})
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&workerv1.InstanceTypeStatus{Detail: s.Detail, Accelerator: s.Accelerator,
+		CPU: s.CPU, Phase: s.Phase, PhaseMessage: s.PhaseMessage, Conditions: s.Conditions})
 	if err != nil {
-		return err
-	}
-	status := map[string]any{}
-	if err := json.Unmarshal(raw, &status); err != nil {
 		return err
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": workerv1.SchemeGroupVersion.String(), "kind": workerv1.InstanceTypeKind,
