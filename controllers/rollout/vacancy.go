@@ -8,11 +8,14 @@ import (
 )
 
 // VacancySettle is how long a slot stays empty, once its departed replica's last Pod and group
-// Workload are gone, before the pacer fills it. Kueue can re-create a group's Workload from a stale
-// view of the departed Pods tens of milliseconds after they went; a replacement created meanwhile
-// joins that Workload, is ungated by it, and is stopped by Kueue when the garbage collector removes
-// it (its only owner is gone): the slot's replica would go missing a second time.
-const VacancySettle = time.Second
+// Workload are gone, before the pacer fills it. Kueue v0.17, reconciling a group whose Workload the
+// reaper deleted while its Pods were still held by its finalizer, releases them and builds a new
+// Workload from them (ConstructComposableWorkload), which the garbage collector removes a moment
+// later, its owners gone. A replacement created meanwhile joins that Workload, is ungated by it, and
+// is stopped by Kueue when it goes: the slot's replica would go missing a second time. Seen on CI:
+// 47 ms from the Pod going to the Workload's creation, 83 ms more to its removal. Each replacement of
+// a rolling edit waits this long once.
+const VacancySettle = 500 * time.Millisecond
 
 // vacancies remembers, per role, the slots a departed replica is leaving (zero time) and when each
 // became empty. A slot never seen departing (a new role, a scale-up, the first pass after a

@@ -41,12 +41,13 @@ func commandLines(block string) []string {
 // quickstartSays is what some commands of docs/quickstart.md print on the stack, by the start of
 // the command: the page's claims about what a reader sees.
 var quickstartSays = map[string]string{
-	"kubectl get nodes -L nvidia.com/gpu.product":                       "NVIDIA-A10G",
-	"kubectl get clusterqueue nvidia-a10g-linux-amd64":                  "nvidia-a10g-linux-amd64",
-	"kubectl get localqueue -n quickstart":                              workerv1.EntranceName("nvidia-a10g-linux-amd64"),
-	"kubectl describe instancetype":                                     workerv1.InstanceTypeNodesAvailable,
-	"kubectl get kvcachepool quickstart-dram":                           "mooncake-master.kv-store.svc:50051",
-	"kubectl get modeldeployment qwen-cached -n quickstart -o jsonpath": "quickstart-dram",
+	"kubectl get nodes -L nvidia.com/gpu.product":                              "NVIDIA-A10G",
+	"kubectl get clusterqueue nvidia-a10g-linux-amd64":                         "nvidia-a10g-linux-amd64",
+	"kubectl get localqueue -n quickstart":                                     workerv1.EntranceName("nvidia-a10g-linux-amd64"),
+	"kubectl describe instancetype":                                            workerv1.InstanceTypeNodesAvailable,
+	"kubectl get kvcachepool quickstart-dram":                                  "mooncake-master.kv-store.svc:50051",
+	"kubectl get modeldeployment qwen-cached -n quickstart -o jsonpath":        "quickstart-dram",
+	"kubectl get pods -n quickstart -l app.kubernetes.io/instance=qwen-cached": `"master_server_address":"mooncake-master.kv-store.svc:50051"`,
 }
 
 // TestQuickstartAsDocumented follows docs/quickstart.md on the stack as a reader would, in the page's
