@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -505,6 +506,15 @@ type controllers struct {
 	health  int
 	process *process
 	starts  int
+	// standby is a second replica, when a test started one.
+	standby *replica
+}
+
+// replica is one running mdplane-controllers, its health port and its flags.
+type replica struct {
+	process *process
+	health  int
+	args    []string
 }
 
 // StartControllers starts mdplane-controllers (again, after KillControllers) with the same flags and
@@ -540,4 +550,74 @@ func (s *Stack) KillControllers() {
 		return
 	}
 	p.kill()
+}
+
+// StartStandbyControllers starts a second mdplane-controllers, as a Deployment of two replicas runs
+// it: the same flags but its own loopback ports, electing a leader with the first. It returns once
+// the standby is ready (a replica reports ready while it stands by).
+func (s *Stack) StartStandbyControllers(ctx context.Context) error {
+	if s.controllers.standby != nil {
+		return errors.New("a standby mdplane-controllers runs already")
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	metricsAPI, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := withFlag(s.controllers.args, "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health))
+	args = withFlag(args, "--metrics-api-bind-address", "127.0.0.1:"+strconv.Itoa(metricsAPI))
+	args = withFlag(args, "--pprof-bind-address", "")
+	s.controllers.starts++
+	p, err := s.run("mdplane-controllers-standby-"+strconv.Itoa(s.controllers.starts), s.controllers.bin, args)
+	if err != nil {
+		return err
+	}
+	s.controllers.standby = &replica{process: p, health: health, args: args}
+	return waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+}
+
+// KillLeaderControllers kills, with SIGKILL, whichever of the two mdplane-controllers holds the
+// leader lease (the one whose log says it acquired it), and makes the other the stack's
+// mdplane-controllers. It returns the name of the process killed.
+func (s *Stack) KillLeaderControllers() (string, error) {
+	standby := s.controllers.standby
+	if standby == nil {
+		return "", errors.New("no standby mdplane-controllers: StartStandbyControllers first")
+	}
+	primary := &replica{process: s.controllers.process, health: s.controllers.health, args: s.controllers.args}
+	leader, other := primary, standby
+	switch {
+	case s.leads(standby.process) && !s.leads(primary.process):
+		leader, other = standby, primary
+	case !s.leads(primary.process):
+		return "", errors.New("neither mdplane-controllers has acquired the leader lease yet")
+	}
+	leader.process.kill()
+	s.controllers.process, s.controllers.health, s.controllers.args, s.controllers.standby = other.process, other.health, other.args, nil
+	return leader.process.name, nil
+}
+
+// Leads reports whether the stack's mdplane-controllers has acquired the leader lease.
+func (s *Stack) Leads() bool { return s.leads(s.controllers.process) }
+
+func (s *Stack) leads(p *process) bool {
+	raw, err := os.ReadFile(s.LogFile(p.name))
+	return err == nil && strings.Contains(string(raw), "Successfully acquired lease")
+}
+
+// withFlag sets a flag's value in args, or removes the flag when value is empty.
+func withFlag(args []string, flag, value string) []string {
+	out := make([]string, 0, len(args)+1)
+	for _, a := range args {
+		if a != flag && !strings.HasPrefix(a, flag+"=") {
+			out = append(out, a)
+		}
+	}
+	if value != "" {
+		out = append(out, flag+"="+value)
+	}
+	return out
 }

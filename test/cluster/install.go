@@ -241,17 +241,17 @@ func (s *Stack) buildControllers(root string) (string, error) {
 	return bin, nil
 }
 
-// startWebhooks runs the webhooks Deployment's program as its ServiceAccount, pointing the installed
-// webhook configurations at its loopback address first (their CA bundle it injects itself).
+// startWebhooks runs the webhooks Deployment's program as its ServiceAccount, two replicas as the
+// Deployment has, behind a loopback balancer standing in for the webhook Service: the installed
+// webhook configurations are pointed at the balancer first (their CA bundle the replicas inject
+// themselves).
 func (s *Stack) startWebhooks(ctx context.Context, root string) error {
-	port, err := freePort()
+	balancer, err := newBalancer()
 	if err != nil {
 		return err
 	}
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
+	s.stops = append(s.stops, balancer.close)
+	s.webhooks.balancer = balancer
 	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
 		cfg := &unstructured.Unstructured{}
 		cfg.SetAPIVersion("admissionregistration.k8s.io/v1")
@@ -264,7 +264,7 @@ func (s *Stack) startWebhooks(ctx context.Context, root string) error {
 		for i, h := range hooks {
 			path, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "path")
 			patch = append(patch, map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/clientConfig", i),
-				"value": map[string]any{"url": fmt.Sprintf("https://localhost:%d%s", port, path)}})
+				"value": map[string]any{"url": fmt.Sprintf("https://localhost:%d%s", balancer.port, path)}})
 		}
 		raw, err := json.Marshal(patch)
 		if err != nil {
@@ -278,25 +278,104 @@ func (s *Stack) startWebhooks(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	certDir := filepath.Join(s.Dir, "certs", "webhooks")
-	mountCtx, stop := context.WithCancel(context.Background())
-	s.stops = append(s.stops, stop)
-	go s.mountSecret(mountCtx, "mdplane-webhook-cert", certDir)
-	bin, err := s.buildControllers(root)
+	if s.webhooks.bin, err = s.buildControllers(root); err != nil {
+		return err
+	}
+	s.webhooks.kubeconfig = kubeconfig
+	for i := range WebhookReplicas {
+		if err := s.StartWebhook(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WebhookReplicas is how many replicas of mdplane-webhooks the stack runs, as the Deployment does.
+const WebhookReplicas = 2
+
+// webhooks is how the replicas of mdplane-webhooks run: their program, credentials, the balancer in
+// front of them and each replica's process and ports.
+type webhooks struct {
+	bin, kubeconfig string
+	balancer        *balancer
+	replicas        [WebhookReplicas]*webhookReplica
+}
+
+type webhookReplica struct {
+	process      *process
+	port, health int
+	stopMount    context.CancelFunc
+}
+
+// StartWebhook starts replica i of mdplane-webhooks (again, after KillWebhook), with its own
+// certificate directory kept from the shared Secret as a kubelet would, and waits until it is ready
+// and the balancer sends it connections.
+func (s *Stack) StartWebhook(ctx context.Context, i int) error {
+	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	p, err := s.run("mdplane-webhooks", bin, []string{
-		"--kubeconfig=" + kubeconfig, "--enable-controllers=false", "--namespace=" + Namespace,
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(s.Dir, "certs", "webhooks-"+strconv.Itoa(i))
+	mountCtx, stopMount := context.WithCancel(context.Background())
+	s.stops = append(s.stops, stopMount)
+	go s.mountSecret(mountCtx, "mdplane-webhook-cert", certDir)
+	name := "mdplane-webhooks"
+	if i > 0 {
+		name += "-" + strconv.Itoa(i)
+	}
+	if old := s.webhooks.replicas[i]; old != nil {
+		name += "-again"
+	}
+	p, err := s.run(name, s.webhooks.bin, []string{
+		"--kubeconfig=" + s.webhooks.kubeconfig, "--enable-controllers=false", "--namespace=" + Namespace,
 		"--webhook-cert-secret=mdplane-webhook-cert", "--webhook-service=mdplane-webhook", "--webhook-extra-dns-names=localhost",
 		"--webhook-cert-dir=" + certDir, "--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
 	})
 	if err != nil {
+		stopMount()
 		return err
 	}
-	return waitFor(ctx, p, 60*time.Second, "mdplane-webhooks", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	s.webhooks.replicas[i] = &webhookReplica{process: p, port: port, health: health, stopMount: stopMount}
+	if err := waitFor(ctx, p, 60*time.Second, name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+		return err
+	}
+	s.webhooks.balancer.set(i, "127.0.0.1:"+strconv.Itoa(port))
+	return nil
 }
+
+// KillWebhook ends replica i of mdplane-webhooks with SIGKILL; the balancer's next connections go
+// to the other replica, as a Service's endpoints lose a Pod that failed its readiness.
+func (s *Stack) KillWebhook(i int) {
+	r := s.webhooks.replicas[i]
+	if r == nil {
+		return
+	}
+	r.process.kill()
+	r.stopMount()
+	s.webhooks.balancer.set(i, "")
+}
+
+// WebhookAddress is the loopback address replica i of mdplane-webhooks serves on, or "" when it is
+// not running.
+func (s *Stack) WebhookAddress(i int) string {
+	if r := s.webhooks.replicas[i]; r != nil {
+		select {
+		case <-r.process.done:
+			return ""
+		default:
+			return "127.0.0.1:" + strconv.Itoa(r.port)
+		}
+	}
+	return ""
+}
+
+// WebhookConnections is how many connections the balancer has sent each replica.
+func (s *Stack) WebhookConnections() []int64 { return s.webhooks.balancer.counts() }
 
 // mountSecret does what the kubelet does for the webhooks Deployment's secret volume: it keeps the
 // Secret's keys as files in dir.

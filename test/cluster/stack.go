@@ -109,6 +109,7 @@ type Stack struct {
 	bin         string
 	modules     map[string]string
 	controllers controllers
+	webhooks    webhooks
 	// metricsAPIPort is the loopback port mdplane-controllers serves the metrics snapshot API on.
 	metricsAPIPort int
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,10 +45,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	// The controllers and webhooks run with their install manifest's RBAC: a refusal anywhere in the
 	// suite is a rule the manifest lacks.
+	// Every replica and restart of either counts (mdplane-controllers-standby-3, mdplane-webhooks-1, ...).
 	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks"} {
-		if refused := forbidden(stack.LogFile(component)); refused != "" {
-			fmt.Fprintf(os.Stderr, "e2e: %s was refused by RBAC: %s\n", component, refused)
-			code = 1
+		logs, _ := filepath.Glob(strings.TrimSuffix(stack.LogFile(component), ".log") + "*.log")
+		for _, log := range logs {
+			if refused := forbidden(log); refused != "" {
+				fmt.Fprintf(os.Stderr, "e2e: %s was refused by RBAC: %s\n", filepath.Base(log), refused)
+				code = 1
+			}
 		}
 	}
 	// Last, the suite removes mdplane as the page says; the stack goes with it.
