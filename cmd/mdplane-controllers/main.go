@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -220,13 +221,17 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		<-certsReady
 		// Admission reads InstanceTypes uncached: a stale cache must not decide admission.
 		reader := mgr.GetAPIReader()
-		mgr.GetWebhookServer().Register(webhooks.ValidatePath, &webhook.Admission{Handler: &webhooks.Validator{Reader: reader}})
-		mgr.GetWebhookServer().Register(webhooks.MutatePath, &webhook.Admission{Handler: &webhooks.Defaulter{Reader: reader}})
-		mgr.GetWebhookServer().Register(webhooks.ValidateBackendPath, &webhook.Admission{Handler: webhooks.BackendValidator{Reader: reader}})
-		mgr.GetWebhookServer().Register(webhooks.ValidateBindingPath, &webhook.Admission{Handler: &webhooks.BindingValidator{Reader: reader}})
-		mgr.GetWebhookServer().Register(webhooks.ValidateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactValidator{}})
-		mgr.GetWebhookServer().Register(webhooks.MutateArtifactPath, &webhook.Admission{Handler: webhooks.ArtifactDefaulter{}})
-		mgr.GetWebhookServer().Register(webhooks.ValidateSettingsPath, &webhook.Admission{Handler: &webhooks.SettingsValidator{Reader: reader}})
+		// Each review reads within webhooks.ReadBudget, or is refused: nothing is admitted unjudged.
+		register := func(path string, h admission.Handler) {
+			mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: webhooks.Budgeted{Handler: h, Budget: webhooks.ReadBudget}})
+		}
+		register(webhooks.ValidatePath, &webhooks.Validator{Reader: reader})
+		register(webhooks.MutatePath, &webhooks.Defaulter{Reader: reader})
+		register(webhooks.ValidateBackendPath, webhooks.BackendValidator{Reader: reader})
+		register(webhooks.ValidateBindingPath, &webhooks.BindingValidator{Reader: reader})
+		register(webhooks.ValidateArtifactPath, webhooks.ArtifactValidator{})
+		register(webhooks.MutateArtifactPath, webhooks.ArtifactDefaulter{})
+		register(webhooks.ValidateSettingsPath, &webhooks.SettingsValidator{Reader: reader})
 		close(registered)
 	}()
 	if err := mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {

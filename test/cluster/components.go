@@ -352,6 +352,10 @@ func copyServingCert(from, to string) error {
 // function is one Function the Compositions call, and where it listens.
 type function struct {
 	name, address string
+	bin           string
+	args, env     []string
+	process       *process
+	starts        int
 }
 
 // functions the stack registered, in startFunctions.
@@ -395,17 +399,51 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p, err := s.run(name, bin, append([]string{"--address=" + address, "--metrics-address=", "--debug"}, profile...),
-			"TLS_SERVER_CERTS_DIR="+filepath.Join(certs, "functions"))
-		if err != nil {
+		fn := &function{name: name, address: address, bin: bin, args: append([]string{"--address=" + address, "--metrics-address=", "--debug"}, profile...),
+			env: []string{"TLS_SERVER_CERTS_DIR=" + filepath.Join(certs, "functions")}}
+		if err := s.launchFunction(ctx, fn); err != nil {
 			return err
 		}
-		if err := waitFor(ctx, p, 30*time.Second, name, tcpOpen(address)); err != nil {
-			return err
-		}
-		s.functions = append(s.functions, function{name: name, address: address})
+		s.functions = append(s.functions, fn)
 	}
 	return nil
+}
+
+// launchFunction starts a function's process on its address and waits until it listens.
+func (s *Stack) launchFunction(ctx context.Context, fn *function) error {
+	fn.starts++
+	name := fn.name
+	if fn.starts > 1 {
+		name += "-" + strconv.Itoa(fn.starts)
+	}
+	p, err := s.run(name, fn.bin, fn.args, fn.env...)
+	if err != nil {
+		return err
+	}
+	fn.process = p
+	return waitFor(ctx, p, 30*time.Second, name, tcpOpen(fn.address))
+}
+
+// KillFunction ends a composition function's process with SIGKILL, as a crashed function Pod ends:
+// Crossplane's calls to it fail until StartFunction.
+func (s *Stack) KillFunction(name string) error {
+	for _, fn := range s.functions {
+		if fn.name == name {
+			fn.process.kill()
+			return nil
+		}
+	}
+	return fmt.Errorf("the stack runs no function %s", name)
+}
+
+// StartFunction starts a killed function again, on the address its revision publishes.
+func (s *Stack) StartFunction(ctx context.Context, name string) error {
+	for _, fn := range s.functions {
+		if fn.name == name {
+			return s.launchFunction(ctx, fn)
+		}
+	}
+	return fmt.Errorf("the stack runs no function %s", name)
 }
 
 // compositionFunctions are the Function names every Composition of the package calls.

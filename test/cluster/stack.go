@@ -103,7 +103,7 @@ type Stack struct {
 	processes []*process
 	// profiles are the components' profiling endpoints, by component (Options.Profile).
 	profiles    map[string]string
-	functions   []function
+	functions   []*function
 	ca          *authority
 	stops       []func()
 	bin         string
