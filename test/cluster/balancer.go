@@ -21,12 +21,13 @@ type balancer struct {
 	sent     []atomic.Int64
 }
 
-func newBalancer() (*balancer, error) {
+// newBalancer listens on a free loopback port for replicas backends.
+func newBalancer(replicas int) (*balancer, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	b := &balancer{port: l.Addr().(*net.TCPAddr).Port, listener: l, backends: make([]string, WebhookReplicas), sent: make([]atomic.Int64, WebhookReplicas)}
+	b := &balancer{port: l.Addr().(*net.TCPAddr).Port, listener: l, backends: make([]string, replicas), sent: make([]atomic.Int64, replicas)}
 	go b.serve()
 	return b, nil
 }

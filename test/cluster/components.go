@@ -544,15 +544,19 @@ type controllers struct {
 	health  int
 	process *process
 	starts  int
+	// slot is the process's slot in the metrics API balancer.
+	slot int
 	// standby is a second replica, when a test started one.
 	standby *replica
 }
 
-// replica is one running mdplane-controllers, its health port and its flags.
+// replica is one running mdplane-controllers, its health port, its flags and its slot in the
+// metrics API balancer.
 type replica struct {
 	process *process
 	health  int
 	args    []string
+	slot    int
 }
 
 // StartControllers starts mdplane-controllers (again, after KillControllers) with the same flags and
@@ -561,7 +565,21 @@ func (s *Stack) StartControllers(ctx context.Context) error {
 	if err := s.launchControllers(); err != nil {
 		return err
 	}
-	return s.controllersReady(ctx)
+	if err := s.controllersReady(ctx); err != nil {
+		return err
+	}
+	s.metricsAPI.set(s.controllers.slot, metricsAPIAddress(s.controllers.args))
+	return nil
+}
+
+// metricsAPIAddress is the --metrics-api-bind-address of a replica's flags.
+func metricsAPIAddress(args []string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--metrics-api-bind-address="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (s *Stack) launchControllers() error {
@@ -588,6 +606,7 @@ func (s *Stack) KillControllers() {
 		return
 	}
 	p.kill()
+	s.metricsAPI.set(s.controllers.slot, "")
 }
 
 // StartStandbyControllers starts a second mdplane-controllers, as a Deployment of two replicas runs
@@ -607,14 +626,19 @@ func (s *Stack) StartStandbyControllers(ctx context.Context) error {
 	}
 	args := withFlag(s.controllers.args, "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health))
 	args = withFlag(args, "--metrics-api-bind-address", "127.0.0.1:"+strconv.Itoa(metricsAPI))
+	slot := 1 - s.controllers.slot
 	args = withFlag(args, "--pprof-bind-address", "")
 	s.controllers.starts++
 	p, err := s.run("mdplane-controllers-standby-"+strconv.Itoa(s.controllers.starts), s.controllers.bin, args)
 	if err != nil {
 		return err
 	}
-	s.controllers.standby = &replica{process: p, health: health, args: args}
-	return waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	s.controllers.standby = &replica{process: p, health: health, args: args, slot: slot}
+	if err := waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
+		return err
+	}
+	s.metricsAPI.set(slot, "127.0.0.1:"+strconv.Itoa(metricsAPI))
+	return nil
 }
 
 // KillLeaderControllers kills, with SIGKILL, whichever of the two mdplane-controllers holds the
@@ -625,7 +649,7 @@ func (s *Stack) KillLeaderControllers() (string, error) {
 	if standby == nil {
 		return "", errors.New("no standby mdplane-controllers: StartStandbyControllers first")
 	}
-	primary := &replica{process: s.controllers.process, health: s.controllers.health, args: s.controllers.args}
+	primary := &replica{process: s.controllers.process, health: s.controllers.health, args: s.controllers.args, slot: s.controllers.slot}
 	leader, other := primary, standby
 	switch {
 	case s.leads(standby.process) && !s.leads(primary.process):
@@ -634,7 +658,8 @@ func (s *Stack) KillLeaderControllers() (string, error) {
 		return "", errors.New("neither mdplane-controllers has acquired the leader lease yet")
 	}
 	leader.process.kill()
-	s.controllers.process, s.controllers.health, s.controllers.args, s.controllers.standby = other.process, other.health, other.args, nil
+	s.metricsAPI.set(leader.slot, "")
+	s.controllers.process, s.controllers.health, s.controllers.args, s.controllers.slot, s.controllers.standby = other.process, other.health, other.args, other.slot, nil
 	return leader.process.name, nil
 }
 

@@ -122,7 +122,7 @@ func (s *Stack) routeMetricsAPI(ctx context.Context) error {
 	api.SetAPIVersion("apiregistration.k8s.io/v1")
 	api.SetKind("APIService")
 	api.SetName("v1.metrics.worker.gpustack.ai")
-	patch := fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, s.metricsAPIPort)
+	patch := fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, s.metricsAPI.port)
 	return s.Client.Patch(ctx, api, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
@@ -246,7 +246,7 @@ func (s *Stack) buildControllers(root string) (string, error) {
 // webhook configurations are pointed at the balancer first (their CA bundle the replicas inject
 // themselves).
 func (s *Stack) startWebhooks(ctx context.Context, root string) error {
-	balancer, err := newBalancer()
+	balancer, err := newBalancer(WebhookReplicas)
 	if err != nil {
 		return err
 	}
@@ -421,16 +421,24 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	if s.metricsAPIPort, err = freePort(); err != nil {
+	// The metrics API is served by every replica behind the mdplane-metrics-api Service; on the
+	// stack, a balancer with a slot per replica (the first is this one's).
+	metricsAPIPort, err := freePort()
+	if err != nil {
 		return err
 	}
+	if s.metricsAPI, err = newBalancer(2); err != nil {
+		return err
+	}
+	s.stops = append(s.stops, s.metricsAPI.close)
+	s.metricsAPI.set(0, "127.0.0.1:"+strconv.Itoa(metricsAPIPort))
 	s.MetricsExporter = &Exporter{Default: IdleGauges}
 	exporter := httptest.NewServer(s.MetricsExporter)
 	s.stops = append(s.stops, exporter.Close)
 	s.controllers = controllers{bin: bin, health: health, args: append(append([]string{
 		"--kubeconfig=" + kubeconfig, "--enable-webhooks=false", "--leader-elect", "--namespace=" + Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-		"--metrics-api-bind-address=127.0.0.1:" + strconv.Itoa(s.metricsAPIPort),
+		"--metrics-api-bind-address=127.0.0.1:" + strconv.Itoa(metricsAPIPort),
 		"--metrics-scrape-dial-override=" + exporter.Listener.Addr().String(),
 	}, profile...), s.opts.ControllerArgs...)}
 	return s.launchControllers()

@@ -110,8 +110,9 @@ type Stack struct {
 	modules     map[string]string
 	controllers controllers
 	webhooks    webhooks
-	// metricsAPIPort is the loopback port mdplane-controllers serves the metrics snapshot API on.
-	metricsAPIPort int
+	// metricsAPI stands in for the mdplane-metrics-api Service: a balancer over the metrics snapshot
+	// API of each mdplane-controllers replica (slot 0 the first one's, slot 1 a standby's).
+	metricsAPI *balancer
 }
 
 // Binaries returns the directory build.sh writes to.
