@@ -190,7 +190,7 @@ func (v Violation) String() string {
 
 // Check judges obj as a create would, or as an update of old when old is not nil. It returns the
 // object as it would be stored (pruned and defaulted) and every violation: first the unknown fields
-// that strict field validation refuses, then what the API server's validation reports.
+// that strict field validation refuses, then what the API server's validation reports, by path.
 func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unstructured, []Violation, error) {
 	k, ok := c.kinds[obj.GroupVersionKind()]
 	if !ok {
@@ -224,14 +224,24 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 		k.strategy.PrepareForUpdate(ctx, stored, oldStored)
 		errs = k.strategy.ValidateUpdate(ctx, stored, oldStored)
 	}
+	validated := make([]Violation, 0, len(errs))
 	for _, e := range errs {
 		p := e.Field
 		if p == "<nil>" { // an error about the whole object
 			p = ""
 		}
-		violations = append(violations, Violation{Path: p, Reason: e.ErrorBody()})
+		validated = append(validated, Violation{Path: p, Reason: e.ErrorBody()})
 	}
-	return stored, violations, nil
+	// The API server's schema validator walks an object's properties in map order, so two
+	// violations come back in either order from one call to the next; a refusal printed twice
+	// reads the same when they are sorted.
+	sort.SliceStable(validated, func(i, j int) bool {
+		if validated[i].Path != validated[j].Path {
+			return validated[i].Path < validated[j].Path
+		}
+		return validated[i].Reason < validated[j].Reason
+	})
+	return stored, append(violations, validated...), nil
 }
 
 // Default returns obj as the API server would store it, status included: unknown fields pruned and

@@ -570,3 +570,24 @@ spec:
 		})
 	}
 }
+
+// TestViolationsAreInAFixedOrder: the API server's schema validator reports the violations of one
+// object in map order; Check returns them sorted by path, so a refusal reads the same on every run
+// (found by FuzzDeploymentFromYAML, whose input this is).
+func TestViolationsAreInAFixedOrder(t *testing.T) {
+	c := checker(t)
+	obj := object(t, "apiVersion: worker.gpustack.ai/v1\nkind: ModelDeployment\nspec:\n  engine: \n  roles: ")
+	_, first, err := c.Check(obj, nil)
+	require.NoError(t, err)
+	require.Greater(t, len(first), 2)
+	for range 50 {
+		_, again, err := c.Check(obj, nil)
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+	}
+	var paths []string
+	for _, v := range first {
+		paths = append(paths, v.Path)
+	}
+	assert.IsNonDecreasing(t, paths)
+}
