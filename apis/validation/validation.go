@@ -4,8 +4,10 @@
 package validation
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/big"
 	posixpath "path"
 	"slices"
@@ -349,27 +351,20 @@ func overlaps(a, b string) bool {
 func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
+	bounds := map[string]int{}
 	for _, flag := range engine.DegreeFlags(e) {
-		v, set := engine.FlagValue(e, args, flag)
-		if !set {
-			continue
-		}
-		if n, err := strconv.Atoi(v); err != nil || n < 1 {
-			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
-				"role %q passes %s %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-				role.Name, flag, v, path.Child("command"))))
-		}
+		bounds[flag] = 1
 	}
-	bounds := engine.WidthFlagBounds(e)
-	for _, flag := range slices.Sorted(maps.Keys(bounds)) {
+	maps.Copy(bounds, engine.WidthFlagBounds(e))
+	for _, flag := range append(engine.DegreeFlags(e), slices.Sorted(maps.Keys(engine.WidthFlagBounds(e)))...) {
 		v, set := engine.FlagValue(e, args, flag)
 		if !set {
 			continue
 		}
-		if n, err := strconv.Atoi(v); err != nil || n < bounds[flag] {
+		if why := unreadableDegree(v, bounds[flag]); why != "" {
 			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
-				"role %q passes %s %q, which is not a whole number of at least %d; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-				role.Name, flag, v, bounds[flag], path.Child("command"))))
+				"role %q passes %s %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+				role.Name, flag, v, why, path.Child("command"))))
 		}
 	}
 	// The spec refuses a malformed VLLM_DP_SIZE outright, even beside a --data-parallel-size that
@@ -379,10 +374,10 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			if env.Name != "VLLM_DP_SIZE" {
 				continue
 			}
-			if n, err := strconv.Atoi(env.Value); err != nil || n < 1 {
+			if why := unreadableDegree(env.Value, 1); why != "" {
 				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("value"), env.Value, fmt.Sprintf(
-					"role %q sets VLLM_DP_SIZE to %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-					role.Name, env.Value, path.Child("command"))))
+					"role %q sets VLLM_DP_SIZE to %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+					role.Name, env.Value, why, path.Child("command"))))
 			}
 		}
 	}
@@ -394,6 +389,20 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			role.Name, path.Child("command"))))
 	}
 	return errs
+}
+
+// unreadableDegree says why a degree's value is not one mdplane reads, "" when it is: a whole number
+// of at least least and at most 2147483647, the 32 bits status.roles[].parallelism reports a degree
+// in (engine.ReadParallelism reads a larger one as unreadable).
+func unreadableDegree(v string, least int) string {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		return fmt.Sprintf("which is over %d, the largest degree mdplane reads", math.MaxInt32)
+	}
+	if err != nil || n < int64(least) {
+		return fmt.Sprintf("which is not a whole number of at least %d", least)
+	}
+	return ""
 }
 
 // routerChanged: adding, removing or renaming the router moves which roles sit behind the routing

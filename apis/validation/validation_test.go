@@ -246,6 +246,20 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", args("-tp", "4"))),
 		},
 		{
+			rule:     "a parallel degree past the 32 bits status reports it in (found by FuzzParallelDegrees)",
+			refused:  deployment(nil, role("s", "", args("-tp", "3000000000"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`role "s" passes -tp "3000000000"`, "which is over 2147483647", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", args("-tp", "2147483647"))),
+		},
+		{
+			rule:     "a VLLM_DP_SIZE past the 32 bits status reports it in (found by FuzzParallelDegrees)",
+			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2147483648"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{`role "s" sets VLLM_DP_SIZE to "2147483648"`, "which is over 2147483647"},
+			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2147483647"))),
+		},
+		{
 			rule:     "a managed role refuses the multi-port external balance",
 			refused:  deployment(nil, role("s", "", args("--data-parallel-multi-port-external-lb", "-dp", "2"))),
 			path:     "spec.roles[0].extraArgs",
