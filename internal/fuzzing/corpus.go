@@ -44,7 +44,13 @@ type Corpus map[string][]byte
 // fuzzer found and were kept) are left alone.
 func (c Corpus) Check(t *testing.T, target string) {
 	t.Helper()
-	dir := filepath.Join("testdata", "fuzz", target)
+	c.CheckIn(t, ".", target)
+}
+
+// CheckIn is Check for the target of the package in dir, relative to the working directory.
+func (c Corpus) CheckIn(t *testing.T, pkg, target string) {
+	t.Helper()
+	dir := filepath.Join(pkg, "testdata", "fuzz", target)
 	write := os.Getenv(WriteSeedsEnv) != ""
 	if write {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,7 +67,7 @@ func (c Corpus) Check(t *testing.T, target string) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil || !bytes.Equal(got, data) {
-			t.Errorf("seed %s of %s is missing or stale; run `%s=1 go test -run TestSeedCorpus .` in %s", name, target, WriteSeedsEnv, mustWd())
+			t.Errorf("seed %s of %s is missing or stale; run `%s=1 go test -run TestSeedCorpus .` in %s", path, target, WriteSeedsEnv, mustWd())
 		}
 	}
 }
