@@ -595,7 +595,7 @@ func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.
 			continue
 		}
 		if port != firstPort {
-			errs = append(errs, field.Invalid(servingPortField(role, roles.Index(i)), port, fmt.Sprintf(
+			errs = append(errs, field.Invalid(servingPortField(md, role, roles.Index(i)), port, fmt.Sprintf(
 				"role %q serves on port %d and role %q on port %d, but spec.router (%s) reaches every role on one serving port; serve all roles on one port (ports[0] or --port), or remove the router",
 				role.Name, port, md.Spec.Roles[firstRole].Name, firstPort, router)))
 		}
@@ -603,13 +603,17 @@ func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.
 	return errs
 }
 
-// servingPortField is where a role's serving port comes from: its first declared port, else the
-// --port its engine reads.
-func servingPortField(role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
+// servingPortField is where a role's serving port comes from: its first declared port, the --port
+// its engine reads, else the role itself, which serves on the default port (a role with neither
+// has no field to name).
+func servingPortField(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
 	if len(role.Ports) > 0 {
 		return path.Child("ports").Index(0).Child("port")
 	}
-	return path.Child(role.EngineArgsField())
+	if _, own := engine.OwnPort(md.Spec.Engine.Name, role); own && !engine.BehindRoutingProxy(md.Spec.Router, role) {
+		return path.Child(role.EngineArgsField())
+	}
+	return path
 }
 
 // validateResources: a fabric interface count is a whole, non-negative number; one accelerator cannot
@@ -803,14 +807,27 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			cards = 1
 		}
 	}
-	argsField := path.Child(role.EngineArgsField())
 	width := engine.MemberWidth(md.Spec.Engine.Name, role.EngineArgs(), role.Env)
 	if cards == 0 || width.Cards.Cmp(big.NewInt(cards)) <= 0 {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(argsField, width.Cards.String(), fmt.Sprintf(
+	return field.ErrorList{field.Invalid(widthField(role, path), width.Cards.String(), fmt.Sprintf(
 		"role %q declares a parallel width of %s (%s) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %s in %s, declare smaller degrees, or spread one engine over hosts with the engine's --nnodes",
 		role.Name, width.Cards, width.Degrees, cards, width.Cards, path.Child("resources", "accelerator")))}
+}
+
+// widthField is where a role's width is declared: its command line, or with none its VLLM_DP_SIZE
+// (the only other term of the width), so the refusal names a field the role has.
+func widthField(role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
+	if len(role.EngineArgs()) > 0 {
+		return path.Child(role.EngineArgsField())
+	}
+	for j, env := range role.Env {
+		if env.Name == "VLLM_DP_SIZE" {
+			return path.Child("env").Index(j).Child("value")
+		}
+	}
+	return path
 }
 
 // validateTopology: requiredLevel names a node label key; the host level is implicit.

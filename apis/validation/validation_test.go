@@ -325,6 +325,13 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", cards("4"), args("-tp", "4", "--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)"), env("VLLM_DP_SIZE", "2"))),
 		},
 		{
+			rule:     "a width from VLLM_DP_SIZE alone names the variable: the role has no command line (a refusal naming no field of the input, the property FuzzDeploymentFromYAML checks)",
+			refused:  deployment(nil, role("s", "", cards("2"), env("VLLM_DP_SIZE", "4"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{"parallel width of 4", "data-parallel 4 (VLLM_DP_SIZE)", "over its 2 accelerator(s) per Pod"},
+			admitted: deployment(nil, role("s", "", cards("4"), env("VLLM_DP_SIZE", "4"))),
+		},
+		{
 			rule:     "the width counts prefill context parallelism; decode context parallelism reuses the tensor ranks",
 			refused:  deployment(nil, role("s", "", cards("2"), args("-tp", "2", "-pcp", "2"))),
 			path:     "spec.roles[0].extraArgs",
@@ -525,6 +532,13 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[1].extraArgs",
 			parts:    []string{`role "b" serves on port 9000`},
 			admitted: deployment(nil, role("a", ""), role("b", "", args("--port", "9000"))),
+		},
+		{
+			rule:     "routed roles on different serving ports, the one on the default port named by itself: it has no port field (found by FuzzUpdateRules)",
+			refused:  deployment(llmd, role("a", "", args("--port", "9000")), role("b", "")),
+			path:     "spec.roles[1]",
+			parts:    []string{`role "b" serves on port 8000 and role "a" on port 9000`},
+			admitted: deployment(llmd, role("a", "", args("--port", "8000")), role("b", "")),
 		},
 		{
 			rule: "a routed role serving on UDP",
