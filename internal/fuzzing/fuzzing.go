@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -436,4 +438,101 @@ func mustYAML(v any) []byte {
 		panic(err) // an object decoded from YAML marshals back
 	}
 	return b
+}
+
+// Set writes value at a field path (spec.roles[0].extraArgs[2], metadata.labels[a/b]) in obj,
+// creating the maps on the way; an index one past a list's end appends. It reports whether the path
+// could be followed: not through a scalar, not past a list's end, not an empty or malformed path.
+func Set(obj map[string]any, path string, value any) bool {
+	steps, ok := parsePath(path)
+	if !ok {
+		return false
+	}
+	var set func(node any, steps []step) (any, bool)
+	set = func(node any, steps []step) (any, bool) {
+		if len(steps) == 0 {
+			return value, true
+		}
+		s := steps[0]
+		if s.index < 0 {
+			m, isMap := node.(map[string]any)
+			if node == nil {
+				m, isMap = map[string]any{}, true
+			}
+			if !isMap {
+				return nil, false
+			}
+			v, ok := set(m[s.key], steps[1:])
+			if ok {
+				m[s.key] = v
+			}
+			return m, ok
+		}
+		l, isList := node.([]any)
+		if node == nil {
+			isList = true
+		}
+		if !isList || s.index > len(l) {
+			return nil, false
+		}
+		if s.index == len(l) {
+			l = append(l, nil)
+		}
+		v, ok := set(l[s.index], steps[1:])
+		if ok {
+			l[s.index] = v
+		}
+		return l, ok
+	}
+	_, ok = set(obj, steps)
+	return ok
+}
+
+// step is one step of a field path: a map key, or a list index (index ≥ 0).
+type step struct {
+	key   string
+	index int
+}
+
+// parsePath splits a field path into its steps: dotted keys, [n] indexes, [key] keys.
+func parsePath(path string) ([]step, bool) {
+	var out []step
+	for path != "" {
+		switch {
+		case strings.HasPrefix(path, "["):
+			end := strings.Index(path, "]")
+			if end < 0 {
+				return nil, false
+			}
+			inner := path[1:end]
+			if n, err := strconv.Atoi(inner); err == nil && n >= 0 && n < 1<<16 {
+				out = append(out, step{index: n})
+			} else {
+				out = append(out, step{key: inner, index: -1})
+			}
+			path = strings.TrimPrefix(path[end+1:], ".")
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			if end == 0 {
+				return nil, false
+			}
+			out = append(out, step{key: path[:end], index: -1})
+			path = strings.TrimPrefix(path[end:], ".")
+		}
+	}
+	return out, len(out) > 0
+}
+
+// DecodeValue reads a fuzzed value as YAML the way a manifest's values are read (whole numbers as
+// int64); what is not YAML is the string itself.
+func DecodeValue(data []byte) any {
+	raw, err := yaml.YAMLToJSON(data)
+	var v any
+	if err != nil || utiljson.Unmarshal(raw, &v) != nil {
+		return string(data)
+	}
+	return v
 }

@@ -38,6 +38,9 @@ func TestPathExists(t *testing.T) {
 	} {
 		assert.Equal(t, want, fuzzing.PathExists(obj, path), path)
 	}
+	assert.True(t, fuzzing.NamesAField(fuzzing.Refusal{Schema: true}, obj), "the schema's note about the whole object")
+	assert.False(t, fuzzing.NamesAField(fuzzing.Refusal{}, obj), "a webhook refusal names a field")
+	assert.True(t, fuzzing.NamesAField(fuzzing.Refusal{Path: "kind", Required: true}, obj), "a top-level field's parent is the object")
 	required := fuzzing.Refusal{Path: "spec.roles[0].instanceType", Required: true}
 	assert.True(t, fuzzing.NamesAField(required, obj), "a missing required field names its parent")
 	required.Required = false
@@ -72,4 +75,40 @@ func TestJudgeAgreesWithAdmission(t *testing.T) {
 			assert.Equal(t, theirs, mine)
 		})
 	}
+}
+
+func TestSet(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{"spec": map[string]any{"roles": []any{map[string]any{"name": "r", "extraArgs": []any{"-tp", "2"}}}}}
+	}
+	for _, tc := range []struct {
+		path  string
+		value any
+		ok    bool
+	}{
+		{"spec.roles[0].replicas", int64(3), true},
+		{"spec.roles[0].extraArgs[1]", "4", true},
+		{"spec.roles[0].extraArgs[2]", "--x", true},
+		{"spec.roles[1]", map[string]any{"name": "s"}, true},
+		{"metadata.labels[a.b/c]", "v", true},
+		{"spec.kvCache.poolRef.name", "p", true},
+		{"spec.roles[2]", "x", false},
+		{"spec.roles[0].name.x", "x", false},
+		{"spec.roles.x", "x", false},
+		{"", "x", false},
+		{"spec..x", "x", false},
+		{"spec[", "x", false},
+	} {
+		obj := base()
+		ok := fuzzing.Set(obj, tc.path, tc.value)
+		assert.Equal(t, tc.ok, ok, tc.path)
+		if ok {
+			assert.True(t, fuzzing.PathExists(obj, tc.path), tc.path)
+		} else {
+			assert.Equal(t, base(), obj, "a path that cannot be followed changes nothing: %s", tc.path)
+		}
+	}
+	assert.Equal(t, int64(3), fuzzing.DecodeValue([]byte("3")))
+	assert.Equal(t, map[string]any{"name": "x"}, fuzzing.DecodeValue([]byte("{name: x}")))
+	assert.Equal(t, "a: b: c", fuzzing.DecodeValue([]byte("a: b: c")))
 }
