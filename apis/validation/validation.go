@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -90,6 +91,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateKinds(md, roles)...)
+	errs = append(errs, validateModelName(md, old)...)
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
 	errs = append(errs, validateRoutedPorts(md, roles)...)
@@ -145,6 +147,24 @@ func withDefaults(md *workerv1.ModelDeployment) *workerv1.ModelDeployment {
 		out.Spec.Roles[i] = r.WithDefaults()
 	}
 	return &out
+}
+
+// validateModelName: the model name reaches documents mdplane writes as YAML (llm-d-router's
+// EndpointPickerConfig names it), which cannot carry a control character, so a name with one would
+// fail the render; no hub spells a model so. A stored name is judged again only when an edit
+// changes it.
+func validateModelName(md, old *workerv1.ModelDeployment) field.ErrorList {
+	name := md.Spec.Model.Name
+	if old != nil && old.Spec.Model.Name == name {
+		return nil
+	}
+	for i, r := range name {
+		if !unicode.IsPrint(r) {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "model", "name"), name, fmt.Sprintf(
+				"the model name holds %U at byte %d, which is not a printable character; name the model as its hub spells it", r, i))}
+		}
+	}
+	return nil
 }
 
 // validateKinds: a server serves whole requests by itself, and only servers may come in several.

@@ -239,6 +239,13 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("p", workerv1.RoleKindPrefill, args("--port", "8998")), role("d", workerv1.RoleKindDecode)),
 		},
 		{
+			rule:     "a model name with a control character, which the router's YAML documents cannot carry (found by FuzzEPP)",
+			refused:  deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "Qwen/Qwen3-8B\x7f" }, role("s", "")),
+			path:     "spec.model.name",
+			parts:    []string{"U+007F at byte 13", "not a printable character"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "Qwen/Qwen3 8B · Instruct" }, role("s", "")),
+		},
+		{
 			rule:     "a parallel degree that cannot be read",
 			refused:  deployment(nil, role("s", "", args("-tp", "four"))),
 			path:     "spec.roles[0].extraArgs",
@@ -815,6 +822,15 @@ func TestExemptions(t *testing.T) {
 		managed := takeOver.DeepCopy()
 		managed.Spec.Roles[0].Command = nil
 		refused(t, validation.ValidateUpdate(managed, takeOver, validation.Cluster{}), "spec.roles[0].kind", "no rendering term for kind Encode")
+	})
+	t.Run("a stored model name is judged again only when an edit changes it", func(t *testing.T) {
+		stored := deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "m\u0085" }, role("s", ""))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		renamed := stored.DeepCopy()
+		renamed.Spec.Model.Name = "m\u0086"
+		refused(t, validation.ValidateUpdate(renamed, stored, validation.Cluster{}), "spec.model.name", "U+0086")
 	})
 	t.Run("a stored --port is judged only when an edit changes the ports or arguments", func(t *testing.T) {
 		stored := deployment(nil, role("s", "", ports(8080), args("--port", "9000")))
