@@ -2,6 +2,7 @@ package renderroles
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,12 +12,17 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	"github.com/mdplane/mdplane/internal/fuzzing"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -135,7 +141,78 @@ func renderAll(w *fuzzing.World, md *workerv1.ModelDeployment) (*rendered, error
 	if out.bytes, err = json.Marshal(objs); err != nil {
 		return nil, err
 	}
+	// What the step composes, as writeDeployment writes it: the ModelRoles and Services.
+	composed := map[resource.Name]*resource.DesiredComposed{}
+	if err := composeRoles(composed, o, p); err != nil {
+		return nil, err
+	}
+	first := md.Spec.Roles[0].Name
+	if composed[deploymentServiceResource], err = xfn.Composed(RenderRoleService(md.Namespace, md.Name, md.Name, first, p.rendered[0], false), false); err != nil {
+		return nil, err
+	}
+	rsp := &fnv1.RunFunctionResponse{}
+	if err := response.SetDesiredComposedResources(rsp, composed); err != nil {
+		return nil, err
+	}
+	amended, err := runKVCache(w, md, rsp.GetDesired())
+	if err != nil {
+		return nil, fmt.Errorf("step kv-cache: %w", err)
+	}
+	out.bytes = append(out.bytes, amended...)
 	return out, nil
+}
+
+// runKVCache runs the kv-cache step, the Composition's next, on what the render-roles step composed,
+// as Crossplane calls it: the deployment observed, the ModelRoles and Services desired, called again
+// until its requirements settle, each answered by name from the world. It returns the desired state
+// it writes, marshalled; a fatal result is an error.
+func runKVCache(w *fuzzing.World, md *workerv1.ModelDeployment, desired *fnv1.State) ([]byte, error) {
+	xr, err := structOf(md)
+	if err != nil {
+		return nil, err
+	}
+	req := &fnv1.RunFunctionRequest{Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: xr}}, Desired: desired,
+		RequiredResources: map[string]*fnv1.Resources{}}
+	fn := &kvcache.Function{}
+	for range 5 {
+		rsp, err := fn.RunFunction(context.Background(), req)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rsp.GetResults() {
+			if r.GetSeverity() == fnv1.Severity_SEVERITY_FATAL {
+				return nil, errors.New(r.GetMessage())
+			}
+		}
+		settled := true
+		for key, sel := range rsp.GetRequirements().GetResources() {
+			if _, answered := req.RequiredResources[key]; answered {
+				continue
+			}
+			settled = false
+			if req.RequiredResources[key], err = fetchByName(w, sel); err != nil {
+				return nil, err
+			}
+		}
+		if settled {
+			return proto.MarshalOptions{Deterministic: true}.Marshal(rsp.GetDesired())
+		}
+	}
+	return nil, errors.New("the kv-cache step's requirements do not settle")
+}
+
+// structOf is an API object as a function request carries it.
+func structOf(obj runtime.Object) (*structpb.Struct, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	s := &structpb.Struct{}
+	return s, protojson.Unmarshal(b, s)
 }
 
 // resolveInputs runs the deployment step's readDeploymentInputs until its requirements settle, as
