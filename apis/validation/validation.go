@@ -412,7 +412,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 }
 
 // unreadableDegree says why a degree's value is not one mdplane reads, "" when it is: a whole number
-// of at least least and at most 2147483647, the 32 bits status.roles[].parallelism reports a degree
+// from the flag's lower bound to 2147483647, the 32 bits status.roles[].parallelism reports a degree
 // in (engine.ReadParallelism reads a larger one as unreadable).
 func unreadableDegree(v string, least int) string {
 	n, err := strconv.ParseInt(v, 10, 32)
