@@ -20,6 +20,7 @@ import (
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
@@ -197,6 +198,11 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 		return nil, nil, fmt.Errorf("no schema for %s", obj.GroupVersionKind())
 	}
 	ctx := context.Background()
+	// The API server reads metadata before any validation and refuses the request when it is not an
+	// object ("invalid metadata: expected object"); a malformed field inside it is dropped.
+	if _, _, _, err := objectmeta.GetObjectMetaWithOptions(obj.Object, objectmeta.ObjectMetaOptions{DropMalformedFields: true}); err != nil {
+		return obj.DeepCopy(), []Violation{{Path: "metadata", Reason: err.Error()}}, nil
+	}
 	stored := k.admit(obj)
 	unknown := pruning.PruneWithOptions(stored.Object, k.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	sort.Strings(unknown)

@@ -591,3 +591,20 @@ func TestViolationsAreInAFixedOrder(t *testing.T) {
 	}
 	assert.IsNonDecreasing(t, paths)
 }
+
+// TestMetadataThatIsNotAnObject: the API server refuses an object whose metadata is not an object
+// before validating anything, so the one violation names metadata, a field the object has (found by
+// FuzzUpdateRules: an update setting metadata to 0 was refused at metadata.resourceVersion).
+func TestMetadataThatIsNotAnObject(t *testing.T) {
+	c := checker(t)
+	stored := object(t, deployment("  roles:\n"+role("server")))
+	edited := stored.DeepCopy()
+	edited.Object["metadata"] = int64(0)
+	for name, old := range map[string]*unstructured.Unstructured{"create": nil, "update": stored} {
+		_, violations, err := c.Check(edited, old)
+		require.NoError(t, err, name)
+		require.Len(t, violations, 1, name)
+		assert.Equal(t, "metadata", violations[0].Path, name)
+		assert.Contains(t, violations[0].Reason, "expected object", name)
+	}
+}
