@@ -199,9 +199,14 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 	}
 	ctx := context.Background()
 	// The API server reads metadata before any validation and refuses the request when it is not an
-	// object ("invalid metadata: expected object"); a malformed field inside it is dropped.
+	// object ("invalid metadata: expected object"); a malformed field inside it is dropped, and a
+	// null one reads as empty.
 	if _, _, _, err := objectmeta.GetObjectMetaWithOptions(obj.Object, objectmeta.ObjectMetaOptions{DropMalformedFields: true}); err != nil {
 		return obj.DeepCopy(), []Violation{{Path: "metadata", Reason: err.Error()}}, nil
+	}
+	if m, found := obj.Object["metadata"]; found && m == nil {
+		obj = obj.DeepCopy()
+		obj.Object["metadata"] = map[string]any{}
 	}
 	stored := k.admit(obj)
 	unknown := pruning.PruneWithOptions(stored.Object, k.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})

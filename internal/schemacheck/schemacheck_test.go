@@ -607,4 +607,14 @@ func TestMetadataThatIsNotAnObject(t *testing.T) {
 		assert.Equal(t, "metadata", violations[0].Path, name)
 		assert.Contains(t, violations[0].Reason, "expected object", name)
 	}
+	// A null metadata reads as empty: an update is refused for the stored name it changes, and its
+	// resourceVersion is the stored one's, as for an apply (found by FuzzUpdateRules: it was refused
+	// at metadata.resourceVersion).
+	edited.Object["metadata"] = nil
+	_, violations, err := c.Check(edited, stored)
+	require.NoError(t, err)
+	for _, v := range violations {
+		assert.NotEqual(t, "metadata.resourceVersion", v.Path)
+	}
+	assertViolation(t, violations, "metadata.name", "field is immutable")
 }
