@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -199,14 +200,9 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 	}
 	ctx := context.Background()
 	// The API server reads metadata before any validation and refuses the request when it is not an
-	// object ("invalid metadata: expected object"); a malformed field inside it is dropped, and a
-	// null one reads as empty.
-	if _, _, _, err := objectmeta.GetObjectMetaWithOptions(obj.Object, objectmeta.ObjectMetaOptions{DropMalformedFields: true}); err != nil {
+	// object ("invalid metadata: expected object").
+	if err := coerceMetadata(obj.DeepCopy().Object); err != nil {
 		return obj.DeepCopy(), []Violation{{Path: "metadata", Reason: err.Error()}}, nil
-	}
-	if m, found := obj.Object["metadata"]; found && m == nil {
-		obj = obj.DeepCopy()
-		obj.Object["metadata"] = map[string]any{}
 	}
 	stored := k.admit(obj)
 	unknown := pruning.PruneWithOptions(stored.Object, k.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
@@ -268,14 +264,45 @@ func (c *Checker) Default(obj *unstructured.Unstructured) *unstructured.Unstruct
 	return out
 }
 
-// admit copies obj the way a client submits it: a namespaced object without a namespace lands in
-// the client's namespace, which offline is "default".
+// admit copies obj the way a client submits it and the API server decodes it: its metadata read as
+// coerceMetadata reads it, and a namespaced object without a namespace in the client's namespace,
+// which offline is "default".
 func (k *kind) admit(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := obj.DeepCopy()
+	_ = coerceMetadata(out.Object) // metadata that is not an object is Check's refusal
 	if k.namespaced && out.GetNamespace() == "" {
 		out.SetNamespace("default")
 	}
 	return out
+}
+
+// coerceMetadata reads obj's metadata as the API server decodes a custom resource's: a null one is
+// empty, a field of the wrong type (finalizers: 0) is dropped, and one that is not an object is an
+// error. Well-formed metadata is left exactly as written.
+func coerceMetadata(obj map[string]any) error {
+	m, found := obj["metadata"]
+	if !found {
+		return nil
+	}
+	if m == nil {
+		obj["metadata"] = map[string]any{}
+		return nil
+	}
+	raw, err := utiljson.Marshal(m)
+	if err == nil && utiljson.Unmarshal(raw, &metav1.ObjectMeta{}) == nil {
+		return nil
+	}
+	meta, _, _, err := objectmeta.GetObjectMetaWithOptions(obj, objectmeta.ObjectMetaOptions{DropMalformedFields: true})
+	if err != nil {
+		return err
+	}
+	if err := objectmeta.SetObjectMeta(obj, meta); err != nil {
+		return err
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
+		delete(md, "creationTimestamp") // the zero time, which no client wrote
+	}
+	return nil
 }
 
 // Document is one object read from a manifest file.

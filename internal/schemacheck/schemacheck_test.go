@@ -618,3 +618,21 @@ func TestMetadataThatIsNotAnObject(t *testing.T) {
 	}
 	assertViolation(t, violations, "metadata.name", "field is immutable")
 }
+
+// TestMalformedMetadataFieldsAreDropped: the API server decodes a custom resource's metadata as
+// ObjectMeta and drops a field of the wrong type, so the object is admitted without it, and the
+// stored object the webhook reads decodes (found by FuzzUpdateRules: finalizers: 0 was admitted by
+// the schema and then failed mdplane render with "cannot restore slice from int64").
+func TestMalformedMetadataFieldsAreDropped(t *testing.T) {
+	c := checker(t)
+	obj := object(t, deployment("  roles:\n"+role("server")))
+	obj.Object["metadata"].(map[string]any)["finalizers"] = int64(0)
+	stored, violations, err := c.Check(obj, nil)
+	require.NoError(t, err)
+	assert.Empty(t, violations)
+	assert.NotContains(t, stored.Object["metadata"], "finalizers")
+	assert.NotContains(t, c.Default(obj).Object["metadata"], "finalizers")
+	assert.Equal(t, "qwen-chat", c.Default(obj).GetName(), "the well-formed fields are kept")
+	wellFormed := object(t, deployment("  roles:\n"+role("server")))
+	assert.Equal(t, wellFormed.Object["metadata"], c.Default(wellFormed).Object["metadata"], "well-formed metadata is left as written")
+}
