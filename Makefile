@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render test test-unit test-e2e bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down
+.PHONY: all help render test test-unit test-e2e fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down
 
 all: build
 
@@ -22,19 +22,47 @@ help:
 render:
 	@$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mdplane render -f examples
 
-## test: formatting, vet, lint, and every test (unit, golden, schema, generated-output drift), then the
-## test module: the render compared with Crossplane's own engine, and the e2e suite against a real
-## control plane (the first run on a machine builds its programs into ~/.cache/mdplane; later runs
-## reuse them).
+## test: formatting, vet, lint, and every test (unit, golden, schema, generated-output drift, the
+## fuzz targets' seed corpora), a short fuzz pass (FUZZTIME_CI per target), then the test module: the
+## render compared with Crossplane's own engine, and the e2e suite against a real control plane (the
+## first run on a machine builds its programs into ~/.cache/mdplane; later runs reuse them).
 test: fmt-check vet lint
 	$(GO) build ./...
 	$(GO) test ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m ./...
 
 ## test-unit: the fast tier: every unit, golden and schema test of the main module, without the
 ## package builds (go test -short).
 test-unit:
 	$(GO) test -short ./...
+
+# Every fuzz target, as <package>:<target>, run in this order; TestFuzzTargetsAreListed holds the list
+# to every func Fuzz in the repository (docs/reliability.md, "Fuzzing").
+FUZZ_TARGETS := \
+	./apis/engine:FuzzOwnedArg \
+	./apis/engine:FuzzParallelDegrees \
+	./apis/validation:FuzzValidateAndRender \
+	./apis/validation:FuzzUpdateRules \
+	./functions/render-roles:FuzzDeploymentFromYAML \
+	./functions/render-roles:FuzzPodSpecHash \
+	./functions/kv-cache:FuzzConnector \
+	./functions/kv-cache/routers/llmd:FuzzEPP
+FUZZTIME ?= 1m
+# make test's short pass: long enough to start each target's fuzzer and mutate its corpus a while.
+FUZZTIME_CI ?= 3s
+# Fuzzing workers per target (go test -parallel).
+FUZZ_PARALLEL ?= 1
+
+## fuzz: every fuzz target in turn, FUZZTIME each (default 1m; FUZZTIME=30s, or 100000x for a count
+## of inputs); one target: make fuzz FUZZ_TARGETS=./apis/engine:FuzzOwnedArg. A failing input is
+## written to the package's testdata/fuzz/<target>/; plain go test replays the corpora.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "== $$name ($$pkg), $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) $$pkg; \
+	done
 
 ## lint: golangci-lint (.golangci.yml) over both modules; the pinned version is built once into
 ## $(MDPLANE_CACHE)/bin.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,10 +101,15 @@ func ReadParallelism(e workerv1.Engine, role workerv1.ModelDeploymentRole) worke
 	}
 	if e == workerv1.EngineVLLM {
 		declare(degreeFlags[e].dp, &p.Declared.DataParallel, 1)
-		// VLLM_DP_SIZE supplies the degree only where the command line does not drive data parallelism.
+		// VLLM_DP_SIZE supplies the degree only where the command line does not drive data parallelism;
+		// one past the status's 32 bits is unreadable, as a flag's is, not wrapped.
 		cliDrives := ptrValue(p.Declared.DataParallel) > 1 || p.Declared.DataParallelLocal != nil && *p.Declared.DataParallelLocal == 0
 		if dp, ok := envDegree(role.Env, "VLLM_DP_SIZE"); ok && !cliDrives {
-			p.Declared.DataParallel = ptrInt32(int32(dp))
+			if dp > math.MaxInt32 {
+				unreadable = append(unreadable, fmt.Sprintf("VLLM_DP_SIZE %d", dp))
+			} else {
+				p.Declared.DataParallel = ptrInt32(int32(dp))
+			}
 		}
 	}
 	for _, m := range modeFlags[e] {

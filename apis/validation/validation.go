@@ -4,14 +4,17 @@
 package validation
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/big"
 	posixpath "path"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -88,6 +91,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateKinds(md, roles)...)
+	errs = append(errs, validateModelName(md, old)...)
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
 	errs = append(errs, validateRoutedPorts(md, roles)...)
@@ -143,6 +147,24 @@ func withDefaults(md *workerv1.ModelDeployment) *workerv1.ModelDeployment {
 		out.Spec.Roles[i] = r.WithDefaults()
 	}
 	return &out
+}
+
+// validateModelName: the model name reaches documents mdplane writes as YAML (llm-d-router's
+// EndpointPickerConfig names it), which cannot carry a control character, so a name with one would
+// fail the render; no hub spells a model so. A stored name is judged again only when an edit
+// changes it.
+func validateModelName(md, old *workerv1.ModelDeployment) field.ErrorList {
+	name := md.Spec.Model.Name
+	if old != nil && old.Spec.Model.Name == name {
+		return nil
+	}
+	for i, r := range name {
+		if !unicode.IsPrint(r) {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "model", "name"), name, fmt.Sprintf(
+				"the model name holds %U at byte %d, which is not a printable character; name the model as its hub spells it", r, i))}
+		}
+	}
+	return nil
 }
 
 // validateKinds: a server serves whole requests by itself, and only servers may come in several.
@@ -349,27 +371,20 @@ func overlaps(a, b string) bool {
 func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	argsField, args := path.Child(role.EngineArgsField()), role.EngineArgs()
+	bounds := map[string]int{}
 	for _, flag := range engine.DegreeFlags(e) {
-		v, set := engine.FlagValue(e, args, flag)
-		if !set {
-			continue
-		}
-		if n, err := strconv.Atoi(v); err != nil || n < 1 {
-			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
-				"role %q passes %s %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-				role.Name, flag, v, path.Child("command"))))
-		}
+		bounds[flag] = 1
 	}
-	bounds := engine.WidthFlagBounds(e)
-	for _, flag := range slices.Sorted(maps.Keys(bounds)) {
+	maps.Copy(bounds, engine.WidthFlagBounds(e))
+	for _, flag := range append(engine.DegreeFlags(e), slices.Sorted(maps.Keys(engine.WidthFlagBounds(e)))...) {
 		v, set := engine.FlagValue(e, args, flag)
 		if !set {
 			continue
 		}
-		if n, err := strconv.Atoi(v); err != nil || n < bounds[flag] {
+		if why := unreadableDegree(v, bounds[flag]); why != "" {
 			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
-				"role %q passes %s %q, which is not a whole number of at least %d; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-				role.Name, flag, v, bounds[flag], path.Child("command"))))
+				"role %q passes %s %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+				role.Name, flag, v, why, path.Child("command"))))
 		}
 	}
 	// The spec refuses a malformed VLLM_DP_SIZE outright, even beside a --data-parallel-size that
@@ -379,10 +394,10 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			if env.Name != "VLLM_DP_SIZE" {
 				continue
 			}
-			if n, err := strconv.Atoi(env.Value); err != nil || n < 1 {
+			if why := unreadableDegree(env.Value, 1); why != "" {
 				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("value"), env.Value, fmt.Sprintf(
-					"role %q sets VLLM_DP_SIZE to %q, which is not a whole number of at least 1; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-					role.Name, env.Value, path.Child("command"))))
+					"role %q sets VLLM_DP_SIZE to %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
+					role.Name, env.Value, why, path.Child("command"))))
 			}
 		}
 	}
@@ -394,6 +409,20 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			role.Name, path.Child("command"))))
 	}
 	return errs
+}
+
+// unreadableDegree says why a degree's value is not one mdplane reads, "" when it is: a whole number
+// from the flag's lower bound to 2147483647, the 32 bits status.roles[].parallelism reports a degree
+// in (engine.ReadParallelism reads a larger one as unreadable).
+func unreadableDegree(v string, least int) string {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		return fmt.Sprintf("which is over %d, the largest degree mdplane reads", math.MaxInt32)
+	}
+	if err != nil || n < int64(least) {
+		return fmt.Sprintf("which is not a whole number of at least %d", least)
+	}
+	return ""
 }
 
 // routerChanged: adding, removing or renaming the router moves which roles sit behind the routing
@@ -586,7 +615,7 @@ func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.
 			continue
 		}
 		if port != firstPort {
-			errs = append(errs, field.Invalid(servingPortField(role, roles.Index(i)), port, fmt.Sprintf(
+			errs = append(errs, field.Invalid(servingPortField(md, role, roles.Index(i)), port, fmt.Sprintf(
 				"role %q serves on port %d and role %q on port %d, but spec.router (%s) reaches every role on one serving port; serve all roles on one port (ports[0] or --port), or remove the router",
 				role.Name, port, md.Spec.Roles[firstRole].Name, firstPort, router)))
 		}
@@ -594,13 +623,17 @@ func validateRoutedPorts(md *workerv1.ModelDeployment, roles *field.Path) field.
 	return errs
 }
 
-// servingPortField is where a role's serving port comes from: its first declared port, else the
-// --port its engine reads.
-func servingPortField(role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
+// servingPortField is where a role's serving port comes from: its first declared port, the --port
+// its engine reads, else the role itself, which serves on the default port (a role with neither
+// has no field to name).
+func servingPortField(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
 	if len(role.Ports) > 0 {
 		return path.Child("ports").Index(0).Child("port")
 	}
-	return path.Child(role.EngineArgsField())
+	if _, own := engine.OwnPort(md.Spec.Engine.Name, role); own && !engine.BehindRoutingProxy(md.Spec.Router, role) {
+		return path.Child(role.EngineArgsField())
+	}
+	return path
 }
 
 // validateResources: a fabric interface count is a whole, non-negative number; one accelerator cannot
@@ -794,14 +827,27 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 			cards = 1
 		}
 	}
-	argsField := path.Child(role.EngineArgsField())
 	width := engine.MemberWidth(md.Spec.Engine.Name, role.EngineArgs(), role.Env)
 	if cards == 0 || width.Cards.Cmp(big.NewInt(cards)) <= 0 {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(argsField, width.Cards.String(), fmt.Sprintf(
+	return field.ErrorList{field.Invalid(widthField(role, path), width.Cards.String(), fmt.Sprintf(
 		"role %q declares a parallel width of %s (%s) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %s in %s, declare smaller degrees, or spread one engine over hosts with the engine's --nnodes",
 		role.Name, width.Cards, width.Degrees, cards, width.Cards, path.Child("resources", "accelerator")))}
+}
+
+// widthField is where a role's width is declared: its command line, or with none its VLLM_DP_SIZE
+// (the only other term of the width), so the refusal names a field the role has.
+func widthField(role workerv1.ModelDeploymentRole, path *field.Path) *field.Path {
+	if len(role.EngineArgs()) > 0 {
+		return path.Child(role.EngineArgsField())
+	}
+	for j, env := range role.Env {
+		if env.Name == "VLLM_DP_SIZE" {
+			return path.Child("env").Index(j).Child("value")
+		}
+	}
+	return path
 }
 
 // validateTopology: requiredLevel names a node label key; the host level is implicit.

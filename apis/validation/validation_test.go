@@ -239,11 +239,32 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("p", workerv1.RoleKindPrefill, args("--port", "8998")), role("d", workerv1.RoleKindDecode)),
 		},
 		{
+			rule:     "a model name with a control character, which the router's YAML documents cannot carry (found by FuzzEPP)",
+			refused:  deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "Qwen/Qwen3-8B\x7f" }, role("s", "")),
+			path:     "spec.model.name",
+			parts:    []string{"U+007F at byte 13", "not a printable character"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "Qwen/Qwen3 8B · Instruct" }, role("s", "")),
+		},
+		{
 			rule:     "a parallel degree that cannot be read",
 			refused:  deployment(nil, role("s", "", args("-tp", "four"))),
 			path:     "spec.roles[0].extraArgs",
 			parts:    []string{`role "s" passes -tp "four"`, "spec.roles[0].command"},
 			admitted: deployment(nil, role("s", "", args("-tp", "4"))),
+		},
+		{
+			rule:     "a parallel degree past the 32 bits status reports it in (found by FuzzParallelDegrees)",
+			refused:  deployment(nil, role("s", "", args("-tp", "3000000000"))),
+			path:     "spec.roles[0].extraArgs",
+			parts:    []string{`role "s" passes -tp "3000000000"`, "which is over 2147483647", "spec.roles[0].command"},
+			admitted: deployment(nil, role("s", "", args("-tp", "2147483647"))),
+		},
+		{
+			rule:     "a VLLM_DP_SIZE past the 32 bits status reports it in (found by FuzzParallelDegrees)",
+			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2147483648"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{`role "s" sets VLLM_DP_SIZE to "2147483648"`, "which is over 2147483647"},
+			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2147483647"))),
 		},
 		{
 			rule:     "a managed role refuses the multi-port external balance",
@@ -309,6 +330,13 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[0].extraArgs",
 			parts:    []string{"parallel width of 8", "data-parallel 2 (VLLM_DP_SIZE)"},
 			admitted: deployment(nil, role("s", "", cards("4"), args("-tp", "4", "--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)"), env("VLLM_DP_SIZE", "2"))),
+		},
+		{
+			rule:     "a width from VLLM_DP_SIZE alone names the variable: the role has no command line (a refusal naming no field of the input, the property FuzzDeploymentFromYAML checks)",
+			refused:  deployment(nil, role("s", "", cards("2"), env("VLLM_DP_SIZE", "4"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{"parallel width of 4", "data-parallel 4 (VLLM_DP_SIZE)", "over its 2 accelerator(s) per Pod"},
+			admitted: deployment(nil, role("s", "", cards("4"), env("VLLM_DP_SIZE", "4"))),
 		},
 		{
 			rule:     "the width counts prefill context parallelism; decode context parallelism reuses the tensor ranks",
@@ -511,6 +539,13 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[1].extraArgs",
 			parts:    []string{`role "b" serves on port 9000`},
 			admitted: deployment(nil, role("a", ""), role("b", "", args("--port", "9000"))),
+		},
+		{
+			rule:     "routed roles on different serving ports, the one on the default port named by itself: it has no port field (found by FuzzUpdateRules)",
+			refused:  deployment(llmd, role("a", "", args("--port", "9000")), role("b", "")),
+			path:     "spec.roles[1]",
+			parts:    []string{`role "b" serves on port 8000 and role "a" on port 9000`},
+			admitted: deployment(llmd, role("a", "", args("--port", "8000")), role("b", "")),
 		},
 		{
 			rule: "a routed role serving on UDP",
@@ -787,6 +822,15 @@ func TestExemptions(t *testing.T) {
 		managed := takeOver.DeepCopy()
 		managed.Spec.Roles[0].Command = nil
 		refused(t, validation.ValidateUpdate(managed, takeOver, validation.Cluster{}), "spec.roles[0].kind", "no rendering term for kind Encode")
+	})
+	t.Run("a stored model name is judged again only when an edit changes it", func(t *testing.T) {
+		stored := deployment(func(md *workerv1.ModelDeployment) { md.Spec.Model.Name = "m\u0085" }, role("s", ""))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		renamed := stored.DeepCopy()
+		renamed.Spec.Model.Name = "m\u0086"
+		refused(t, validation.ValidateUpdate(renamed, stored, validation.Cluster{}), "spec.model.name", "U+0086")
 	})
 	t.Run("a stored --port is judged only when an edit changes the ports or arguments", func(t *testing.T) {
 		stored := deployment(nil, role("s", "", ports(8080), args("--port", "9000")))

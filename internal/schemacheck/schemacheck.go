@@ -20,9 +20,11 @@ import (
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -190,13 +192,18 @@ func (v Violation) String() string {
 
 // Check judges obj as a create would, or as an update of old when old is not nil. It returns the
 // object as it would be stored (pruned and defaulted) and every violation: first the unknown fields
-// that strict field validation refuses, then what the API server's validation reports.
+// that strict field validation refuses, then what the API server's validation reports, by path.
 func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unstructured, []Violation, error) {
 	k, ok := c.kinds[obj.GroupVersionKind()]
 	if !ok {
 		return nil, nil, fmt.Errorf("no schema for %s", obj.GroupVersionKind())
 	}
 	ctx := context.Background()
+	// The API server reads metadata before any validation and refuses the request when it is not an
+	// object ("invalid metadata: expected object").
+	if err := coerceMetadata(obj.DeepCopy().Object); err != nil {
+		return obj.DeepCopy(), []Violation{{Path: "metadata", Reason: err.Error()}}, nil
+	}
 	stored := k.admit(obj)
 	unknown := pruning.PruneWithOptions(stored.Object, k.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	sort.Strings(unknown)
@@ -224,14 +231,24 @@ func (c *Checker) Check(obj, old *unstructured.Unstructured) (*unstructured.Unst
 		k.strategy.PrepareForUpdate(ctx, stored, oldStored)
 		errs = k.strategy.ValidateUpdate(ctx, stored, oldStored)
 	}
+	validated := make([]Violation, 0, len(errs))
 	for _, e := range errs {
 		p := e.Field
 		if p == "<nil>" { // an error about the whole object
 			p = ""
 		}
-		violations = append(violations, Violation{Path: p, Reason: e.ErrorBody()})
+		validated = append(validated, Violation{Path: p, Reason: e.ErrorBody()})
 	}
-	return stored, violations, nil
+	// The API server's schema validator walks an object's properties in map order, so two
+	// violations come back in either order from one call to the next; a refusal printed twice
+	// reads the same when they are sorted.
+	sort.SliceStable(validated, func(i, j int) bool {
+		if validated[i].Path != validated[j].Path {
+			return validated[i].Path < validated[j].Path
+		}
+		return validated[i].Reason < validated[j].Reason
+	})
+	return stored, append(violations, validated...), nil
 }
 
 // Default returns obj as the API server would store it, status included: unknown fields pruned and
@@ -247,14 +264,45 @@ func (c *Checker) Default(obj *unstructured.Unstructured) *unstructured.Unstruct
 	return out
 }
 
-// admit copies obj the way a client submits it: a namespaced object without a namespace lands in
-// the client's namespace, which offline is "default".
+// admit copies obj the way a client submits it and the API server decodes it: its metadata read as
+// coerceMetadata reads it, and a namespaced object without a namespace in the client's namespace,
+// which offline is "default".
 func (k *kind) admit(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := obj.DeepCopy()
+	_ = coerceMetadata(out.Object) // metadata that is not an object is Check's refusal
 	if k.namespaced && out.GetNamespace() == "" {
 		out.SetNamespace("default")
 	}
 	return out
+}
+
+// coerceMetadata reads obj's metadata as the API server decodes a custom resource's: a null one is
+// empty, a field of the wrong type (finalizers: 0) is dropped, and one that is not an object is an
+// error. Well-formed metadata is left exactly as written.
+func coerceMetadata(obj map[string]any) error {
+	m, found := obj["metadata"]
+	if !found {
+		return nil
+	}
+	if m == nil {
+		obj["metadata"] = map[string]any{}
+		return nil
+	}
+	raw, err := utiljson.Marshal(m)
+	if err == nil && utiljson.Unmarshal(raw, &metav1.ObjectMeta{}) == nil {
+		return nil
+	}
+	meta, _, _, err := objectmeta.GetObjectMetaWithOptions(obj, objectmeta.ObjectMetaOptions{DropMalformedFields: true})
+	if err != nil {
+		return err
+	}
+	if err := objectmeta.SetObjectMeta(obj, meta); err != nil {
+		return err
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
+		delete(md, "creationTimestamp") // the zero time, which no client wrote
+	}
+	return nil
 }
 
 // Document is one object read from a manifest file.

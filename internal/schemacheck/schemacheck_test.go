@@ -570,3 +570,69 @@ spec:
 		})
 	}
 }
+
+// TestViolationsAreInAFixedOrder: the API server's schema validator reports the violations of one
+// object in map order; Check returns them sorted by path, so a refusal reads the same on every run
+// (found by FuzzDeploymentFromYAML, whose input this is).
+func TestViolationsAreInAFixedOrder(t *testing.T) {
+	c := checker(t)
+	obj := object(t, "apiVersion: worker.gpustack.ai/v1\nkind: ModelDeployment\nspec:\n  engine: \n  roles: ")
+	_, first, err := c.Check(obj, nil)
+	require.NoError(t, err)
+	require.Greater(t, len(first), 2)
+	for range 50 {
+		_, again, err := c.Check(obj, nil)
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+	}
+	var paths []string
+	for _, v := range first {
+		paths = append(paths, v.Path)
+	}
+	assert.IsNonDecreasing(t, paths)
+}
+
+// TestMetadataThatIsNotAnObject: the API server refuses an object whose metadata is not an object
+// before validating anything, so the one violation names metadata, a field the object has (found by
+// FuzzUpdateRules: an update setting metadata to 0 was refused at metadata.resourceVersion).
+func TestMetadataThatIsNotAnObject(t *testing.T) {
+	c := checker(t)
+	stored := object(t, deployment("  roles:\n"+role("server")))
+	edited := stored.DeepCopy()
+	edited.Object["metadata"] = int64(0)
+	for name, old := range map[string]*unstructured.Unstructured{"create": nil, "update": stored} {
+		_, violations, err := c.Check(edited, old)
+		require.NoError(t, err, name)
+		require.Len(t, violations, 1, name)
+		assert.Equal(t, "metadata", violations[0].Path, name)
+		assert.Contains(t, violations[0].Reason, "expected object", name)
+	}
+	// A null metadata reads as empty: an update is refused for the stored name it changes, and its
+	// resourceVersion is the stored one's, as for an apply (found by FuzzUpdateRules: it was refused
+	// at metadata.resourceVersion).
+	edited.Object["metadata"] = nil
+	_, violations, err := c.Check(edited, stored)
+	require.NoError(t, err)
+	for _, v := range violations {
+		assert.NotEqual(t, "metadata.resourceVersion", v.Path)
+	}
+	assertViolation(t, violations, "metadata.name", "field is immutable")
+}
+
+// TestMalformedMetadataFieldsAreDropped: the API server decodes a custom resource's metadata as
+// ObjectMeta and drops a field of the wrong type, so the object is admitted without it, and the
+// stored object the webhook reads decodes (found by FuzzUpdateRules: finalizers: 0 was admitted by
+// the schema and then failed mdplane render with "cannot restore slice from int64").
+func TestMalformedMetadataFieldsAreDropped(t *testing.T) {
+	c := checker(t)
+	obj := object(t, deployment("  roles:\n"+role("server")))
+	obj.Object["metadata"].(map[string]any)["finalizers"] = int64(0)
+	stored, violations, err := c.Check(obj, nil)
+	require.NoError(t, err)
+	assert.Empty(t, violations)
+	assert.NotContains(t, stored.Object["metadata"], "finalizers")
+	assert.NotContains(t, c.Default(obj).Object["metadata"], "finalizers")
+	assert.Equal(t, "qwen-chat", c.Default(obj).GetName(), "the well-formed fields are kept")
+	wellFormed := object(t, deployment("  roles:\n"+role("server")))
+	assert.Equal(t, wellFormed.Object["metadata"], c.Default(wellFormed).Object["metadata"], "well-formed metadata is left as written")
+}
