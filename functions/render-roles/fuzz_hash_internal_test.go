@@ -174,7 +174,7 @@ var hashBases = sync.OnceValue(func() []hashBase {
 		if err != nil || !j.Admitted() {
 			continue
 		}
-		if r, err := renderAll(w, j.Deployment); err == nil {
+		if r, err := renderAll(w, j.Deployment, false); err == nil {
 			out = append(out, hashBase{j, r})
 		}
 	}
@@ -239,7 +239,7 @@ func FuzzPodSpecHash(f *testing.F) {
 			t.Skip("the edit is refused")
 		}
 		before := b.rendered
-		after, err := renderAll(edited, j.Deployment)
+		after, err := renderAll(edited, j.Deployment, false)
 		if err != nil {
 			if strings.Contains(err.Error(), missingReference) || e.scope == scopeInstanceType {
 				// An InstanceType's status is no deployment's to admit: one the render cannot use

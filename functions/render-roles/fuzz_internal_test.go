@@ -53,7 +53,8 @@ const missingReference = "which does not exist"
 //     in the object as stored with its defaults (a missing required field: its parent exists);
 //   - an admitted deployment renders (its inputs resolved through the same requirements the function
 //     asks Crossplane for, then every role, the Elastic EP head, the ModelRoles, replica 0's Pods and
-//     the Services), unless the render says a referenced object does not exist;
+//     the Services, then the kv-cache step on what was composed), unless the render says a
+//     referenced object does not exist;
 //   - admission and render are deterministic: judging again gives the same refusals in the same
 //     order, rendering again gives the same bytes.
 func FuzzDeploymentFromYAML(f *testing.F) {
@@ -83,14 +84,14 @@ func FuzzDeploymentFromYAML(f *testing.F) {
 		if !j.Admitted() {
 			return
 		}
-		first, err := renderAll(w, j.Deployment)
+		first, err := renderAll(w, j.Deployment, true)
 		if err != nil {
 			if strings.Contains(err.Error(), missingReference) {
 				return
 			}
 			t.Fatalf("an admitted deployment does not render: %v", err)
 		}
-		second, err := renderAll(w, j.Deployment)
+		second, err := renderAll(w, j.Deployment, true)
 		if err != nil {
 			t.Fatalf("the second render fails: %v", err)
 		}
@@ -109,9 +110,11 @@ type rendered struct {
 
 // renderAll renders a deployment as the render-roles deployment step and the controllers that
 // materialize its roles do, without the protobuf layer: its inputs resolved by the step's own
-// requirements, answered from the world, the plan (every role, the head, the status), then each role's ModelRole, the Pods of
-// replica 0 from its current revision, the instance Service and the role Service.
-func renderAll(w *fuzzing.World, md *workerv1.ModelDeployment) (*rendered, error) {
+// requirements, answered from the world, the plan (every role, the head, the status), then each
+// role's ModelRole, the Pods of replica 0 from its current revision, the instance Service and the
+// role Service; with kvCache, then the kv-cache step on what the step composed, as Crossplane
+// calls it.
+func renderAll(w *fuzzing.World, md *workerv1.ModelDeployment, kvCache bool) (*rendered, error) {
 	in, err := resolveInputs(w, md)
 	if err != nil {
 		return nil, err
@@ -138,8 +141,8 @@ func renderAll(w *fuzzing.World, md *workerv1.ModelDeployment) (*rendered, error
 		add(role, p.rendered[i], in.delivery)
 	}
 	objs = append(objs, p.status, p.quota, p.upToDate, p.weights, p.eligibility)
-	if out.bytes, err = json.Marshal(objs); err != nil {
-		return nil, err
+	if out.bytes, err = json.Marshal(objs); err != nil || !kvCache {
+		return out, err
 	}
 	// What the step composes, as writeDeployment writes it: the ModelRoles and Services.
 	composed := map[resource.Name]*resource.DesiredComposed{}
