@@ -319,16 +319,24 @@ func asBinding(obj *unstructured.Unstructured) (*workerv1.KVCachePoolBinding, bo
 // no Binding at all, nothing was given to read, and the chain is left unread (nil) rather than
 // reported missing: an offline check of a lone deployment judges as it always did.
 func (c cacheObjects) chain(md *workerv1.ModelDeployment) *validation.KVCacheChain {
-	if md.Spec.KVCache == nil || len(c.bindings) == 0 {
+	return CacheChain(md, c.bindings, c.pools, c.backends)
+}
+
+// CacheChain is the chain a deployment's spec.kvCache names among the given objects (Bindings by
+// namespace/name, pools and backends by name): nil without spec.kvCache or without any Binding
+// given, else the Binding, its pool and the pool's first backend, each nil when absent.
+func CacheChain(md *workerv1.ModelDeployment, bindings map[string]*workerv1.KVCachePoolBinding, pools map[string]*workerv1.KVCachePool,
+	backends map[string]*workerv1.KVCacheBackend) *validation.KVCacheChain {
+	if md.Spec.KVCache == nil || len(bindings) == 0 {
 		return nil
 	}
-	ch := &validation.KVCacheChain{Binding: c.bindings[md.Namespace+"/"+md.Spec.KVCache.PoolRef.Name]}
+	ch := &validation.KVCacheChain{Binding: bindings[md.Namespace+"/"+md.Spec.KVCache.PoolRef.Name]}
 	if ch.Binding == nil {
 		return ch
 	}
-	if ch.Pool = c.pools[ch.Binding.Spec.PoolRef.Name]; ch.Pool == nil || len(ch.Pool.Spec.Backends) == 0 {
+	if ch.Pool = pools[ch.Binding.Spec.PoolRef.Name]; ch.Pool == nil || len(ch.Pool.Spec.Backends) == 0 {
 		return ch
 	}
-	ch.Backend = c.backends[ch.Pool.Spec.Backends[0]]
+	ch.Backend = backends[ch.Pool.Spec.Backends[0]]
 	return ch
 }

@@ -312,18 +312,7 @@ func (w *World) judge(obj, old *unstructured.Unstructured) (*Judged, error) {
 // Chain is the KV cache chain a deployment names in the world, as admission reads it: nil without
 // spec.kvCache, else the Binding, its pool and the pool's first backend, each nil when absent.
 func (w *World) Chain(md *workerv1.ModelDeployment) *validation.KVCacheChain {
-	if md.Spec.KVCache == nil || len(w.Bindings) == 0 {
-		return nil
-	}
-	ch := &validation.KVCacheChain{Binding: w.Bindings[md.Namespace+"/"+md.Spec.KVCache.PoolRef.Name]}
-	if ch.Binding == nil {
-		return ch
-	}
-	if ch.Pool = w.Pools[ch.Binding.Spec.PoolRef.Name]; ch.Pool == nil || len(ch.Pool.Spec.Backends) == 0 {
-		return ch
-	}
-	ch.Backend = w.Backends[ch.Pool.Spec.Backends[0]]
-	return ch
+	return admission.CacheChain(md, w.Bindings, w.Pools, w.Backends)
 }
 
 // NamesAField reports whether a refusal's path names a field of one of objs (the object as written,
