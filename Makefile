@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render test test-unit test-e2e fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down
+.PHONY: all help render test test-unit test-e2e chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down
 
 all: build
 
@@ -99,6 +99,15 @@ fmt-check:
 ## test-e2e: only the e2e suite, against a fresh stack.
 test-e2e:
 	cd test && $(GO) test -timeout 50m -count=1 -v ./e2e/...
+
+## chaos: the chaos suite alone on a fresh stack (docs/reliability.md): ROUNDS rounds (default 20) of
+## faults drawn from SEED (default: the clock; the first line printed names it), a summary per round.
+## make test runs two rounds within the e2e suite.
+ROUNDS ?= 20
+SEED ?=
+chaos:
+	cd test && MDPLANE_CHAOS_SEED=$(SEED) MDPLANE_CHAOS_ROUNDS=$(ROUNDS) $(GO) test -count=1 -v \
+	  -timeout $$(( $(ROUNDS) * 15 + 15 ))m -run '^TestChaos$$' ./e2e/
 
 ## bench-scale: a 500 × 2 (1,000-Pod) deployment on a fresh stack with an audit log, timed from the
 ## objects' own timestamps, against the same Pods created straight through client-go; writes per Pod

@@ -2,8 +2,10 @@ package validation
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mdplane/mdplane/apis/engine"
@@ -38,6 +40,28 @@ func manufacturerOf(c Cluster, instanceType string) string {
 		return it.Status.Detail.Manufacturer
 	}
 	return ""
+}
+
+// validateBindingName refuses a new or changed spec.kvCache.poolRef.name that cannot name a
+// KVCachePoolBinding, which is an object name: a bare endpoint ("mooncake-master:50051", a URL) or
+// anything else that is no DNS subdomain would leave the deployment unrendered, waiting for a Binding
+// that can never exist (model-deployment.md: a bare endpoint URL cannot be used in this field).
+func validateBindingName(md, old *workerv1.ModelDeployment) field.ErrorList {
+	if md.Spec.KVCache == nil {
+		return nil
+	}
+	name := md.Spec.KVCache.PoolRef.Name
+	if name == "" || old != nil && old.Spec.KVCache != nil && old.Spec.KVCache.PoolRef.Name == name {
+		return nil
+	}
+	problems := validation.IsDNS1123Subdomain(name)
+	if len(problems) == 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "kvCache", "poolRef", "name"), name, fmt.Sprintf(
+		"not the name of a KVCachePoolBinding (%s): poolRef names a Binding in this namespace, never a pool's "+
+			"endpoint or URL; an administrator creates the Binding that grants this namespace a pool",
+		strings.Join(problems, "; ")))}
 }
 
 // validateBindingTransport refuses a new or changed binding whose backend groups offer more than

@@ -95,6 +95,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	errs = append(errs, validateRouter(md)...)
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
 	errs = append(errs, validateRoutedPorts(md, roles)...)
+	errs = append(errs, validateBindingName(md, old)...)
 	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]

@@ -183,6 +183,16 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", env("GPUSTACK_MEMBER", "0"))),
 		},
 		{
+			rule: "a bare endpoint in spec.kvCache.poolRef.name",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				kvCache(md)
+				md.Spec.KVCache.PoolRef.Name = "mooncake-master.team-b:50051"
+			}, role("s", "")),
+			path:     "spec.kvCache.poolRef.name",
+			parts:    []string{`"mooncake-master.team-b:50051"`, "not the name of a KVCachePoolBinding", "never a pool's endpoint or URL", "an administrator creates the Binding"},
+			admitted: deployment(kvCache, role("s", "")),
+		},
+		{
 			rule:     "--kv-cache-dtype while spec.kvCache is set",
 			refused:  deployment(kvCache, role("s", "", args("--kv-cache-dtype=fp8"))),
 			path:     "spec.roles[0].extraArgs[0]",
@@ -831,6 +841,18 @@ func TestExemptions(t *testing.T) {
 		renamed := stored.DeepCopy()
 		renamed.Spec.Model.Name = "m\u0086"
 		refused(t, validation.ValidateUpdate(renamed, stored, validation.Cluster{}), "spec.model.name", "U+0086")
+	})
+	t.Run("a stored Binding name is judged again only when an edit changes it", func(t *testing.T) {
+		stored := deployment(func(md *workerv1.ModelDeployment) {
+			kvCache(md)
+			md.Spec.KVCache.PoolRef.Name = "Team_DRAM"
+		}, role("s", ""))
+		scaled := stored.DeepCopy()
+		scaled.Spec.Roles[0].Replicas = 4
+		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
+		renamed := stored.DeepCopy()
+		renamed.Spec.KVCache.PoolRef.Name = "http://mooncake:50051"
+		refused(t, validation.ValidateUpdate(renamed, stored, validation.Cluster{}), "spec.kvCache.poolRef.name", "not the name of a KVCachePoolBinding")
 	})
 	t.Run("a stored --port is judged only when an edit changes the ports or arguments", func(t *testing.T) {
 		stored := deployment(nil, role("s", "", ports(8080), args("--port", "9000")))

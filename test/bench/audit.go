@@ -41,8 +41,9 @@ type Writes struct {
 }
 
 // clientOf names who sent a request: a ServiceAccount by its name (mdplane-controllers,
-// mdplane-webhooks), anyone else (the stack's programs all use the admin kubeconfig) by the program
-// its user agent names (crossplane, kueue, kube-scheduler, kwok, ...).
+// mdplane-webhooks, crossplane, whose name the stack's Crossplane has), anyone else (the stack's
+// other programs use the admin kubeconfig or a name of their own) by the program its user agent
+// names (kueue, kube-scheduler, kwok, ...).
 func clientOf(e auditEvent) string {
 	if sa, ok := strings.CutPrefix(e.User.Username, "system:serviceaccount:"); ok {
 		return sa[strings.LastIndex(sa, ":")+1:]

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -170,12 +171,12 @@ func (s *Stack) configureAudit() error {
 }
 
 // serveSecurely starts a component with a loopback health endpoint and waits for it.
-func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []string) error {
+func (s *Stack) serveSecurely(ctx context.Context, name, bin, kubeconfig string, args []string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	args = append(args, "--kubeconfig="+s.Kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port))
+	args = append(args, "--kubeconfig="+kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port))
 	p, err := s.run(name, bin, args)
 	if err != nil {
 		return err
@@ -190,14 +191,22 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin string, args []stri
 // PersistentVolume binder, which binds a claim to its volume (a claim-delivered ModelArtifact's
 // deployment waits for a Bound claim), and the volume and claim protection controllers, which
 // release the finalizers the API server puts on both once nothing uses them.
+//
+// It authenticates as system:kube-controller-manager, the name a cluster's controller manager has
+// without --use-service-account-credentials, which mdplane's internal-objects policy lets delete
+// what the garbage collector and namespace controller delete.
 func (s *Stack) startControllerManager(ctx context.Context) error {
-	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), []string{
+	kubeconfig, err := s.userKubeconfig("kube-controller-manager", "system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), kubeconfig, []string{
 		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
 	})
 }
 
 func (s *Stack) startScheduler(ctx context.Context) error {
-	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), nil)
+	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), s.Kubeconfig, nil)
 }
 
 // Fake nodes: KWOK manages the nodes carrying this annotation and plays kubelet for their Pods.
@@ -317,20 +326,69 @@ integrations:
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		return err
 	}
-	p, err := s.run("kueue", s.binary("kueue", KueueVersion), []string{
+	return s.launch(ctx, &restartable{name: "kueue", bin: s.binary("kueue", KueueVersion), args: []string{
 		"--config=" + configFile, "--kubeconfig=" + s.Kubeconfig,
 		// The visibility API server would listen on all interfaces.
 		"--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2",
-	})
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, p, 60*time.Second, "kueue", func() error {
+	}, ready: func() error {
 		if err := httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))(); err != nil {
 			return err
 		}
 		return tcpOpen(net.JoinHostPort(webhook.LocalServingHost, strconv.Itoa(webhook.LocalServingPort)))()
-	})
+	}})
+}
+
+// restartable is a component a test may kill and start again, by pid, with the flags it first ran
+// with: "kueue" and "crossplane".
+type restartable struct {
+	name, bin string
+	args, env []string
+	// ready passes once the component serves.
+	ready   func() error
+	process *process
+}
+
+// launch starts a restartable component, appending to its log after the first start, and waits
+// until it is ready.
+func (s *Stack) launch(ctx context.Context, r *restartable) error {
+	logMode := os.O_TRUNC
+	if r.process != nil {
+		logMode = os.O_APPEND
+	}
+	p, err := s.spawn(r.name, logMode, r.bin, r.args, r.env)
+	if err != nil {
+		return err
+	}
+	r.process = p
+	if s.restartables == nil {
+		s.restartables = map[string]*restartable{}
+	}
+	s.restartables[r.name] = r
+	return waitFor(ctx, p, 60*time.Second, r.name, r.ready)
+}
+
+// KillComponent ends a restartable component ("kueue", "crossplane") with SIGKILL to its process
+// group, as a crashed or evicted Pod ends: no cleanup, no lease or lock released.
+func (s *Stack) KillComponent(name string) error {
+	r := s.restartables[name]
+	if r == nil {
+		return fmt.Errorf("the stack runs no restartable component %s", name)
+	}
+	r.process.kill()
+	return nil
+}
+
+// StartComponent starts a killed component again with the same flags and waits until it is ready;
+// its output goes on in the same log.
+func (s *Stack) StartComponent(ctx context.Context, name string) error {
+	r := s.restartables[name]
+	if r == nil {
+		return fmt.Errorf("the stack runs no restartable component %s", name)
+	}
+	if r.process.exited() == nil {
+		return fmt.Errorf("%s is running", name)
+	}
+	return s.launch(ctx, r)
 }
 
 func copyServingCert(from, to string) error {
@@ -436,6 +494,15 @@ func (s *Stack) KillFunction(name string) error {
 	return fmt.Errorf("the stack runs no function %s", name)
 }
 
+// FunctionNames are the Functions the stack runs, by the names KillFunction takes.
+func (s *Stack) FunctionNames() []string {
+	names := make([]string, 0, len(s.functions))
+	for _, fn := range s.functions {
+		names = append(names, fn.name)
+	}
+	return names
+}
+
 // StartFunction starts a killed function again, on the address its revision publishes.
 func (s *Stack) StartFunction(ctx context.Context, name string) error {
 	for _, fn := range s.functions {
@@ -473,6 +540,41 @@ func compositionFunctions() []string {
 	return names
 }
 
+// CrossplaneUser is the name the stack's Crossplane authenticates as: its ServiceAccount's, as a
+// cluster's Crossplane Pod has, which mdplane's policies name.
+const CrossplaneUser = "system:serviceaccount:crossplane-system:crossplane"
+
+// userKubeconfig writes a kubeconfig of a client certificate for user in group system:masters: the
+// name admission sees, with every right (standing in for the ClusterRoles a cluster grants the
+// component), and returns its path.
+func (s *Stack) userKubeconfig(file, user string) (string, error) {
+	u, err := s.masterUser(user)
+	if err != nil {
+		return "", err
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.Dir, "config", file+".kubeconfig")
+	return path, os.WriteFile(path, raw, 0o600)
+}
+
+// ConfigAs is a client configuration that authenticates as user with every right, as userKubeconfig
+// gives one: a test acting as Crossplane (CrossplaneUser) does what the stack's Crossplane may.
+func (s *Stack) ConfigAs(user string) (*rest.Config, error) {
+	u, err := s.masterUser(user)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
+}
+
+// masterUser issues a client certificate for user in group system:masters.
+func (s *Stack) masterUser(user string) (*envtest.AuthenticatedUser, error) {
+	return s.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+}
+
 // startCrossplane runs Crossplane core with the External package runtime (the stack serves the
 // Function revisions, see install), trusting the stack's CA for package registries.
 func (s *Stack) startCrossplane(ctx context.Context) error {
@@ -495,6 +597,10 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 	if err := os.WriteFile(bundle, s.ca.pem, 0o644); err != nil {
 		return err
 	}
+	kubeconfig, err := s.userKubeconfig("crossplane", CrossplaneUser)
+	if err != nil {
+		return err
+	}
 	// The package manager stores what it pulls here; a missing directory fails every parse.
 	cache := filepath.Join(s.Dir, "crossplane-cache")
 	for _, d := range []string{"xpkg", "xfn"} {
@@ -502,7 +608,7 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 			return err
 		}
 	}
-	p, err := s.run("crossplane", s.binary("crossplane", CrossplaneVersion), []string{
+	return s.launch(ctx, &restartable{name: "crossplane", bin: s.binary("crossplane", CrossplaneVersion), args: []string{
 		"core", "start", "--package-runtime=External", "--enable-webhooks=false",
 		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"), "--ca-bundle-path=" + bundle,
 		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
@@ -511,11 +617,8 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 		// As docs/install.md recommends: with the default burst of 100, a rollout's watch events
 		// empty a ModelRole's bucket and each step then waits for Crossplane's 30 s probe.
 		"--circuit-breaker-burst=" + strconv.Itoa(s.opts.CircuitBreakerBurst),
-	}, "KUBECONFIG="+s.Kubeconfig, "POD_NAMESPACE=crossplane-system")
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, p, 60*time.Second, "crossplane", httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	}, env: []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=crossplane-system"},
+		ready: httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))})
 }
 
 // compositesServed passes once Crossplane serves every composite kind of the Configuration as an

@@ -113,6 +113,8 @@ type Stack struct {
 	// metricsAPI stands in for the mdplane-metrics-api Service: a balancer over the metrics snapshot
 	// API of each mdplane-controllers replica (slot 0 the first one's, slot 1 a standby's).
 	metricsAPI *balancer
+	// restartables are the components a test may kill and start again, by name.
+	restartables map[string]*restartable
 }
 
 // Binaries returns the directory build.sh writes to.
@@ -287,7 +289,13 @@ type process struct {
 
 // run starts a component and records it for Stop; its pid goes to <dir>/pids.
 func (s *Stack) run(name, bin string, args []string, env ...string) (*process, error) {
-	log, err := os.Create(filepath.Join(s.Dir, "logs", name+".log"))
+	return s.spawn(name, os.O_TRUNC, bin, args, env)
+}
+
+// spawn starts a component writing to its log, truncated or appended to (logMode os.O_TRUNC or
+// os.O_APPEND).
+func (s *Stack) spawn(name string, logMode int, bin string, args, env []string) (*process, error) {
+	log, err := os.OpenFile(filepath.Join(s.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // externalDP is a deployment of one External-DP vLLM Server role on the h20 type: size ranks per
@@ -252,8 +253,8 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 // configuration to External DP serves through both (model-deployment.md, Changed role
 // configuration): the old replica through its leader only, the new one through every rank. The
 // rollout is held (the role's rollout-held annotation, as the cache step writes it) and one old
-// replica is deleted by hand, so its slot is refilled on the new configuration while the other old
-// replica keeps running.
+// replica is deleted, both as Crossplane (mdplane's internal objects refuse any other writer), so
+// its slot is refilled on the new configuration while the other old replica keeps running.
 func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-dp-2", "edited"
@@ -270,9 +271,11 @@ func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-ranks"}, role); err != nil {
 		t.Fatal(err)
 	}
+	// The test plays Crossplane: nobody else may write mdplane's internal objects.
+	asCrossplane := clientAs(t, cluster.CrossplaneUser)
 	patch := client.MergeFrom(role.DeepCopy())
 	role.Annotations[workerv1.AnnotationRolloutHeld] = "RolloutHeldByCache: held by the test" // beside Crossplane's own
-	if err := stack.Client.Patch(ctx, role, patch); err != nil {
+	if err := asCrossplane.Patch(ctx, role, patch); err != nil {
 		t.Fatal(err)
 	}
 	kubectlApply(t, strings.Replace(externalDP(ns, name, 2, "$(GPUSTACK_MEMBER_INDEX)"), "replicas: 1", "replicas: 2", 1))
@@ -293,7 +296,7 @@ func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	if err := stack.Client.List(ctx, replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: name, workerv1.LabelPodOrdinal: "1"}); err != nil || len(replicas.Items) != 1 {
 		t.Fatalf("%d replicas of ordinal 1: %v", len(replicas.Items), err)
 	}
-	if err := stack.Client.Delete(ctx, &replicas.Items[0]); err != nil {
+	if err := asCrossplane.Delete(ctx, &replicas.Items[0]); err != nil {
 		t.Fatal(err)
 	}
 
