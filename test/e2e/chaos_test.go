@@ -272,14 +272,7 @@ func chaosDiagnosis(namespace string) string {
 // chaosDeployment is the round's deployment: every role on the H20 type, one accelerator a Pod.
 func chaosDeployment(namespace, name string, roles []*chaosRole) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen2.5-72B-Instruct}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-`, name, namespace)
+	b.WriteString(vLLMDeployment(namespace, name))
 	for _, r := range roles {
 		command := ""
 		if r.command != nil {

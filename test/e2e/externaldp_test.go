@@ -21,21 +21,14 @@ import (
 // externalDP is a deployment of one External-DP vLLM Server role on the h20 type: size ranks per
 // replica, each rank its own API server on the serving port.
 func externalDP(namespace, name string, size int, rank string) string {
-	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen2.5-72B-Instruct}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-    - name: ranks
+	return vLLMDeployment(namespace, name) + fmt.Sprintf(`    - name: ranks
       replicas: 1
       size: %d
       instanceType: gpustack-nvidia-h20-linux-amd64
       resources: {accelerator: 1}
       extraArgs: ["--data-parallel-size", "%d", "--data-parallel-rank", "%s",
         "--data-parallel-address", "$(GPUSTACK_REPLICA_LEADER_ADDRESS)"]
-`, name, namespace, size, size, rank)
+`, size, size, rank)
 }
 
 // serviceAddresses are the ready endpoint addresses of a Service.

@@ -28,14 +28,7 @@ const h20Entrance = "gpustack-fnv64-796ced4e2897a3b4"
 // deploymentOnH20 is a ModelDeployment whose roles ("name kind replicas gpus") run on the h20 type.
 func deploymentOnH20(namespace, name string, roles ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen2.5-72B-Instruct}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-`, name, namespace)
+	b.WriteString(vLLMDeployment(namespace, name))
 	for _, r := range roles {
 		var role, kind string
 		var replicas, gpus int
@@ -45,6 +38,18 @@ spec:
 		fmt.Fprintf(&b, "    - {name: %s, kind: %s, replicas: %d, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: %d}}\n", role, kind, replicas, gpus)
 	}
 	return b.String()
+}
+
+// vLLMDeployment is the head of a vLLM deployment's manifest, up to its roles' list.
+func vLLMDeployment(namespace, name string) string {
+	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %s, namespace: %s}
+spec:
+  model: {name: Qwen/Qwen2.5-72B-Instruct}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+`, name, namespace)
 }
 
 // groupWorkloads returns the Workloads of a deployment's groups, read from its Pods' labels.

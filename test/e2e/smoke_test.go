@@ -16,11 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 const examples = "../../examples"
@@ -430,14 +433,23 @@ spec:
 
 	// Crossplane reconciles a composite again after the function's TTL (a minute) or on any change
 	// to it, and the members controller a ModelReplica on any change to it, so each round edits an
-	// annotation on the deployment, its ModelRoles and its ModelReplicas; Crossplane's log proves the
-	// roles' reconciles happened.
+	// annotation on the deployment, its ModelRoles and its ModelReplicas (those in Crossplane's name:
+	// nobody else may write them); Crossplane's log proves the roles' reconciles happened.
 	before := roleReconciles(t, ctx, "team-b")
+	asCrossplane := clientAs(t, cluster.CrossplaneUser)
 	for round := range 4 {
-		for _, kind := range []string{"modeldeployment/queued", "modelroles.internal.mdplane.io --all", "modelreplicas.internal.mdplane.io --all"} {
-			args := append([]string{"annotate", "--overwrite", "-n", "team-b"}, strings.Fields(kind)...)
-			if _, err := stack.Kubectl(append(args, fmt.Sprintf("e2e/round=%d", round))...); err != nil {
+		if _, err := stack.Kubectl("annotate", "--overwrite", "-n", "team-b", "modeldeployment/queued", fmt.Sprintf("e2e/round=%d", round)); err != nil {
+			t.Fatal(err)
+		}
+		for _, list := range []client.ObjectList{&v1alpha1.ModelRoleList{}, &v1alpha1.ModelReplicaList{}} {
+			if err := stack.Client.List(ctx, list, client.InNamespace("team-b")); err != nil {
 				t.Fatal(err)
+			}
+			for _, obj := range listedObjects(list) {
+				patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"e2e/round":"%d"}}}`, round))
+				if err := asCrossplane.Patch(ctx, obj, patch); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		time.Sleep(3 * time.Second)

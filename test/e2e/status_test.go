@@ -23,15 +23,8 @@ func TestUnmanagedIsWhatIsDeployed(t *testing.T) {
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, clusterQueue, h20Entrance, ns, 2)
 	defer tearDown(t, ctx, ns)
-	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen2.5-72B-Instruct}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-    - {name: server, replicas: 2, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: 1}, command: [vllm, serve, /models/qwen]}
-`, name, ns))
+	kubectlApply(t, vLLMDeployment(ns, name)+
+		"    - {name: server, replicas: 2, instanceType: gpustack-nvidia-h20-linux-amd64, resources: {accelerator: 1}, command: [vllm, serve, /models/qwen]}\n")
 	eventually(t, 3*time.Minute, "two take-over replicas running", func() error { return running(ctx, ns, name, 2) })
 	eventually(t, time.Minute, "the role reported unmanaged", func() error { return unmanagedIs(ctx, ns, name, true) })
 
