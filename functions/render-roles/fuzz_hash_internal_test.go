@@ -272,7 +272,8 @@ func FuzzPodSpecHash(f *testing.F) {
 }
 
 // sameHashInputs reports whether two deployments are the same to the hash: the spec, semantically,
-// with every role's replica count and Elastic EP width set aside and its defaults applied.
+// with every role's replica count and Elastic EP width set aside and its defaults applied (a managed
+// role's grace among them).
 func sameHashInputs(a, b *workerv1.ModelDeployment) bool {
 	return equality.Semantic.DeepEqual(hashView(a), hashView(b))
 }
@@ -281,6 +282,9 @@ func hashView(md *workerv1.ModelDeployment) workerv1.ModelDeploymentSpec {
 	spec := *md.Spec.DeepCopy()
 	for i, r := range spec.Roles {
 		r = r.WithDefaults()
+		// A managed role's default grace written out is the default left unwritten: one Pod, one
+		// hash (docs/architecture.md, "The grace").
+		r.TerminationGracePeriodSeconds = configuredGrace(r)
 		r.Replicas = 0
 		if r.ElasticEP != nil {
 			r.ElasticEP.Width = 0

@@ -185,6 +185,8 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 
 	watcher := watchChaos(t, ctx, ns, name, roles)
 	writer := startSecondWriter(t, ctx, ns, seed+uint64(round))
+	// A round that fails part-way stops both before the next test (stopping twice is harmless).
+	t.Cleanup(func() { writer.stop(); watcher.stop() })
 	summary := []string{fmt.Sprintf("round %d (seed %d):", round, seed)}
 	step := func(what string, change func(), done func() error) {
 		t.Helper()
