@@ -1,6 +1,7 @@
 package renderroles_test
 
 import (
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -150,6 +152,18 @@ func TestDrainHookWiring(t *testing.T) {
 		assert.Equal(t, unwritten.Template, written.Template)
 		assert.Equal(t, unwritten.ConfigDigest, written.ConfigDigest)
 		assert.Equal(t, unwritten.Revision, written.Revision)
+	})
+
+	t.Run("an amount spelled another way renders the identical Pod and hash", func(t *testing.T) {
+		two, spelled := server(), server()
+		two.Resources = &workerv1.ModelDeploymentRoleResources{Accelerator: ptr.To(resource.MustParse("2"))}
+		var q resource.Quantity
+		require.NoError(t, json.Unmarshal([]byte(`"02"`), &q), "apimachinery keeps this spelling as written")
+		spelled.Resources = &workerv1.ModelDeploymentRoleResources{Accelerator: &q}
+		_, canonical := renderOn(t, vllm, nil, two)
+		_, other := renderOn(t, vllm, nil, spelled)
+		assert.Equal(t, canonical.Template, other.Template)
+		assert.Equal(t, canonical.ConfigDigest, other.ConfigDigest)
 	})
 
 	t.Run("near miss: another grace is another configuration", func(t *testing.T) {

@@ -91,7 +91,7 @@ type RenderedRole struct {
 // RenderRole resolves one role's Pod template. It fails, rather than guessing, when the InstanceType
 // has not published what the render needs.
 func RenderRole(in Role) (*RenderedRole, error) {
-	role := in.Role.WithDefaults()
+	role := canonicalQuantities(in.Role.WithDefaults())
 	it := in.InstanceType
 	if it == nil {
 		return nil, fmt.Errorf("role %q: spec.roles[].instanceType names InstanceType %q, which does not exist; create it or name another", role.Name, role.InstanceType)
@@ -479,6 +479,28 @@ func compileCacheNodePath(in Role, role workerv1.ModelDeploymentRole) string {
 	key, _ := json.Marshal([]any{image, in.Spec.Model.Name, role.ExtraArgs})
 	return fmt.Sprintf("%s/%s-%s/%s/tp%d-pp%d-dp%d-ep%d-cp%d_%d-%s", compileCachePath, manufacturer, engineName,
 		strings.ReplaceAll(in.Spec.Model.Name, "/", "--"), d.TP, d.PP, d.DP, d.EP, d.PCP, d.DCP, sha256Hex(key)[:8])
+}
+
+// canonicalQuantities is role with its quantities in canonical form. apimachinery keeps some spellings
+// as written ("02", "+2") and canonicalizes others ("2000m" is "2"), so the same amount written two
+// ways would render two Pod texts and two pod-spec-hashes, and rolling every replica to restate a
+// value is pure loss. A value already canonical is unchanged, so no stored digest moves.
+func canonicalQuantities(role workerv1.ModelDeploymentRole) workerv1.ModelDeploymentRole {
+	canonical := func(q *resource.Quantity) *resource.Quantity {
+		if q == nil {
+			return nil
+		}
+		c := q.DeepCopy()
+		c.Add(resource.Quantity{}) // arithmetic drops the spelling apimachinery kept
+		return &c
+	}
+	role.ShmSize = canonical(role.ShmSize)
+	if r := role.Resources; r != nil {
+		c := *r
+		c.Accelerator, c.Interface = canonical(r.Accelerator), canonical(r.Interface)
+		role.Resources = &c
+	}
+	return role
 }
 
 // configDigest is the SHA-256 of what a replica's Pods are a function of: the explicit deployment
