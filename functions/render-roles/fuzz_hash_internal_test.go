@@ -249,7 +249,7 @@ func FuzzPodSpecHash(f *testing.F) {
 			t.Fatalf("an admitted edit does not render: %v", err)
 		}
 		unchanged := sameHashInputs(b.Deployment, j.Deployment) && (e.scope != scopeInstanceType ||
-			equality.Semantic.DeepEqual(w.InstanceTypes[typeName], edited.InstanceTypes[typeName]))
+			equality.Semantic.DeepEqual(boundType(w.InstanceTypes[typeName]), boundType(edited.InstanceTypes[typeName])))
 		for name, was := range before.roles {
 			now := after.roles[name]
 			if now == nil {
@@ -269,6 +269,19 @@ func FuzzPodSpecHash(f *testing.F) {
 			}
 		}
 	})
+}
+
+// boundType is what the hash reads of a role's InstanceType (docs/architecture.md, "Revisions"): a
+// status with no detail and one whose detail names no manufacturer bind the same.
+func boundType(it *workerv1.InstanceType) any {
+	if it == nil {
+		return nil
+	}
+	manufacturer := ""
+	if it.Status.Detail != nil {
+		manufacturer = it.Status.Detail.Manufacturer
+	}
+	return []any{it.Name, it.Status.Entrance, manufacturer, it.Spec.Acceleratable, it.Spec.UnitResources, it.Spec.LocalStorage}
 }
 
 // sameHashInputs reports whether two deployments are the same to the hash: the spec, semantically,
