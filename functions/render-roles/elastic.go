@@ -93,7 +93,9 @@ func elasticHeadRole(spec *workerv1.ModelDeploymentSpec, deployment string, role
 		Name: naming.ElasticHeadName(deployment), Kind: workerv1.RoleKindServer, Replicas: 1, Size: 1,
 		InstanceType: role.ElasticEP.HeadInstanceType, Command: ElasticHeadCommand,
 		Image: image, ImagePullPolicy: role.ImagePullPolicy, ImagePullSecrets: role.ImagePullSecrets,
-		AdditionalVolumes: role.AdditionalVolumes, ShmSize: role.ShmSize, TerminationGracePeriodSeconds: role.TerminationGracePeriodSeconds,
+		// The grace as its role's configuration records it: the role's default written out is the
+		// default left unwritten, so restating it restarts no head either.
+		AdditionalVolumes: role.AdditionalVolumes, ShmSize: role.ShmSize, TerminationGracePeriodSeconds: configuredGrace(role),
 		Ports: []workerv1.ModelDeploymentPort{
 			{Port: naming.ElasticHeadPort, Protocol: corev1.ProtocolTCP}, {Port: naming.ElasticDashboardPort, Protocol: corev1.ProtocolTCP},
 		},
