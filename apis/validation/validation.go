@@ -96,6 +96,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	errs = append(errs, validateServiceNames(md, roles, oldRoles)...)
 	errs = append(errs, validateRoutedPorts(md, roles)...)
 	errs = append(errs, validateBindingName(md, old)...)
+	errs = append(errs, validateCadence(md, old)...)
 	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
@@ -1050,4 +1051,19 @@ func validateRouter(md *workerv1.ModelDeployment) field.ErrorList {
 			"only llm-d-router splits requests by prompt length; remove it for %s", r.Name)))
 	}
 	return errs
+}
+
+// validateCadence refuses a rollout cadence annotation naming no cadence, when it is new or changed:
+// read as the default, a misspelt capacity-preserving would roll a role with no Ready gate.
+func validateCadence(md, old *workerv1.ModelDeployment) field.ErrorList {
+	v, set := md.Annotations[workerv1.AnnotationRolloutCadence]
+	if !set || v == string(workerv1.RolloutCadenceAdmission) || v == string(workerv1.RolloutCadenceCapacity) {
+		return nil
+	}
+	if old != nil && old.Annotations[workerv1.AnnotationRolloutCadence] == v {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(workerv1.AnnotationRolloutCadence), v,
+		[]string{string(workerv1.RolloutCadenceAdmission) + " (the default: the next old replica leaves once the replacement is admitted)",
+			string(workerv1.RolloutCadenceCapacity) + " (once the replacement is Ready)"})}
 }

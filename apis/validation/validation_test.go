@@ -141,6 +141,17 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("x", "", shape(2, 1)), role("x-r0", "")),
 		},
 		{
+			rule: "a rollout cadence annotation naming no cadence",
+			refused: deployment(func(md *workerv1.ModelDeployment) {
+				md.Annotations = map[string]string{workerv1.AnnotationRolloutCadence: "capacity"}
+			}, role("server", "")),
+			path:  "metadata.annotations[modeldeployment.gpustack.ai/rollout-cadence]",
+			parts: []string{`"capacity"`, "admission (the default", "capacity-preserving (once the replacement is Ready)"},
+			admitted: deployment(func(md *workerv1.ModelDeployment) {
+				md.Annotations = map[string]string{workerv1.AnnotationRolloutCadence: "capacity-preserving"}
+			}, role("server", "")),
+		},
+		{
 			rule:     "Server beside another kind",
 			refused:  deployment(nil, role("server", ""), role("prefill", workerv1.RoleKindPrefill)),
 			path:     "spec.roles",

@@ -115,7 +115,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return admitted(old) != admitted(new)
 		}))).
-		// A retirement retry directive written on the deployment wakes its roles.
+		// A retirement retry directive or a cadence written on the deployment wakes its roles.
 		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			roles := &v1alpha1.ModelRoleList{}
 			if err := mgr.GetClient().List(ctx, roles, client.InNamespace(o.GetNamespace()), client.MatchingLabels(naming.DeploymentLabels(o.GetName()))); err != nil {
@@ -130,7 +130,9 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
 			DeleteFunc: func(ctrlevent.DeleteEvent) bool { return false },
 			UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
-				return e.ObjectOld.GetAnnotations()[workerv1.AnnotationRetirementRetry] != e.ObjectNew.GetAnnotations()[workerv1.AnnotationRetirementRetry]
+				was, is := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+				return was[workerv1.AnnotationRetirementRetry] != is[workerv1.AnnotationRetirementRetry] ||
+					workerv1.CadenceOf(was) != workerv1.CadenceOf(is)
 			},
 		})).
 		Complete(p)
@@ -162,7 +164,20 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if err := p.act(ctx, o, d); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: sooner(recheck, settling)}, nil
+	return reconcile.Result{RequeueAfter: sooner(sooner(recheck, settling), readinessPoll(d.step))}, nil
+}
+
+// ReadinessPoll is how often a role waiting at the Ready gate looks again. Readiness changes do not
+// wake the pacer: they are a pass per Pod coming up on every role, and only a role under the
+// capacity-preserving cadence waits on them.
+const ReadinessPoll = time.Second
+
+// readinessPoll is the step's requeue delay: ReadinessPoll while it waits at the Ready gate.
+func readinessPoll(step Step) time.Duration {
+	if step.Gate == workerv1.ReplacementGateReady {
+		return ReadinessPoll
+	}
+	return 0
 }
 
 // sooner is the earlier of two requeue delays, where zero means none.
@@ -184,6 +199,7 @@ type observed struct {
 	pods      []corev1.Pod
 	workloads map[string]*kueue.Workload // by name
 	admitted  map[int32]bool             // by ordinal: whether the slot's group Workload is admitted
+	cadence   workerv1.RolloutCadence    // the deployment's
 }
 
 // pass is what one pass does, in order: delete the never-admitted replicas a scale-down removed
@@ -209,7 +225,16 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
 		return nil, nil
 	}
-	return p.slots(ctx, role)
+	o, err := p.slots(ctx, role)
+	if err != nil {
+		return nil, err
+	}
+	md := &workerv1.ModelDeployment{}
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, md); err != nil {
+		return nil, client.IgnoreNotFound(err) // a role outliving its deployment is being collected
+	}
+	o.cadence = workerv1.CadenceOf(md.Annotations)
+	return o, nil
 }
 
 // decide is one pass over what was observed. A scale-down's ordinals at and above replicas leave
@@ -239,7 +264,7 @@ func decide(o observed) pass {
 	}
 	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
 	inFlight := remembered(role)
-	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight)
+	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight, o.cadence)
 	if held := role.Annotations[workerv1.AnnotationRolloutHeld]; d.step.Replace != "" && held != "" {
 		// A replacement would come up on a configuration without what its predecessor had (the
 		// cache it wrote into); the outdated replicas keep serving until the hold is lifted.
@@ -263,7 +288,7 @@ func decide(o observed) pass {
 			d.vacant = append(d.vacant, ordinal)
 		}
 	}
-	d.annotations = changed(role.Annotations, map[string]string{workerv1.AnnotationReplacing: replacing})
+	d.annotations = changed(role.Annotations, map[string]string{workerv1.AnnotationReplacing: replacing, workerv1.AnnotationReplacementGate: d.step.Gate})
 	if d.step.InFlight == inFlight {
 		delete(d.annotations, workerv1.AnnotationReplacing) // an unparseable value is left as it is
 	}
@@ -337,7 +362,7 @@ func (p *Pacer) confirmed(ctx context.Context, o *observed, step Step) (bool, er
 		return false, fmt.Errorf("reading the Pods of ModelRole %s/%s before replica r%d leaves: %w", role.Namespace, role.Name, step.Ordinal, err)
 	}
 	slots, _ := readSlots(role, o.replicas, pods.Items, o.admitted)
-	again := Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role))
+	again := Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role), o.cadence)
 	if again.Replace != step.Replace {
 		ctrl.LoggerFrom(ctx).Info("the API server does not confirm the next replacement yet", "role", role.Name, "replica", step.Replace, "now", again.Message)
 		return false, nil
@@ -458,6 +483,7 @@ func outsideRollout(role *v1alpha1.ModelRole) bool { return role.Spec.Elastic !=
 // admitted group): a replica counts as admitted only through an ungated Pod of its own.
 func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
 	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
+	ready := map[types.UID]int32{}
 	for _, pod := range pods {
 		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
 		if err == nil {
@@ -475,6 +501,9 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 			gated = gated || g.Name == admissionGate
 		}
 		ungated[owner.UID] = ungated[owner.UID] || !gated
+		if podReady(&pod) {
+			ready[owner.UID]++
+		}
 	}
 	var slots []Slot
 	for _, r := range replicas {
@@ -483,9 +512,31 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 		}
 		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
 			Outdated: !outsideRollout(role) && !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
-			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID]})
+			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID], Ready: ready[r.UID] >= sizeOf(role, &r)})
 	}
 	return slots, present
+}
+
+// sizeOf is how many members a replica's revision gives it: as its members controller reported, else
+// the role's current size when the replica is on the current revision, else one.
+func sizeOf(role *v1alpha1.ModelRole, r *v1alpha1.ModelReplica) int32 {
+	switch {
+	case r.Status.Size != nil && *r.Status.Size > 0:
+		return *r.Status.Size
+	case r.Spec.Revision == role.Spec.Revision && role.Spec.Size > 0:
+		return role.Spec.Size
+	}
+	return 1
+}
+
+// podReady reports a Pod whose Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // annotate sets (or, with nil, removes) annotations of the ModelRole in one merge patch.

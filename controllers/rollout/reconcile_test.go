@@ -64,6 +64,17 @@ func memberOf(r *v1alpha1.ModelReplica, opts ...func(*corev1.Pod)) *corev1.Pod {
 	return p
 }
 
+// readyPod reports Ready, as an engine that passed its readiness probe.
+func readyPod(p *corev1.Pod) {
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+}
+
+// serving is a replica with its admitted, Ready Pod and group.
+func serving(ordinal int32, revision string) []client.Object {
+	r := replicaAt(ordinal, revision)
+	return []client.Object{r, memberOf(r, readyPod), groupOf(ordinal, true)}
+}
+
 func gatedPod(p *corev1.Pod) {
 	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
 }
@@ -136,6 +147,7 @@ func TestPacerReconcile(t *testing.T) {
 		created     []int32 // ordinals given a new replica of the role's revision
 		annotations map[string]string
 		events      []string
+		cadence     workerv1.RolloutCadence // written on the deployment when set
 	}{
 		{rule: "every replica current: nothing to do",
 			role: modelRole(2, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"))},
@@ -146,11 +158,11 @@ func TestPacerReconcile(t *testing.T) {
 		{rule: "an empty slot holds the next departure: one replica missing at a time",
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
 		{rule: "a slot whose last Pod is gone gets a replica of the current revision",
 			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a")),
 			created:     []int32{2},
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
 		{rule: "a new role gets a replica in every slot",
 			role: modelRole(3, "b", nil), created: []int32{0, 1, 2}},
 		{rule: "a slot whose departed replica's Pods remain is not refilled: they hold its group name",
@@ -160,16 +172,16 @@ func TestPacerReconcile(t *testing.T) {
 		{rule: "a slot whose departed group's Workload outlives its Pods is not refilled: new Pods would join that group",
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{groupOf(2, true)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
 		{rule: "a replacement waiting for admission holds the next departure",
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
 		{rule: "the retired replica's re-created Pod in the old admitted group does not admit its replacement",
 			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
 			objs: objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod),
 				func() *corev1.Pod { p := memberOf(replicaAt(2, "a")); p.Name += "-again"; return p }(), groupOf(2, true)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2"}},
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
 		{rule: "a role whose rollout is held keeps its outdated replicas (RolloutHeldByCache)",
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByCache: BindingNotFound: gone"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), standing(2, "a")),
@@ -222,6 +234,15 @@ func TestPacerReconcile(t *testing.T) {
 			}()}),
 			retired: []string{"md-server-r1-a-duplicate"},
 			events:  []string{leaving(1, "a second replica of its slot")}},
+		{rule: "capacity cadence: an admitted replacement whose members are not Ready holds the next departure",
+			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), cadence: workerv1.RolloutCadenceCapacity,
+			objs:        objects(serving(0, "a"), serving(1, "a"), standing(2, "b")),
+			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateReady}},
+		{rule: "capacity cadence: a Ready replacement lets the next outdated replica leave",
+			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), cadence: workerv1.RolloutCadenceCapacity,
+			objs:    objects(serving(0, "a"), serving(1, "a"), serving(2, "b")),
+			retired: []string{"md-server-r1-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			events: []string{leaving(1, "replacing replica r1 (revision a) with revision b; 2 outdated")}},
 		{rule: "a role being deleted is left alone",
 			role: func() *v1alpha1.ModelRole {
 				r := modelRole(3, "b", nil)
@@ -231,7 +252,11 @@ func TestPacerReconcile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			c := fakecluster.Builder(append(tc.objs, tc.role, deployment())...).Build()
+			md := deployment()
+			if tc.cadence != "" {
+				md.Annotations = map[string]string{workerv1.AnnotationRolloutCadence: string(tc.cadence)}
+			}
+			c := fakecluster.Builder(append(tc.objs, tc.role, md)...).Build()
 			recorder := events.NewFakeRecorder(10)
 			_, err := (&Pacer{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
 			require.NoError(t, err)

@@ -469,6 +469,7 @@ func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.Model
 		r.UpToDate, r.Observed = int64(*upToDate), true
 	}
 	r.Replacing = observed.Annotations[workerv1.AnnotationReplacing] != ""
+	r.Gate = observed.Annotations[workerv1.AnnotationReplacementGate]
 	r.OlderCompatible = int64(ptr.Deref(observed.Status.OlderCompatible, 0))
 	return r
 }

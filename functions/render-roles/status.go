@@ -173,6 +173,8 @@ type RoleRollout struct {
 	Replacing bool
 	// OlderCompatible counts the up-to-date instances kept on an older render baseline.
 	OlderCompatible int64
+	// Gate is the gate the role's next departure waits at (workerv1.AnnotationReplacementGate).
+	Gate string
 }
 
 // UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired
@@ -182,8 +184,14 @@ type RoleRollout struct {
 func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Condition {
 	var desired, upToDate, older int64
 	var observed, replacing bool
-	var behind []string
+	var behind, gates []string
 	for name, r := range roles {
+		switch r.Gate {
+		case workerv1.ReplacementGateAdmitted:
+			gates = append(gates, name+" waits for its replacement to be admitted")
+		case workerv1.ReplacementGateReady:
+			gates = append(gates, name+" waits for its replacement to be Ready (capacity-preserving cadence)")
+		}
 		older += r.OlderCompatible
 		desired += int64(r.Desired)
 		observed = observed || r.Observed
@@ -213,7 +221,12 @@ func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Conditi
 		return Condition{"False", RolloutHeldByWeights, message + "; no Pod is created until the weights can be delivered: " + why}
 	}
 	if replacing {
-		return Condition{"False", "ReplacementInProgress", message + "; one replica per role is replaced at a time"}
+		waits := ""
+		if len(gates) > 0 {
+			sort.Strings(gates)
+			waits = ": " + strings.Join(gates, ", ")
+		}
+		return Condition{"False", "ReplacementInProgress", message + "; one replica per role is replaced at a time" + waits}
 	}
 	return Condition{"False", "RolloutInProgress", message}
 }

@@ -145,6 +145,11 @@ func TestUpToDateCondition(t *testing.T) {
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 2 instances run the current configuration"}},
 		{"a replacement in flight", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 1, Observed: true, Replacing: true}}, "",
 			renderroles.Condition{Status: "False", Reason: "ReplacementInProgress", Message: "1 of 3 instances run the current configuration (s 1 of 3); one replica per role is replaced at a time"}},
+		{"the gate each role's next departure waits at is named", map[string]renderroles.RoleRollout{
+			"p": {Desired: 3, UpToDate: 1, Observed: true, Replacing: true, Gate: workerv1.ReplacementGateReady},
+			"d": {Desired: 2, UpToDate: 1, Observed: true, Replacing: true, Gate: workerv1.ReplacementGateAdmitted}}, "",
+			renderroles.Condition{Status: "False", Reason: "ReplacementInProgress", Message: "2 of 5 instances run the current configuration (d 1 of 2, p 1 of 3); one replica per role is replaced at a time: " +
+				"d waits for its replacement to be admitted, p waits for its replacement to be Ready (capacity-preserving cadence)"}},
 		{"outdated instances waiting for the next pass", map[string]renderroles.RoleRollout{"p": {Desired: 2, UpToDate: 2, Observed: true}, "d": {Desired: 2, UpToDate: 1, Observed: true}}, "",
 			renderroles.Condition{Status: "False", Reason: "RolloutInProgress", Message: "3 of 4 instances run the current configuration (d 1 of 2)"}},
 		{"no role reported yet", map[string]renderroles.RoleRollout{"s": {Desired: 2}}, "",

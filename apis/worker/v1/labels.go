@@ -53,6 +53,15 @@ const (
 	// <roleName>:<replicaOrdinal>:<opaqueToken> (elastic-dp-lifecycle §4.3).
 	AnnotationRetirementRetry = "modeldeployment.gpustack.ai/retirement-retry"
 
+	// AnnotationRolloutCadence on a ModelDeployment chooses what a replacement must reach before the
+	// next old replica of its role leaves: RolloutCadenceAdmission (the default) or
+	// RolloutCadenceCapacity (docs/rollout.md, "Capacity-preserving cadence").
+	AnnotationRolloutCadence = "modeldeployment.gpustack.ai/rollout-cadence"
+	// AnnotationReplacementGate on a ModelRole names the gate its replacement in flight waits at
+	// (ReplacementGateAdmitted or ReplacementGateReady); the rollout controller writes it and the
+	// deployment's ReplicasUpToDate condition repeats it.
+	AnnotationReplacementGate = "worker.gpustack.ai/replacement-gate"
+
 	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
 	// once there, the term stays (elastic-dp-lifecycle §2.5).
 	AnnotationEndpointEligibility = "worker.gpustack.ai/endpoint-eligibility"
@@ -72,4 +81,30 @@ func GroupName(namespace, deployment, role string, ordinal int32) string {
 	h := fnv.New64a()
 	_, _ = fmt.Fprintf(h, "%s/%s/%s/%d", namespace, deployment, role, ordinal)
 	return fmt.Sprintf("gpustack-fnv64-%016x", h.Sum64())
+}
+
+// RolloutCadence is what a replacement must reach before the next old replica of its role leaves.
+type RolloutCadence string
+
+const (
+	// RolloutCadenceAdmission: the replacement's group is admitted by Kueue (the spec's cadence).
+	RolloutCadenceAdmission RolloutCadence = "admission"
+	// RolloutCadenceCapacity: the replacement's members are all Ready, and so is every replica
+	// already on the current configuration, so a role keeps replicas-1 serving replicas.
+	RolloutCadenceCapacity RolloutCadence = "capacity-preserving"
+)
+
+// The gates a replacement in flight waits at (AnnotationReplacementGate).
+const (
+	ReplacementGateAdmitted = "Admitted"
+	ReplacementGateReady    = "Ready"
+)
+
+// CadenceOf is the deployment's rollout cadence: its annotation's, the admission cadence when unset
+// (admission refuses any other value).
+func CadenceOf(annotations map[string]string) RolloutCadence {
+	if RolloutCadence(annotations[AnnotationRolloutCadence]) == RolloutCadenceCapacity {
+		return RolloutCadenceCapacity
+	}
+	return RolloutCadenceAdmission
 }
