@@ -44,6 +44,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/inventory"
 	"github.com/mdplane/mdplane/controllers/kvcachepools"
 	"github.com/mdplane/mdplane/controllers/members"
+	"github.com/mdplane/mdplane/controllers/pairing"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
@@ -278,6 +279,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
+		{"the transfer pairing", &pairing.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-pairing")}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain}},
 		// The observation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
 		{"the Elastic EP observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},

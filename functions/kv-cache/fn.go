@@ -458,7 +458,8 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 	s := d.settings()
 	images := routers.Images{Router: s.RouterImageRef(), Proxy: s.RouterProxyImageRef()}
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
-		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, images)
+		shared := engine.RendersAscendLeg(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles, d.Manufacturers)
+		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, shared, images)
 	}
 	return routers.Render(md.Namespace, md.Name, md.Spec.Engine.Name, md.Spec.Router, d.Roles, port, images)
 }

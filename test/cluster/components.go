@@ -219,7 +219,8 @@ const (
 )
 
 // kwokStages are the stages KWOK plays: nodes turn Ready and keep a heartbeat; Pods bound to them
-// run and turn Ready, complete, and go away when deleted.
+// run and turn Ready (at once, or after the ReadyDelayEnv a container declares), complete, and go
+// away when deleted.
 var kwokStages = []string{
 	"kustomize/stage/node/fast/node-initialize.yaml",
 	"kustomize/stage/node/heartbeat/node-heartbeat.yaml",
@@ -228,6 +229,17 @@ var kwokStages = []string{
 	"kustomize/stage/pod/fast/pod-delete.yaml",
 }
 
+// ReadyDelayEnv, declared on a container of a Pod (a role's env), delays the Pod's turning Ready by
+// that duration ("4s"): how a test holds an engine's readiness back.
+const ReadyDelayEnv = "KWOK_READY_DELAY"
+
+// readyDelay is the delay of the pod-ready stage: none, unless a container declares ReadyDelayEnv.
+const readyDelay = `  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.spec.containers.[].env.[]? | select(.name == "` + ReadyDelayEnv + `") | .value'
+`
+
 func (s *Stack) startKWOK(ctx context.Context) error {
 	var config []string
 	for _, stage := range kwokStages {
@@ -235,7 +247,14 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		config = append(config, string(b))
+		doc := string(b)
+		if strings.HasSuffix(stage, "/pod-ready.yaml") {
+			if !strings.Contains(doc, "\n  next:") {
+				return fmt.Errorf("KWOK's %s has no next: the ready delay cannot be added", stage)
+			}
+			doc = strings.Replace(doc, "\n  next:", "\n"+readyDelay+"  next:", 1)
+		}
+		config = append(config, doc)
 	}
 	configFile := filepath.Join(s.Dir, "config", "kwok.yaml")
 	if err := os.WriteFile(configFile, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {

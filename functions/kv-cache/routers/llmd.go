@@ -32,15 +32,17 @@ const (
 // documents, a Deployment running Envoy in front of the EPP, and the Service and RBAC every router
 // has. The Pod template carries the hash of the ConfigMap's data, so any configuration edit rolls
 // the router and nothing else (a replica count is not in the data) does. noKVEvents is true when a
-// block-producing role publishes no KV events (vLLM-Ascend). images are the Settings' (the EPP's
+// block-producing role publishes no KV events (vLLM-Ascend); sharedTransfer when both halves of the
+// pair carry one transfer document (vLLM-Ascend's leg: llmd.Deployment.SharedTransfer). images are the Settings' (the EPP's
 // only when spec.router.image is unset).
-func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool, images Images) (*Router, error) {
+func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents, sharedTransfer bool, images Images) (*Router, error) {
 	r := md.Spec.Router
-	epp, err := llmd.EPP(llmd.Deployment{
+	d := llmd.Deployment{
 		Namespace: md.Namespace, Name: md.Name, Model: md.Spec.Model.Name, Engine: md.Spec.Engine.Name,
 		Roles: md.Spec.Roles, ServingPort: servingPort, DisaggregationThresholdTokens: r.DisaggregationThresholdTokens,
-		NoKVEvents: noKVEvents,
-	})
+		NoKVEvents: noKVEvents, SharedTransfer: sharedTransfer,
+	}
+	epp, err := llmd.EPP(d)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +54,7 @@ func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents bool
 	data := map[string]string{
 		keyEPP:              string(epp),
 		keyEnvoy:            llmd.Envoy(r.RequestTimeoutSeconds),
-		keyEndpointSelector: llmd.EndpointSelector(md.Name, llmd.ServesEveryMember(md.Spec.Engine.Name, md.Spec.Roles)),
+		keyEndpointSelector: d.Selector(),
 		keyTargetPorts:      strconv.Itoa(int(servingPort)),
 		keyExtraArgs:        string(extraArgs),
 	}

@@ -35,22 +35,35 @@ type Deployment struct {
 	// NoKVEvents is true when a block-producing role renders no KV event publisher though the engine
 	// is vLLM (vLLM-Ascend): the router then scores prefixes approximately rather than dial nothing.
 	NoKVEvents bool
+	// SharedTransfer is true when both halves of the deployment's pair carry one transfer document
+	// (vLLM-Ascend's leg): the EPP then selects only the Pods the pairing controller routes, which
+	// share one configuration of it.
+	SharedTransfer bool
 }
 
-// EndpointSelector is the selector the EPP discovers endpoints with (ConfigMap key
-// endpoint-selector): the deployment's leaders, or its serving members when a Server role serves
-// through every rank (External DP), never the router's own Pods. Order is fixed.
-func EndpointSelector(deployment string, everyMember bool) string {
+// Selector is the selector the EPP discovers d's endpoints with (ConfigMap key endpoint-selector):
+// the deployment's leaders, or its serving members when a Server role serves through every rank
+// (External DP), never the router's own Pods; under a shared transfer document only the Pods routed
+// to (workerv1.LabelTransferRouted). Order is fixed.
+func (d Deployment) Selector() string {
+	terms := endpointTerms(d.Name, ServesEveryMember(d.Engine, d.Roles))
+	if d.SharedTransfer {
+		terms = append(terms, workerv1.LabelTransferRouted+"=true")
+	}
+	return strings.Join(terms, ",")
+}
+
+func endpointTerms(deployment string, everyMember bool) []string {
 	serving := workerv1.LabelMemberIndex + "=0"
 	if everyMember {
 		serving = workerv1.LabelServes + "=true"
 	}
-	return strings.Join([]string{
+	return []string{
 		workerv1.LabelName + "=" + workerv1.NameModelDeployment,
 		workerv1.LabelInstance + "=" + deployment,
 		serving,
 		"!" + labelRouter,
-	}, ",")
+	}
 }
 
 // ServesEveryMember reports whether any role of a deployment serves through every member of a
@@ -169,7 +182,7 @@ func EPP(d Deployment) ([]byte, error) {
 	decode, prefill := workerv1.RoleKindDecode.RouterSpelling(), workerv1.RoleKindPrefill.RouterSpelling()
 	prefixScorer := doc{"type": "prefix-cache-scorer"}
 	if precise {
-		selector := EndpointSelector(d.Name, ServesEveryMember(d.Engine, d.Roles))
+		selector := d.Selector()
 		if hasKind[decode] {
 			// Decoders publish no events; the producer does not dial them.
 			selector += "," + labelRoleKind + "!=" + decode

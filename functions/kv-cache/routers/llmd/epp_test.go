@@ -175,7 +175,10 @@ func TestEndpointSelectorSelectsServingMembers(t *testing.T) {
 	assert.False(t, llmd.ServesEveryMember(workerv1.EngineVLLM, []workerv1.ModelDeploymentRole{internal}), "External DP in a Decode role stays leader-served")
 	assert.True(t, llmd.ServesEveryMember(workerv1.EngineVLLM, []workerv1.ModelDeploymentRole{internal, external}))
 	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=md,modeldeployment.gpustack.ai/member-index=0,!modeldeployment.gpustack.ai/router",
-		llmd.EndpointSelector("md", false))
+		llmd.Deployment{Name: "md", Engine: workerv1.EngineVLLM, Roles: []workerv1.ModelDeploymentRole{internal}}.Selector())
 	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=md,modeldeployment.gpustack.ai/serves=true,!modeldeployment.gpustack.ai/router",
-		llmd.EndpointSelector("md", true))
+		llmd.Deployment{Name: "md", Engine: workerv1.EngineVLLM, Roles: []workerv1.ModelDeploymentRole{internal, external}}.Selector())
+	assert.Equal(t, "app.kubernetes.io/name=model-deployment,app.kubernetes.io/instance=md,modeldeployment.gpustack.ai/member-index=0,!modeldeployment.gpustack.ai/router,modeldeployment.gpustack.ai/transfer-routed=true",
+		llmd.Deployment{Name: "md", Engine: workerv1.EngineVLLM, Roles: []workerv1.ModelDeploymentRole{internal}, SharedTransfer: true}.Selector(),
+		"a pair sharing one transfer document is selected one configuration at a time")
 }
