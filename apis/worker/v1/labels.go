@@ -30,7 +30,7 @@ const (
 	// LabelServes "true" marks a member that serves HTTP on the serving port: the leader of every
 	// replica, and every member of an External-DP Server replica. Rendered from the replica's own
 	// revision, so each deployed configuration selects endpoints by its own mode.
-	LabelServes                = "modeldeployment.gpustack.ai/serves"
+	LabelServes = "modeldeployment.gpustack.ai/serves"
 	// LabelTransferConfig names the transfer document both halves of a vLLM-Ascend prefill/decode
 	// pair carry (a digest of its degrees), on the Pods of a role given that leg; rendered from the
 	// replica's revision.
