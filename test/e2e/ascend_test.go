@@ -35,30 +35,22 @@ func npuNode(t *testing.T, ctx context.Context, i int) *corev1.Node {
 	return n
 }
 
-// TestAscendRoles: on an Ascend InstanceType (huawei.com/npu nodes labelled by GPUStack's device
-// manager), mdplane derives the type's capacity from the nodes and sizes its ClusterQueue in NPUs,
-// and an SGLang role and a vLLM-Ascend prefill/decode pair under llm-d-router run: their Pods request
-// huawei.com/npu and carry the ascend RuntimeClass (it exists), the pair's leg is MooncakeConnectorV1
-// with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
-// and a pair whose prefill is narrower than its decode is refused.
-func TestAscendRoles(t *testing.T) {
-	ctx := context.Background()
-	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
-	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}
-	cleanup := []client.Object{runtimeClass, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}}
+// ascendType makes an Ascend InstanceType of two fake 910B nodes (npu-node-<first> and the next),
+// used by namespace, and waits until it is Active with their 16 NPUs and its ClusterQueue is sized in
+// NPUs. The type, the nodes and the namespace go when the test ends.
+func ascendType(t *testing.T, ctx context.Context, namespace, typeName string, first int) {
+	t.Helper()
+	cleanup := []client.Object{&workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}}}
 	t.Cleanup(func() {
-		tearDown(t, ctx, ns)
+		tearDown(t, ctx, namespace)
 		for _, o := range cleanup {
 			_ = stack.Client.Delete(ctx, o)
 		}
 	})
-	if err := stack.Client.Create(ctx, runtimeClass); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 2 {
-		cleanup = append(cleanup, npuNode(t, ctx, i))
+		cleanup = append(cleanup, npuNode(t, ctx, first+i))
 	}
-	applyManagedType(t, ns, typeName, `
+	applyManagedType(t, namespace, typeName, `
   acceleratable: true
   acceleratorGroup: ascend-910b
   os: linux
@@ -79,6 +71,23 @@ func TestAscendRoles(t *testing.T) {
 		return clusterQueueHolds(ctx, typeName, corev1.ResourceList{npuKey: resource.MustParse("16"),
 			corev1.ResourceCPU: resource.MustParse("256"), corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourceEphemeralStorage: resource.MustParse("1600Gi")})
 	})
+}
+
+// TestAscendRoles: on an Ascend InstanceType (huawei.com/npu nodes labelled by GPUStack's device
+// manager), mdplane derives the type's capacity from the nodes and sizes its ClusterQueue in NPUs,
+// and an SGLang role and a vLLM-Ascend prefill/decode pair under llm-d-router run: their Pods request
+// huawei.com/npu and carry the ascend RuntimeClass (it exists), the pair's leg is MooncakeConnectorV1
+// with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
+// and a pair whose prefill is narrower than its decode is refused.
+func TestAscendRoles(t *testing.T) {
+	ctx := context.Background()
+	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
+	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}
+	t.Cleanup(func() { _ = stack.Client.Delete(ctx, runtimeClass) })
+	if err := stack.Client.Create(ctx, runtimeClass); err != nil {
+		t.Fatal(err)
+	}
+	ascendType(t, ctx, ns, typeName, 0)
 
 	role := func(name, kind string, tp int) string {
 		return fmt.Sprintf("    - {name: %s, kind: %s, instanceType: %s, resources: {accelerator: %d}, extraArgs: [--tensor-parallel-size, %q]}\n", name, kind, typeName, tp, fmt.Sprint(tp))
