@@ -214,7 +214,7 @@ func printPlan(w io.Writer, p plan.Plan) {
 		if len(r.Order) > 0 {
 			fmt.Fprintf(w, "  order:     %s\n", ordinals(r.Order))
 		}
-		fmt.Fprintf(w, "  quota:     %s\n", quotaLine(r.Quota, len(r.Order) > 0))
+		fmt.Fprintf(w, "  quota:     %s\n", quotaLine(r.Quota, len(r.Order) > 0, p.Offline))
 		for i, s := range r.Steps {
 			line := fmt.Sprintf("  step %d:    replace r%d; serving ≥ %d, %d once the replacement is Ready", i+1, s.Replace, s.ServingAtLeast, s.ServingOnceReady)
 			if s.Waits != "" {
@@ -242,11 +242,13 @@ func ordinals(os []int32) string {
 	return strings.Join(parts, ", ")
 }
 
-func quotaLine(q plan.Quota, rolls bool) string {
+func quotaLine(q plan.Quota, rolls, offline bool) string {
 	line := "one replica needs " + resources(q.PerReplacement)
 	switch {
-	case q.Free == nil:
+	case q.Free == nil && offline:
 		line += "; free: unknown offline"
+	case q.Free == nil:
+		line += "; free: unknown (the deployment's LocalQueue or ClusterQueue was not found)"
 	default:
 		line += "; queue free " + resources(q.Free)
 		if rolls && q.WaitsForCapacity != nil {

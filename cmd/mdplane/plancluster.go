@@ -132,63 +132,78 @@ func (s *clusterState) observe(ctx context.Context, in *plan.Input) error {
 	in.Live = map[string]plan.LiveRole{}
 	for i := range in.Edited.Roles {
 		edited := in.Edited.Roles[i].DeepCopy()
-		live := plan.LiveRole{InFlight: -1, Held: map[int32]corev1.ResourceList{}}
-		for j := range roles.Items {
-			if roles.Items[j].Spec.RoleName == edited.Spec.RoleName {
-				live.Role = &roles.Items[j]
-				if v, err := strconv.ParseInt(live.Role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
-					live.InFlight = int32(v)
-				}
-			}
-		}
-		var mine []v1alpha1.ModelReplica
-		for _, r := range replicas.Items {
-			if r.Spec.RoleName == edited.Spec.RoleName {
-				mine = append(mine, r)
-			}
-		}
-		var rolePods []corev1.Pod
-		for _, p := range pods.Items {
-			if p.Labels[workerv1.LabelComponent] != edited.Spec.RoleName {
-				continue
-			}
-			rolePods = append(rolePods, p)
-			if o, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32); err == nil && p.DeletionTimestamp == nil && metav1.GetControllerOf(&p) != nil {
-				held := live.Held[int32(o)]
-				if held == nil {
-					held = corev1.ResourceList{}
-				}
-				for _, c := range p.Spec.Containers {
-					for n, q := range c.Resources.Requests {
-						have := held[n]
-						have.Add(q)
-						held[n] = have
-					}
-				}
-				live.Held[int32(o)] = held
-			}
-		}
-		live.Slots = rollout.SlotsOf(edited, mine, rolePods, workloads.Items)
-		in.Live[edited.Spec.RoleName] = live
+		in.Live[edited.Spec.RoleName] = liveRole(edited, roles.Items, replicas.Items, pods.Items, workloads.Items)
 	}
-	queue := in.Edited.QueueName()
+	free, err := s.freeQuota(ctx, in.Edited.QueueName())
+	in.Free = free
+	return err
+}
+
+// liveRole is a role as the rollout controller reads it, its slots judged against the edited
+// render's ModelRole: the live role, the ordinal it remembers replacing, its slots, and what each
+// ordinal's own standing Pods request.
+func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, workloads []kueue.Workload) plan.LiveRole {
+	live := plan.LiveRole{InFlight: -1, Held: map[int32]corev1.ResourceList{}}
+	for j := range roles {
+		if roles[j].Spec.RoleName == edited.Spec.RoleName {
+			live.Role = &roles[j]
+			if v, err := strconv.ParseInt(live.Role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
+				live.InFlight = int32(v)
+			}
+		}
+	}
+	var mine []v1alpha1.ModelReplica
+	for _, r := range replicas {
+		if r.Spec.RoleName == edited.Spec.RoleName {
+			mine = append(mine, r)
+		}
+	}
+	var rolePods []corev1.Pod
+	for _, p := range pods {
+		if p.Labels[workerv1.LabelComponent] != edited.Spec.RoleName {
+			continue
+		}
+		rolePods = append(rolePods, p)
+		o, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32)
+		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil {
+			continue
+		}
+		held := live.Held[int32(o)]
+		if held == nil {
+			held = corev1.ResourceList{}
+		}
+		for _, c := range p.Spec.Containers {
+			for n, q := range c.Resources.Requests {
+				have := held[n]
+				have.Add(q)
+				held[n] = have
+			}
+		}
+		live.Held[int32(o)] = held
+	}
+	live.Slots = rollout.SlotsOf(edited, mine, rolePods, workloads)
+	return live
+}
+
+// freeQuota is what the ClusterQueue behind the deployment's LocalQueue has free; nil when either
+// is missing.
+func (s *clusterState) freeQuota(ctx context.Context, queue string) (corev1.ResourceList, error) {
 	if queue == "" {
-		return nil
+		return nil, nil
 	}
 	lq := &kueue.LocalQueue{}
 	if err := s.client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: queue}, lq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil // no queue yet: free stays unknown
+			return nil, nil // no queue yet: free stays unknown
 		}
-		return fmt.Errorf("reading LocalQueue %s/%s: %w", s.namespace, queue, err)
+		return nil, fmt.Errorf("reading LocalQueue %s/%s: %w", s.namespace, queue, err)
 	}
 	cq := &kueue.ClusterQueue{}
 	if err := s.client.Get(ctx, types.NamespacedName{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("reading ClusterQueue %s: %w", lq.Spec.ClusterQueue, err)
+		return nil, fmt.Errorf("reading ClusterQueue %s: %w", lq.Spec.ClusterQueue, err)
 	}
-	in.Free = plan.FreeOf(cq)
-	return nil
+	return plan.FreeOf(cq), nil
 }

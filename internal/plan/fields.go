@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -88,19 +89,16 @@ func orNone(s string) string {
 func change(from, to string) string { return from + " → " + to }
 
 // rolePaths is the moved paths under one role's prefix, sorted; replicas apart.
-func rolePaths(moved map[string]string, index int) (fields []string, replicas bool) {
+func rolePaths(moved map[string]string, index int) []string {
 	prefix := fmt.Sprintf("spec.roles[%d].", index)
+	var fields []string
 	for path := range moved {
-		if len(path) > len(prefix) && path[:len(prefix)] == prefix {
-			if path == prefix+"replicas" {
-				replicas = true
-				continue
-			}
+		if strings.HasPrefix(path, prefix) && path != prefix+"replicas" {
 			fields = append(fields, path)
 		}
 	}
 	sort.Strings(fields)
-	return fields, replicas
+	return fields
 }
 
 // deploymentPaths is the moved paths outside every role, sorted.
@@ -120,8 +118,7 @@ func otherRolePaths(moved map[string]string, roles, index int) []string {
 	var out []string
 	for i := range roles {
 		if i != index {
-			fields, _ := rolePaths(moved, i)
-			out = append(out, fields...)
+			out = append(out, rolePaths(moved, i)...)
 		}
 	}
 	sort.Strings(out)

@@ -212,7 +212,7 @@ func observedSlots(in Input, name string, newRole *v1alpha1.ModelRole) ([]rollou
 // rolls, the render baseline, a Setting or a referenced object.
 func why(in Input, moved map[string]string, index int, newRole, oldRole *v1alpha1.ModelRole, rolls, scales bool) []string {
 	var out []string
-	fields, _ := rolePaths(moved, index)
+	fields := rolePaths(moved, index)
 	if scales {
 		out = append(out, fmt.Sprintf("spec.roles[%d].replicas: %s", index, moved[fmt.Sprintf("spec.roles[%d].replicas", index)]))
 	}
@@ -228,22 +228,22 @@ func why(in Input, moved map[string]string, index int, newRole, oldRole *v1alpha
 	for _, f := range deploymentPaths(moved) {
 		out = append(out, f+": "+moved[f])
 	}
-	if len(out) > 0 && !(scales && len(out) == 1) {
+	base := oldRole
+	if live, ok := in.Live[newRole.Spec.RoleName]; ok && live.Role != nil {
+		base = live.Role
+	}
+	if base != nil && base.Spec.ConfigDigest != "" && base.Spec.ConfigDigest == newRole.Spec.ConfigDigest && base.Spec.Revision != newRole.Spec.Revision {
+		return append(out, fmt.Sprintf("only the render baseline moved (render-version %d → %d, floor %d → %d)",
+			base.Spec.RenderVersion, newRole.Spec.RenderVersion, base.Spec.MinRenderVersion, newRole.Spec.MinRenderVersion))
+	}
+	if len(out) > 0 && (!scales || len(out) > 1) {
 		return out
 	}
 	if others := otherRolePaths(moved, len(in.Edited.Deployment.Spec.Roles), index); len(others) > 0 {
 		return append(out, "another role's fields reach this role's Pods (the shared transfer document): "+strings.Join(others, ", "))
 	}
-	base := oldRole
-	if live, ok := in.Live[newRole.Spec.RoleName]; ok && live.Role != nil {
-		base = live.Role
-		if live.Role.Spec.Revision == newRole.Spec.Revision {
-			return append(out, "no field moved: a rollout already in progress continues onto revision "+newRole.Spec.Revision)
-		}
-	}
-	if base != nil && base.Spec.ConfigDigest != "" && base.Spec.ConfigDigest == newRole.Spec.ConfigDigest {
-		return append(out, fmt.Sprintf("only the render baseline moved (render-version %d → %d, floor %d → %d)",
-			base.Spec.RenderVersion, newRole.Spec.RenderVersion, base.Spec.MinRenderVersion, newRole.Spec.MinRenderVersion))
+	if base != nil && base.Spec.Revision == newRole.Spec.Revision {
+		return append(out, "no field moved: a rollout already in progress continues onto revision "+newRole.Spec.Revision)
 	}
 	return append(out, "no field of the deployment moved: a Setting or a referenced object (InstanceType, KVCachePoolBinding, KVCachePool, ModelArtifact) moved")
 }

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -257,15 +256,5 @@ func resourceChanges(a, b corev1.ResourceRequirements) map[string]Change {
 	if len(out) == 0 {
 		return nil
 	}
-	return out
-}
-
-// sortedKeys is a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
