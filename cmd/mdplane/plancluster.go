@@ -165,8 +165,8 @@ func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas [
 		}
 		rolePods = append(rolePods, p)
 		o, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32)
-		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil {
-			continue
+		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil || gated(&p) {
+			continue // a queued replica holds no reservation
 		}
 		held := live.Held[int32(o)]
 		if held == nil {
@@ -206,4 +206,14 @@ func (s *clusterState) freeQuota(ctx context.Context, queue string) (corev1.Reso
 		return nil, fmt.Errorf("reading ClusterQueue %s: %w", lq.Spec.ClusterQueue, err)
 	}
 	return plan.FreeOf(cq), nil
+}
+
+// gated reports a Pod Kueue still holds at its admission gate.
+func gated(p *corev1.Pod) bool {
+	for _, g := range p.Spec.SchedulingGates {
+		if g.Name == "kueue.x-k8s.io/admission" {
+			return true
+		}
+	}
+	return false
 }

@@ -390,9 +390,14 @@ func resolve(revision string, replicas int32, slots []rollout.Slot) []rollout.Sl
 // so it waits on capacity only when it needs more than free plus what the departing replica held.
 func quota(in Input, name string, sim simulation, rolls bool) Quota {
 	q := Quota{PerReplacement: requests(in.Edited.podsOf(name, 0)), Departing: requests(in.Stored.podsOf(name, 0))}
-	if live, ok := in.Live[name]; ok && len(sim.steps) > 0 {
-		if held, ok := live.Held[sim.steps[0].Replace]; ok {
-			q.Departing = held
+	// What each step's departing replica frees: offline, a stored replica's requests; on a cluster,
+	// its own admitted Pods' (a queued replica holds nothing).
+	departing := func(ordinal int32) corev1.ResourceList { return q.Departing }
+	if live, ok := in.Live[name]; ok {
+		departing = func(ordinal int32) corev1.ResourceList { return live.Held[ordinal] }
+		q.Departing = corev1.ResourceList{}
+		if len(sim.steps) > 0 && live.Held[sim.steps[0].Replace] != nil {
+			q.Departing = live.Held[sim.steps[0].Replace]
 		}
 	}
 	if len(sim.created) > 0 {
@@ -406,20 +411,27 @@ func quota(in Input, name string, sim simulation, rolls bool) Quota {
 	}
 	q.Free = in.Free
 	if rolls {
-		waits := false
-		for res, need := range q.PerReplacement {
-			free, covered := in.Free[res]
-			if !covered {
-				continue // a resource the queue does not cover is not counted
-			}
-			free = free.DeepCopy()
-			free.Add(q.Departing[res])
-			if need.Cmp(free) > 0 {
-				waits = true
-				q.Short = append(q.Short, fmt.Sprintf("%s: needs %s, %s free with the departing replica's", res, need.String(), free.String()))
+		short := map[string][]string{} // the shortfall → the replacements it holds back
+		for _, step := range sim.steps {
+			held := departing(step.Replace)
+			for res, need := range q.PerReplacement {
+				free, covered := in.Free[res]
+				if !covered {
+					continue // a resource the queue does not cover is not counted
+				}
+				free = free.DeepCopy()
+				free.Add(held[res])
+				if need.Cmp(free) > 0 {
+					key := fmt.Sprintf("%s: needs %s, %s free with the departing replica's", res, need.String(), free.String())
+					short[key] = append(short[key], fmt.Sprintf("r%d", step.Replace))
+				}
 			}
 		}
+		waits := len(short) > 0
 		q.WaitsForCapacity = &waits
+		for shortfall, replicas := range short {
+			q.Short = append(q.Short, shortfall+" ("+strings.Join(replicas, ", ")+")")
+		}
 	}
 	if len(sim.created) > 0 {
 		waits := false

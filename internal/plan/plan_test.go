@@ -151,7 +151,7 @@ func TestMake(t *testing.T) {
 			require.NotNil(t, r.Quota.WaitsForCapacity)
 			assert.True(t, *r.Quota.WaitsForCapacity, "needs 4, free 1 plus the departing replica's 2")
 		},
-		warnings: []string{"the rollout will wait for capacity (nvidia.com/gpu: needs 4, 3 free"},
+		warnings: []string{"the rollout will wait for capacity (nvidia.com/gpu: needs 4, 3 free with the departing replica's (r3, r2, r1, r0))"},
 	}, {
 		name: "quota fits with the departing replica's reservation",
 		in: Input{Stored: stored.render(), Edited: edited(image).render(),
