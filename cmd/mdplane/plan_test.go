@@ -50,6 +50,7 @@ func TestPlanOfflineJSON(t *testing.T) {
 	assert.Equal(t, plan.ActionRolls, p.Roles[0].Action)
 	assert.Equal(t, []int32{3, 2, 1, 0}, p.Roles[0].Order)
 	assert.Nil(t, p.Roles[0].Quota.WaitsForCapacity, "quota is unknown offline")
+	assert.Contains(t, out, `"leaving": [],`, "empty lists are lists, not null")
 	assert.Equal(t, &plan.Change{From: "vllm/vllm-openai:v0.25.1", To: "vllm/vllm-openai:v0.26.0"}, p.Roles[0].PodChanges.Image)
 }
 

@@ -169,7 +169,7 @@ func planRole(in Input, moved map[string]string, index int, declared workerv1.Mo
 		out.Replicas.From = live.Role.Spec.Replicas
 	}
 	sim := simulate(newRole.Spec.Revision, newRole.Spec.Replicas, slots, inFlight, cadence)
-	out.Leaving, out.Created, out.Unresolved = sim.leaving, sim.created, sim.unresolved
+	out.Leaving, out.Created, out.Unresolved = append(out.Leaving, sim.leaving...), append(out.Created, sim.created...), sim.unresolved
 	for _, s := range sim.steps {
 		out.Order = append(out.Order, s.Replace)
 	}
