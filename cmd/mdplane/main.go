@@ -1,4 +1,5 @@
-// Command mdplane is the project's command line: offline checks and renders of ModelDeployments.
+// Command mdplane is the project's command line: offline checks and renders of ModelDeployments,
+// and plans of their edits.
 package main
 
 import (
@@ -20,6 +21,7 @@ type cli struct {
 	SchemaCheck schemaCheckCmd `cmd:"" name:"schema-check" help:"Check manifests against the generated CRD and XRD schemas, offline, with the API server's own validation."`
 	Validate    validateCmd    `cmd:"" help:"Admit manifests offline as a cluster would: the schema, then mdplane's admission rules. Silent when admitted."`
 	Render      renderCmd      `cmd:"" help:"Render ModelDeployments offline into every object their Compositions compose, down to the Pods."`
+	Plan        planCmd        `cmd:"" help:"Tell what applying an edit of a ModelDeployment will do: which roles roll or scale and why, in what order, against what quota, and what changes in the Pods. Exits 1 when admission refuses the edit."`
 }
 
 // env carries the streams a subcommand writes to, so tests can read them.

@@ -450,18 +450,12 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 	if err := p.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	admitted := make(map[string]bool, len(workloads.Items))
+	admitted := workloadsAdmitted(workloads.Items)
 	byName := make(map[string]*kueue.Workload, len(workloads.Items))
 	for i := range workloads.Items {
-		admitted[workloads.Items[i].Name] = apimeta.IsStatusConditionTrue(workloads.Items[i].Status.Conditions, kueue.WorkloadAdmitted)
 		byName[workloads.Items[i].Name] = &workloads.Items[i]
 	}
-	admittedGroups := map[int32]bool{}
-	for _, r := range replicas.Items {
-		if a, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)]; ok {
-			admittedGroups[r.Spec.Ordinal] = a
-		}
-	}
+	admittedGroups := groupsAdmitted(role, replicas.Items, admitted)
 	slots, occupied := readSlots(role, replicas.Items, pods.Items, admittedGroups)
 	for ordinal := range role.Spec.Replicas {
 		if _, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)]; ok {
@@ -469,6 +463,35 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 		}
 	}
 	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName, admitted: admittedGroups}, nil
+}
+
+// SlotsOf is the role's slots exactly as a pass of the pacer reads them from the role's replicas,
+// their Pods and the namespace's Workloads: what `mdplane plan` simulates the rollout from, so the
+// plan and the pacer cannot drift.
+func SlotsOf(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, workloads []kueue.Workload) []Slot {
+	slots, _ := readSlots(role, replicas, pods, groupsAdmitted(role, replicas, workloadsAdmitted(workloads)))
+	return slots
+}
+
+// workloadsAdmitted is whether each Workload, by name, is admitted.
+func workloadsAdmitted(workloads []kueue.Workload) map[string]bool {
+	admitted := make(map[string]bool, len(workloads))
+	for i := range workloads {
+		admitted[workloads[i].Name] = apimeta.IsStatusConditionTrue(workloads[i].Status.Conditions, kueue.WorkloadAdmitted)
+	}
+	return admitted
+}
+
+// groupsAdmitted is, by ordinal, whether the group Workload of a standing replica's slot is admitted;
+// an ordinal whose group has no Workload is absent.
+func groupsAdmitted(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, admitted map[string]bool) map[int32]bool {
+	groups := map[int32]bool{}
+	for _, r := range replicas {
+		if a, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)]; ok {
+			groups[r.Spec.Ordinal] = a
+		}
+	}
+	return groups
 }
 
 // outsideRollout reports a role whose replicas are never replaced for configuration drift: the
