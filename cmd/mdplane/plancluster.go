@@ -134,7 +134,7 @@ func (s *clusterState) observe(ctx context.Context, in *plan.Input) error {
 		edited := in.Edited.Roles[i].DeepCopy()
 		in.Live[edited.Spec.RoleName] = liveRole(edited, roles.Items, replicas.Items, pods.Items, workloads.Items)
 	}
-	free, err := s.freeQuota(ctx, in.Edited.QueueName())
+	free, err := s.freeQuota(ctx, in.Edited.QueueName(), workloads.Items)
 	in.Free = free
 	return err
 }
@@ -187,7 +187,7 @@ func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas [
 
 // freeQuota is what the ClusterQueue behind the deployment's LocalQueue has free; nil when either
 // is missing.
-func (s *clusterState) freeQuota(ctx context.Context, queue string) (corev1.ResourceList, error) {
+func (s *clusterState) freeQuota(ctx context.Context, queue string, workloads []kueue.Workload) (corev1.ResourceList, error) {
 	if queue == "" {
 		return nil, nil
 	}
@@ -205,7 +205,7 @@ func (s *clusterState) freeQuota(ctx context.Context, queue string) (corev1.Reso
 		}
 		return nil, fmt.Errorf("reading ClusterQueue %s: %w", lq.Spec.ClusterQueue, err)
 	}
-	return plan.FreeOf(cq), nil
+	return plan.FreeOf(cq, workloads), nil
 }
 
 // gated reports a Pod Kueue still holds at its admission gate.

@@ -63,7 +63,7 @@ func podChangeLines(c plan.PodChanges) []string {
 		out = append(out, "volume + "+v)
 	}
 	for _, v := range c.Volumes.Changed {
-		out = append(out, "volume ~ "+v+" (another source)")
+		out = append(out, "volume ~ "+v)
 	}
 	for _, m := range c.Mounts.Removed {
 		out = append(out, "mount - "+m)

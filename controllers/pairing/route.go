@@ -33,80 +33,12 @@ type Decision struct {
 }
 
 // Decide picks the configuration the router selects: the newest one with a Ready serving prefill and
-// a Ready serving decode (newest by its newest Pod), else the one routed now, else the newest there
-// is. Every Pod of that configuration and every Pod outside the pair is routed; every other half is
-// not, leaving ones included.
+// a Ready serving decode (newest by its newest standing Pod), else the one routed now, else the
+// newest there is. Every Pod of that configuration and every Pod outside the pair is routed; every
+// other half is not, leaving ones included; a leaving Pod is never given the label.
 func Decide(members []Member) Decision {
-	type config struct {
-		newest          time.Time
-		prefill, decode bool
-		routed          int
-	}
-	configs := map[string]*config{}
+	d := choose(tally(members))
 	for _, m := range members {
-		if m.Half == "" {
-			continue
-		}
-		c := configs[m.Config]
-		if c == nil {
-			c = &config{}
-			configs[m.Config] = c
-		}
-		if m.Routed {
-			c.routed++
-		}
-		if m.Leaving {
-			continue
-		}
-		if m.Created.After(c.newest) {
-			c.newest = m.Created
-		}
-		if m.Serving && m.Ready {
-			c.prefill = c.prefill || m.Half == "prefill"
-			c.decode = c.decode || m.Half == "decode"
-		}
-	}
-	names := make([]string, 0, len(configs))
-	for name := range configs {
-		names = append(names, name)
-	}
-	// Newest first; a tie is broken by name, so two passes decide alike.
-	sort.Slice(names, func(i, j int) bool {
-		a, b := configs[names[i]], configs[names[j]]
-		if !a.newest.Equal(b.newest) {
-			return a.newest.After(b.newest)
-		}
-		return names[i] < names[j]
-	})
-	var routedNow []string
-	for _, name := range names {
-		if configs[name].routed > 0 {
-			routedNow = append(routedNow, name)
-		}
-	}
-	complete := ""
-	for _, name := range names {
-		if configs[name].prefill && configs[name].decode {
-			complete = name
-			break
-		}
-	}
-	d := Decision{}
-	switch {
-	case len(names) == 0:
-		d.Message = "no Pod of the pair"
-	case complete != "":
-		d.Config = complete
-		d.Message = fmt.Sprintf("transfer configuration %q has a Ready prefill and a Ready decode", d.Config)
-	case len(routedNow) == 1:
-		d.Config = routedNow[0]
-		d.Message = fmt.Sprintf("no configuration has a Ready prefill and a Ready decode; %q stays routed", d.Config)
-	default:
-		d.Config = names[0]
-		d.Message = fmt.Sprintf("no configuration has a Ready prefill and a Ready decode; the newest, %q, is routed", d.Config)
-	}
-	for _, m := range members {
-		// A leaving Pod keeps the label it has (its configuration's), and is given none.
 		want := m.Half == "" || m.Config == d.Config
 		switch {
 		case m.Routed && !want:
@@ -118,4 +50,67 @@ func Decide(members []Member) Decision {
 	sort.Strings(d.Unroute)
 	sort.Strings(d.Route)
 	return d
+}
+
+// configuration is what the decision needs of one transfer configuration's Pods.
+type configuration struct {
+	name            string
+	newest          time.Time
+	prefill, decode bool // a Ready serving member of each half stands
+	routed          bool
+}
+
+// tally is the pair's configurations, newest first (a tie broken by name, so passes decide alike).
+func tally(members []Member) []*configuration {
+	byName := map[string]*configuration{}
+	var out []*configuration
+	for _, m := range members {
+		if m.Half == "" {
+			continue
+		}
+		c := byName[m.Config]
+		if c == nil {
+			c = &configuration{name: m.Config}
+			byName[m.Config] = c
+			out = append(out, c)
+		}
+		c.routed = c.routed || m.Routed
+		if m.Leaving {
+			continue
+		}
+		if m.Created.After(c.newest) {
+			c.newest = m.Created
+		}
+		if m.Serving && m.Ready {
+			c.prefill = c.prefill || m.Half == "prefill"
+			c.decode = c.decode || m.Half == "decode"
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].newest.Equal(out[j].newest) {
+			return out[i].newest.After(out[j].newest)
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// choose is the configuration to route, with why.
+func choose(configs []*configuration) Decision {
+	var routed []*configuration
+	for _, c := range configs {
+		if c.prefill && c.decode {
+			return Decision{Config: c.name, Message: fmt.Sprintf("transfer configuration %q has a Ready prefill and a Ready decode", c.name)}
+		}
+		if c.routed {
+			routed = append(routed, c)
+		}
+	}
+	switch {
+	case len(configs) == 0:
+		return Decision{Message: "no Pod of the pair"}
+	case len(routed) == 1:
+		return Decision{Config: routed[0].name, Message: fmt.Sprintf("no configuration has a Ready prefill and a Ready decode; %q stays routed", routed[0].name)}
+	}
+	return Decision{Config: configs[0].name, Message: fmt.Sprintf("no configuration has a Ready prefill and a Ready decode; the newest, %q, is routed", configs[0].name)}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -241,7 +242,25 @@ func TestFreeOfSumsNominalMinusUsageOverFlavors(t *testing.T) {
 		{Name: "h20", Resources: []kueue.ResourceQuota{{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("4")}}},
 	}}}
 	cq.Status.FlavorsUsage = []kueue.FlavorUsage{{Name: "a10g", Resources: []kueue.ResourceUsage{{Name: "nvidia.com/gpu", Total: resource.MustParse("6")}}}}
-	free := FreeOf(cq)
+	free := FreeOf(cq, nil)
 	q := free["nvidia.com/gpu"]
 	assert.Equal(t, "6", q.String())
+}
+
+func TestFreeOfCountsTheReservationsTheStatusDoesNotShowYet(t *testing.T) {
+	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "h20"}}
+	cq.Spec.ResourceGroups = []kueue.ResourceGroup{{Flavors: []kueue.FlavorQuotas{
+		{Name: "h20", Resources: []kueue.ResourceQuota{{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("3")}}},
+	}}}
+	reserved := func(queue string, gpus string) kueue.Workload {
+		wl := kueue.Workload{}
+		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue}}
+		wl.Status.Admission = &kueue.Admission{ClusterQueue: kueue.ClusterQueueReference(queue), PodSetAssignments: []kueue.PodSetAssignment{{
+			Flavors:       map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h20"},
+			ResourceUsage: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus)}}}}
+		return wl
+	}
+	free := FreeOf(cq, []kueue.Workload{reserved("h20", "1"), reserved("h20", "1"), reserved("another", "1"), {}})
+	q := free["nvidia.com/gpu"]
+	assert.Equal(t, "1", q.String(), "two reservations on this queue, one on another, one Workload not admitted")
 }

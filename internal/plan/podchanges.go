@@ -196,7 +196,7 @@ func volumeChanges(a, b []corev1.Volume) VolumeChanges {
 		case !ok:
 			out.Added = append(out.Added, v.Name)
 		case old.String() != v.String():
-			out.Changed = append(out.Changed, v.Name)
+			out.Changed = append(out.Changed, v.Name+" ("+sourceChange(old, v)+")")
 		}
 	}
 	for _, v := range a {
@@ -205,6 +205,15 @@ func volumeChanges(a, b []corev1.Volume) VolumeChanges {
 		}
 	}
 	return out
+}
+
+// sourceChange says how a volume's source moved: a host path's directory (a compilation cache keyed
+// by image and arguments starts cold in its new one), else only that it did.
+func sourceChange(was, is corev1.Volume) string {
+	if was.HostPath != nil && is.HostPath != nil && was.HostPath.Path != is.HostPath.Path {
+		return "host path " + was.HostPath.Path + " → " + is.HostPath.Path
+	}
+	return "another source"
 }
 
 // mounts is each mount as "name at path" (read-only marked).

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -164,15 +165,24 @@ func add(into, more corev1.ResourceList) {
 	}
 }
 
-// FreeOf is what a ClusterQueue has free now: its nominal quota minus its usage, per flavor and
-// resource, summed per resource over its flavors. Borrowing and cohorts are not counted.
-func FreeOf(cq *kueue.ClusterQueue) corev1.ResourceList {
+// FreeOf is what a ClusterQueue has free now: its nominal quota minus what its Workloads reserve
+// (Kueue admits against reservations, which include the admitted Workloads' usage), per flavor and
+// resource, summed per resource over its flavors. The reservation is the larger of what the queue's
+// status last reported and what the given Workloads (the deployment's namespace) hold on it now:
+// Kueue writes the status a moment after it admits, so a plan made just after an admission would
+// otherwise count the newest Workloads' cards as free. Borrowing and cohorts are not counted.
+func FreeOf(cq *kueue.ClusterQueue, workloads []kueue.Workload) corev1.ResourceList {
+	held := reservedBy(cq.Name, workloads)
 	free := corev1.ResourceList{}
 	for _, group := range cq.Spec.ResourceGroups {
 		for _, flavor := range group.Flavors {
 			for _, r := range flavor.Resources {
 				q := r.NominalQuota.DeepCopy()
-				q.Sub(usage(cq, string(flavor.Name), r.Name))
+				used := usage(cq, string(flavor.Name), r.Name)
+				if h := held[string(flavor.Name)][r.Name]; h.Cmp(used) > 0 {
+					used = h
+				}
+				q.Sub(used)
 				if q.Sign() < 0 {
 					q.Set(0)
 				}
@@ -185,16 +195,42 @@ func FreeOf(cq *kueue.ClusterQueue) corev1.ResourceList {
 	return free
 }
 
-func usage(cq *kueue.ClusterQueue, flavor string, res corev1.ResourceName) resource.Quantity {
-	for _, f := range cq.Status.FlavorsUsage {
-		if string(f.Name) != flavor {
+// reservedBy is what the Workloads holding a quota reservation on the ClusterQueue reserve, by
+// flavor and resource.
+func reservedBy(clusterQueue string, workloads []kueue.Workload) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for _, wl := range workloads {
+		a := wl.Status.Admission
+		if a == nil || string(a.ClusterQueue) != clusterQueue || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
 			continue
 		}
-		for _, r := range f.Resources {
-			if r.Name == res {
-				return r.Total
+		for _, ps := range a.PodSetAssignments {
+			for res, q := range ps.ResourceUsage {
+				flavor := string(ps.Flavors[res])
+				if out[flavor] == nil {
+					out[flavor] = corev1.ResourceList{}
+				}
+				have := out[flavor][res]
+				have.Add(q)
+				out[flavor][res] = have
 			}
 		}
 	}
-	return resource.Quantity{}
+	return out
+}
+
+// usage is the larger of a flavor's reserved and used amount of a resource, as the queue's status
+// reports them.
+func usage(cq *kueue.ClusterQueue, flavor string, res corev1.ResourceName) resource.Quantity {
+	var most resource.Quantity
+	for _, list := range [][]kueue.FlavorUsage{cq.Status.FlavorsReservation, cq.Status.FlavorsUsage} {
+		for _, f := range list {
+			for _, r := range f.Resources {
+				if string(f.Name) == flavor && r.Name == res && r.Total.Cmp(most) > 0 {
+					most = r.Total
+				}
+			}
+		}
+	}
+	return most
 }

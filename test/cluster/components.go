@@ -229,8 +229,8 @@ var kwokStages = []string{
 	"kustomize/stage/pod/fast/pod-delete.yaml",
 }
 
-// ReadyDelayEnv, declared on a container of a Pod (a role's env), delays the Pod's turning Ready by
-// that duration ("4s"): how a test holds an engine's readiness back.
+// ReadyDelayEnv is the env a container of a Pod (a role's env) declares to delay the Pod's turning
+// Ready by a duration ("4s"): how a test holds an engine's readiness back.
 const ReadyDelayEnv = "KWOK_READY_DELAY"
 
 // readyDelay is the delay of the pod-ready stage: none, unless a container declares ReadyDelayEnv.

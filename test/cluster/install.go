@@ -229,14 +229,29 @@ func (s *Stack) serviceAccountKubeconfig(ctx context.Context, account string) (s
 
 // buildControllers builds mdplane-controllers from this checkout, once.
 func (s *Stack) buildControllers(root string) (string, error) {
-	bin := filepath.Join(s.Dir, "mdplane-controllers")
+	return s.buildCommand(root, "mdplane-controllers")
+}
+
+// CLI is the mdplane command line built from this checkout (once per stack), for the tests that run
+// it as a user would.
+func (s *Stack) CLI() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return s.buildCommand(root, "mdplane")
+}
+
+// buildCommand builds ./cmd/<name> of the checkout into the stack's directory, once.
+func (s *Stack) buildCommand(root, name string) (string, error) {
+	bin := filepath.Join(s.Dir, name)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/mdplane-controllers")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building mdplane-controllers: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }

@@ -94,9 +94,10 @@ func GroupName(namespace, deployment, role string, ordinal int32) string {
 type RolloutCadence string
 
 const (
-	// RolloutCadenceAdmission: the replacement's group is admitted by Kueue (the spec's cadence).
+	// RolloutCadenceAdmission waits for the replacement's group to be admitted by Kueue (the spec's
+	// cadence).
 	RolloutCadenceAdmission RolloutCadence = "admission"
-	// RolloutCadenceCapacity: the replacement's members are all Ready, and so is every replica
+	// RolloutCadenceCapacity waits for the replacement's members to be Ready, and every replica
 	// already on the current configuration, so a role keeps replicas-1 serving replicas.
 	RolloutCadenceCapacity RolloutCadence = "capacity-preserving"
 )
