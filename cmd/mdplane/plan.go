@@ -216,7 +216,7 @@ func printPlan(w io.Writer, p plan.Plan) {
 		}
 		fmt.Fprintf(w, "  quota:     %s\n", quotaLine(r.Quota, len(r.Order) > 0, p.Offline))
 		for i, s := range r.Steps {
-			line := fmt.Sprintf("  step %d:    replace r%d; serving ≥ %d, %d once the replacement is Ready", i+1, s.Replace, s.ServingAtLeast, s.ServingOnceReady)
+			line := fmt.Sprintf("  step %d:    replace r%d; serving ≥ %d (%d if every earlier replacement is Ready)", i+1, s.Replace, s.ServingAtLeast, s.ServingOnceReady)
 			if s.Waits != "" {
 				line += "; first waits: " + s.Waits
 			}

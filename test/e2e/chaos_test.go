@@ -210,7 +210,7 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 	edited := roles[rng.IntN(len(roles))]
 	marker := fmt.Sprintf("--max-num-seqs %d", 100+rng.IntN(900))
 	step(fmt.Sprintf("rolling edit of %s (%s)", edited.name, marker), func() {
-		watcher.permit(func(w *chaosWatch) { w.replacing = edited.name })
+		watcher.permit(func(w *chaosWatch) { w.replacing[edited.name] = true })
 		edited.marker = marker
 		// A take-over role's extraArgs are inert (model-deployment.md): its edit is of the command.
 		field, args := "extraArgs", strings.Fields(marker)
@@ -223,7 +223,7 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 		}
 		patchRole(t, ns, name, roles, edited, "add", field, string(value))
 	}, func() error { return layoutRunning(ctx, ns, name, roles) })
-	watcher.permit(func(w *chaosWatch) { w.replacing = "" })
+	watcher.permit(func(w *chaosWatch) { clear(w.replacing) })
 
 	// Not the encoder: a take-over role advertises no engine gauges, so a replica it sheds drains
 	// until its retirement deadline, five minutes (docs/architecture.md, "Retirement").
@@ -360,9 +360,9 @@ type chaosWatch struct {
 	// size and replicas are each role's members per replica and the replicas that must stand (one
 	// of them may be missing).
 	size, replicas map[string]int
-	// replacing is the role whose replicas may leave now (a rolling edit); shedFrom, by role, the
+	// replacing is the roles whose replicas may leave now (a rolling edit); shedFrom, by role, the
 	// ordinal from which replicas may leave (a scale-down); deleting lets every Pod go.
-	replacing string
+	replacing map[string]bool
 	shedFrom  map[string]int
 	deleting  bool
 
@@ -378,7 +378,7 @@ type chaosWatch struct {
 func watchChaos(t *testing.T, ctx context.Context, namespace, deployment string, roles []*chaosRole) *chaosWatch {
 	t.Helper()
 	initial, w := watchPods(t, ctx, namespace, deployment)
-	cw := &chaosWatch{size: map[string]int{}, replicas: map[string]int{}, shedFrom: map[string]int{},
+	cw := &chaosWatch{size: map[string]int{}, replicas: map[string]int{}, shedFrom: map[string]int{}, replacing: map[string]bool{},
 		pods: map[string]*corev1.Pod{}, containers: map[types.UID]string{}, w: w, done: make(chan struct{})}
 	for _, r := range roles {
 		cw.size[r.name], cw.replicas[r.name] = r.size, r.replicas
@@ -468,7 +468,7 @@ func (cw *chaosWatch) observe(kind watch.EventType, p *corev1.Pod) {
 
 // mayLeave reports whether a member of a role's replica may go now.
 func (cw *chaosWatch) mayLeave(role, ordinal string) bool {
-	if cw.deleting || role == cw.replacing {
+	if cw.deleting || cw.replacing[role] {
 		return true
 	}
 	from, shedding := cw.shedFrom[role]
@@ -614,11 +614,11 @@ func TestChaosWatchJudges(t *testing.T) {
 	}{
 		{rule: "a Pod's containers never change", events: []event{{watch.Modified, member("a", 0, 0, "--new")}}, want: "changed in place"},
 		{rule: "an instance runs one configuration", events: []event{{watch.Deleted, r0m1}, {watch.Added, member("e", 0, 1, "--new")}},
-			permit: func(w *chaosWatch) { w.replacing = "prefill" }, want: "mixes 2 configurations"},
+			permit: func(w *chaosWatch) { w.replacing["prefill"] = true }, want: "mixes 2 configurations"},
 		{rule: "at most one replica of a role is missing", events: []event{{watch.Deleted, r0m0}, {watch.Deleted, r1m1}},
-			permit: func(w *chaosWatch) { w.replacing = "prefill" }, want: "2 of 2 replicas missing"},
+			permit: func(w *chaosWatch) { w.replacing["prefill"] = true }, want: "2 of 2 replicas missing"},
 		{rule: "a replica outside the change does not restart", events: []event{{watch.Modified, leaving(r1m0)}}, want: "left outside the change"},
-		{rule: "the role being edited may replace one replica at a time", permit: func(w *chaosWatch) { w.replacing = "prefill" },
+		{rule: "the role being edited may replace one replica at a time", permit: func(w *chaosWatch) { w.replacing["prefill"] = true },
 			events: []event{{watch.Modified, leaving(r0m0)}, {watch.Deleted, r0m1}, {watch.Deleted, r0m0}, {watch.Added, member("e", 0, 0, "--new")}, {watch.Added, member("f", 0, 1, "--new")}}},
 		{rule: "a scale-down sheds the ordinals at and above the new count", permit: func(w *chaosWatch) { w.replicas["prefill"], w.shedFrom["prefill"] = 1, 1 },
 			events: []event{{watch.Deleted, r1m0}, {watch.Deleted, r1m1}}},
@@ -629,7 +629,7 @@ func TestChaosWatchJudges(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			cw := &chaosWatch{size: map[string]int{"prefill": 2}, replicas: map[string]int{"prefill": 2}, shedFrom: map[string]int{},
+			cw := &chaosWatch{size: map[string]int{"prefill": 2}, replicas: map[string]int{"prefill": 2}, shedFrom: map[string]int{}, replacing: map[string]bool{},
 				pods: map[string]*corev1.Pod{}, containers: map[types.UID]string{}}
 			for _, p := range []*corev1.Pod{r0m0, r0m1, r1m0, r1m1} {
 				cw.pods[p.Name], cw.containers[p.UID] = p, fmt.Sprint(p.Spec.Containers)

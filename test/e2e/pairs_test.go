@@ -20,7 +20,8 @@ import (
 // document, so a degree edit of its decode half rolls both halves; on every change of the pair's Pods
 // during that rollout, the Pods the router's endpoint selector (its ConfigMap's, read from the stack)
 // selects carry one transfer configuration, and at the end all four replicas of the new one are
-// selected.
+// selected; the rollout invariants hold per role (one configuration per instance, no Pod changed in
+// place, at most one replica of a role missing).
 func TestCoherentPairRollout(t *testing.T) {
 	ctx := context.Background()
 	const ns, typeName, name = "team-pair", "e2e-pair-910b-linux-arm64", "vasc"
@@ -60,6 +61,9 @@ spec:
 		return nil
 	})
 
+	// The rollout invariants, per role: both roles roll, each one replica at a time.
+	invariants := watchChaos(t, ctx, ns, name, []*chaosRole{{name: "prefill", replicas: 2, size: 1}, {name: "decode", replicas: 2, size: 1}})
+	invariants.permit(func(w *chaosWatch) { w.replacing["prefill"], w.replacing["decode"] = true, true })
 	initial, w := watchPods(t, ctx, ns, name)
 	defer w.Stop()
 	current := map[string]*corev1.Pod{}
@@ -120,6 +124,9 @@ spec:
 		if newStanding == 4 && leaving == 0 && len(current) == 4 {
 			break
 		}
+	}
+	if violations := invariants.stop(); len(violations) > 0 {
+		t.Fatalf("rollout invariants broken: %s", strings.Join(violations, "; "))
 	}
 	if last == oldConfig || last == "" {
 		t.Fatalf("the rollout ended routing %q, not the new configuration; routing timeline:\n%s", last, strings.Join(timeline, "\n"))
