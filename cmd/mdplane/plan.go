@@ -10,12 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/functions"
 	"github.com/mdplane/mdplane/internal/admission"
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/plan"
 	"github.com/mdplane/mdplane/internal/schemacheck"
-	manifests "github.com/mdplane/mdplane/package"
 )
 
 type planCmd struct {
@@ -31,11 +29,7 @@ type planCmd struct {
 // pacing.
 func (c *planCmd) Run(e *env) error {
 	ctx := context.Background()
-	checker, err := schemacheck.ForPackage(manifests.FS)
-	if err != nil {
-		return err
-	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	checker, engine, err := renderer()
 	if err != nil {
 		return err
 	}

@@ -41,36 +41,23 @@ func podChangeLines(c plan.PodChanges) []string {
 	if c.Command != nil {
 		out = append(out, fmt.Sprintf("command %q → %q", c.Command.From, c.Command.To))
 	}
-	for _, a := range c.Args.Removed {
-		out = append(out, "arg - "+a)
+	prefixed := func(prefix string, items []string) {
+		for _, item := range items {
+			out = append(out, prefix+item)
+		}
 	}
-	for _, a := range c.Args.Added {
-		out = append(out, "arg + "+a)
-	}
-	for _, e := range c.Env.Removed {
-		out = append(out, "env - "+e)
-	}
-	for _, e := range c.Env.Added {
-		out = append(out, "env + "+e)
-	}
+	prefixed("arg - ", c.Args.Removed)
+	prefixed("arg + ", c.Args.Added)
+	prefixed("env - ", c.Env.Removed)
+	prefixed("env + ", c.Env.Added)
 	for _, e := range c.Env.Changed {
 		out = append(out, fmt.Sprintf("env ~ %s: %s → %s", e.Name, e.From, e.To))
 	}
-	for _, v := range c.Volumes.Removed {
-		out = append(out, "volume - "+v)
-	}
-	for _, v := range c.Volumes.Added {
-		out = append(out, "volume + "+v)
-	}
-	for _, v := range c.Volumes.Changed {
-		out = append(out, "volume ~ "+v)
-	}
-	for _, m := range c.Mounts.Removed {
-		out = append(out, "mount - "+m)
-	}
-	for _, m := range c.Mounts.Added {
-		out = append(out, "mount + "+m)
-	}
+	prefixed("volume - ", c.Volumes.Removed)
+	prefixed("volume + ", c.Volumes.Added)
+	prefixed("volume ~ ", c.Volumes.Changed)
+	prefixed("mount - ", c.Mounts.Removed)
+	prefixed("mount + ", c.Mounts.Added)
 	names := make([]string, 0, len(c.Resources))
 	for n := range c.Resources {
 		names = append(names, n)

@@ -19,12 +19,18 @@ type renderCmd struct {
 // errRefused makes the command exit 1 after printing every error line.
 var errRefused = errors.New("render refused")
 
-func (c *renderCmd) Run(e *env) error {
+// renderer is the schema checker and the in-process pipeline of the Compositions mdplane ships.
+func renderer() (*schemacheck.Checker, *pipeline.Engine, error) {
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	return checker, engine, err
+}
+
+func (c *renderCmd) Run(e *env) error {
+	checker, engine, err := renderer()
 	if err != nil {
 		return err
 	}
