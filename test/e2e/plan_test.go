@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,10 +26,11 @@ import (
 
 // TestPlanPredictsTheRollout: `mdplane plan -f edited.yaml` against the stack says what each edit
 // will do before it is applied, and the rollout controller then does that: a scale-up creates the
-// ordinals the plan named and replaces nothing; a rolling edit replaces the replicas in the plan's
-// order; an edit the queue has no quota for is predicted to wait, and does (one replica retired, its
-// replacement queued, the rest serving); a newer edit's plan puts that queued replacement first, and
-// the controller replaces it first.
+// ordinals the plan named and replaces nothing; an edit the webhook refuses makes the plan exit 1
+// with the webhook's own refusal; a rolling edit replaces the replicas in the plan's order; an edit
+// the queue has no quota for is predicted to wait, and does (one replica retired, its replacement
+// queued, the rest serving); a newer edit's plan puts that queued replacement first, and the
+// controller replaces it first.
 func TestPlanPredictsTheRollout(t *testing.T) {
 	ctx := context.Background()
 	cli, err := stack.CLI()
@@ -67,6 +69,18 @@ func TestPlanPredictsTheRollout(t *testing.T) {
 			if after[ordinal].UID != p.UID {
 				t.Errorf("r%s was replaced (Pod %s → %s); the plan said nothing is", ordinal, p.Name, after[ordinal].Name)
 			}
+		}
+
+		// A refused edit: the plan exits 1 with the refusal the cluster's webhook then gives.
+		refused := strings.Replace(edited, "name: "+name+", namespace: "+ns+"}",
+			"name: "+name+", namespace: "+ns+", annotations: {"+workerv1.AnnotationRolloutCadence+": capacity}}", 1)
+		out, code := runPlanStatus(t, cli, refused)
+		want := `metadata.annotations[modeldeployment.gpustack.ai/rollout-cadence]: Unsupported value: "capacity"`
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("mdplane plan exited %d saying:\n%s\nwant exit 1 and %q", code, out, want)
+		}
+		if applied := applyRefused(t, refused); !strings.Contains(applied, want) {
+			t.Fatalf("the webhook said:\n%s\nwant what the plan said: %q", applied, want)
 		}
 	})
 
@@ -168,20 +182,43 @@ func planTable(t *testing.T, cli, manifest string) string {
 	return runPlan(t, cli, manifest)
 }
 
+// runPlan runs `mdplane plan` on an edited manifest against the stack and returns what it printed
+// on stdout; it must exit 0.
 func runPlan(t *testing.T, cli, manifest string, args ...string) string {
+	t.Helper()
+	stdout, stderr, err := execPlan(t, cli, manifest, args...)
+	if err != nil {
+		t.Fatalf("mdplane plan: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	return stdout
+}
+
+// runPlanStatus runs `mdplane plan` and returns what it printed on stderr and its exit code.
+func runPlanStatus(t *testing.T, cli, manifest string, args ...string) (string, int) {
+	t.Helper()
+	_, stderr, err := execPlan(t, cli, manifest, args...)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return stderr, 0
+	case errors.As(err, &exit):
+		return stderr, exit.ExitCode()
+	}
+	t.Fatalf("mdplane plan: %v", err)
+	return "", -1
+}
+
+func execPlan(t *testing.T, cli, manifest string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "edited.yaml")
 	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(cli, append([]string{"plan", "-f", f, "--kubeconfig", stack.Kubeconfig}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var errs strings.Builder
+	cmd.Stderr = &errs
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("mdplane plan: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
-	}
-	return string(out)
+	return string(out), errs.String(), err
 }
 
 // departures applies an edit and returns the ordinals whose standing replica left, in the order
