@@ -53,7 +53,8 @@ type chaosRole struct {
 }
 
 // TestChaos: during a rolling edit, a scale-up, a scale-down and the delete of a three-role
-// encode/prefill/decode deployment (joint admission check on its queue), components are killed by
+// encode/prefill/decode deployment (joint admission check on its queue; every second round under the
+// capacity-preserving rollout cadence), components are killed by
 // pid (SIGKILL to the process group) at seeded random points and started again: mdplane-controllers
 // (the rollout pacer, the joint admission check and every other controller share its process),
 // each composition function, Crossplane core and the Kueue manager; all the while a second writer
@@ -179,7 +180,13 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 	applyCluster(t, ctx, ns)
 	// Room for every replica and one more of the widest role; the joint check holds every group.
 	queue(t, ctx, ns, h20Entrance, ns, 10, admissioncheck.CheckName)
-	kubectlApply(t, chaosDeployment(ns, name, roles))
+	// Every second round rolls under the capacity-preserving cadence (not drawn from the seed, so a
+	// seed replays the same faults as before the cadence existed).
+	cadence := workerv1.RolloutCadenceAdmission
+	if round%2 == 0 {
+		cadence = workerv1.RolloutCadenceCapacity
+	}
+	kubectlApply(t, chaosDeployment(ns, name, cadence, roles))
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
 	eventually(t, chaosStepBound, "the deployment running", func() error { return layoutRunning(ctx, ns, name, roles) })
 
@@ -187,7 +194,7 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 	writer := startSecondWriter(t, ctx, ns, seed+uint64(round))
 	// A round that fails part-way stops both before the next test (stopping twice is harmless).
 	t.Cleanup(func() { writer.stop(); watcher.stop() })
-	summary := []string{fmt.Sprintf("round %d (seed %d):", round, seed)}
+	summary := []string{fmt.Sprintf("round %d (seed %d, %s cadence):", round, seed, cadence)}
 	step := func(what string, change func(), done func() error) {
 		t.Helper()
 		faults := planFaults(rng)
@@ -272,9 +279,10 @@ func chaosDiagnosis(namespace string) string {
 }
 
 // chaosDeployment is the round's deployment: every role on the H20 type, one accelerator a Pod.
-func chaosDeployment(namespace, name string, roles []*chaosRole) string {
+func chaosDeployment(namespace, name string, cadence workerv1.RolloutCadence, roles []*chaosRole) string {
 	var b strings.Builder
-	b.WriteString(vLLMDeployment(namespace, name))
+	b.WriteString(strings.Replace(vLLMDeployment(namespace, name), "namespace: "+namespace+"}",
+		fmt.Sprintf("namespace: %s, annotations: {%s: %s}}", namespace, workerv1.AnnotationRolloutCadence, cadence), 1))
 	for _, r := range roles {
 		command := ""
 		if r.command != nil {
