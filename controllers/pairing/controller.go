@@ -119,7 +119,7 @@ func (r *Reconciler) sharesTransfer(ctx context.Context, md *workerv1.ModelDeplo
 
 // memberOf reads a Pod as the routing decision does.
 func memberOf(p *corev1.Pod) Member {
-	m := Member{Name: p.Name, Config: p.Labels[workerv1.LabelTransferConfig], Leaving: p.DeletionTimestamp != nil,
+	m := Member{Name: p.Name, Config: TransferConfiguration(p), Leaving: p.DeletionTimestamp != nil,
 		Created: p.CreationTimestamp.Time, Routed: p.Labels[workerv1.LabelTransferRouted] == "true",
 		Serving: p.Labels[workerv1.LabelMemberIndex] == "0" || p.Labels[workerv1.LabelServes] == "true"}
 	if kind := p.Labels[workerv1.LabelRoleKind]; kind == "prefill" || kind == "decode" {

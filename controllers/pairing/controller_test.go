@@ -2,6 +2,7 @@ package pairing
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,12 +38,15 @@ func instanceType(name, manufacturer string) *workerv1.InstanceType {
 	return it
 }
 
-// enginePod is a Ready leader of a half on a transfer configuration, created at minute, routed or not.
-func enginePod(name, kind, config string, minute int, routed bool) *corev1.Pod {
+// enginePod is a Ready leader of a half started with the document of a decode tensor degree,
+// created at minute, routed or not.
+func enginePod(name, kind string, decodeTP, minute int, routed bool) *corev1.Pod {
+	doc := fmt.Sprintf(`{"kv_connector":"MooncakeConnectorV1","kv_connector_extra_config":{"prefill":{"tp_size":2,"dp_size":1},"decode":{"tp_size":%d,"dp_size":1}}}`, decodeTP)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 		CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 0, minute, 0, 0, time.UTC)),
 		Labels: map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelInstance: "vasc",
-			workerv1.LabelRoleKind: kind, workerv1.LabelMemberIndex: "0", workerv1.LabelTransferConfig: config}}}
+			workerv1.LabelRoleKind: kind, workerv1.LabelMemberIndex: "0"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Args: []string{"--kv-transfer-config", doc}}}}}
 	if routed {
 		p.Labels[workerv1.LabelTransferRouted] = "true"
 	}
@@ -62,8 +66,8 @@ func TestReconcileRoutesOneConfiguration(t *testing.T) {
 		return out
 	}
 	pods := func() []client.Object {
-		return []client.Object{enginePod("p-old", "prefill", "a", 0, true), enginePod("d-old", "decode", "a", 0, true),
-			enginePod("p-new", "prefill", "b", 5, false), enginePod("d-new", "decode", "b", 6, false)}
+		return []client.Object{enginePod("p-old", "prefill", 2, 0, true), enginePod("d-old", "decode", 2, 0, true),
+			enginePod("p-new", "prefill", 1, 5, false), enginePod("d-new", "decode", 1, 6, false)}
 	}
 	cases := []struct {
 		rule   string

@@ -11,8 +11,8 @@ type Member struct {
 	Name string
 	// Half is "prefill" or "decode" for a Pod of the pair, "" for a Pod of any other role.
 	Half string
-	// Config is the Pod's transfer configuration (workerv1.LabelTransferConfig); "" on a half
-	// rendered before the label existed, which is a configuration of its own.
+	// Config is the Pod's transfer configuration (TransferConfiguration); "" for a half started
+	// without the document, which is a configuration of its own.
 	Config string
 	// Serving is true for a member the router selects endpoints among (a leader, or a serving rank).
 	Serving bool

@@ -172,9 +172,6 @@ func roleLabels(in Role, role workerv1.ModelDeploymentRole, servesEveryMember bo
 	}
 	l[workerv1.LabelRoleKind] = role.Kind.RouterSpelling()
 	l[workerv1.LabelQueueName] = in.InstanceType.Status.Entrance
-	if c := transferConfig(in, role); c != "" {
-		l[workerv1.LabelTransferConfig] = c
-	}
 	return l
 }
 
@@ -561,7 +558,11 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 	if in.Backend != nil {
 		b.StoreTransport = cacheClientTransport(in, role)
 	}
-	b.AscendLeg = ascendLegOf(in, role)
+	if m := manufacturerOf(in.InstanceType); engine.ClientEngineOf(in.Spec.Engine.Name, m) == engine.ClientVLLMAscend &&
+		engine.RendersDirectLeg(in.Spec.Engine.Name, in.Spec.Router, m, in.Spec.Roles, role) {
+		d := engine.PairDegreesOf(in.Spec.Engine.Name, in.Spec.Roles)
+		b.AscendLeg = &ascendLegDegrees{PrefillTP: d.Prefill.TP, PrefillDP: d.Prefill.DP, DecodeTP: d.Decode.TP, DecodeDP: d.Decode.DP}
+	}
 	if in.Pool != nil {
 		b.PoolEndpoint = in.Pool.Status.ClientEndpoint
 	}
@@ -592,31 +593,6 @@ func configDigest(in Role, role workerv1.ModelDeploymentRole) (string, error) {
 		return "", err
 	}
 	return sha256Hex(doc), nil
-}
-
-// ascendLegOf is the degrees of the vLLM-Ascend leg document the role carries, nil when it is given
-// none.
-func ascendLegOf(in Role, role workerv1.ModelDeploymentRole) *ascendLegDegrees {
-	m := manufacturerOf(in.InstanceType)
-	if engine.ClientEngineOf(in.Spec.Engine.Name, m) != engine.ClientVLLMAscend || !engine.RendersDirectLeg(in.Spec.Engine.Name, in.Spec.Router, m, in.Spec.Roles, role) {
-		return nil
-	}
-	d := engine.PairDegreesOf(in.Spec.Engine.Name, in.Spec.Roles)
-	return &ascendLegDegrees{PrefillTP: d.Prefill.TP, PrefillDP: d.Prefill.DP, DecodeTP: d.Decode.TP, DecodeDP: d.Decode.DP}
-}
-
-// transferConfig is the LabelTransferConfig value of the role's Pods: the first 16 hex digits of the
-// SHA-256 of the leg document's degrees, the same on both halves of a pair; "" without the leg.
-func transferConfig(in Role, role workerv1.ModelDeploymentRole) string {
-	leg := ascendLegOf(in, role)
-	if leg == nil {
-		return ""
-	}
-	doc, err := json.Marshal(leg)
-	if err != nil {
-		return ""
-	}
-	return sha256Hex(doc)[:16]
 }
 
 // ascendLegDegrees are the degrees vLLM-Ascend's leg document carries, each half's.

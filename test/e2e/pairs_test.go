@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -54,8 +55,8 @@ spec:
 			return err
 		}
 		configs, selected := selectedConfigs(selector, ps)
-		if len(configs) != 1 || selected != 4 {
-			return fmt.Errorf("%d Pods selected, of configurations %v", selected, configs)
+		if len(configs) != 1 || configs[0] == "" || selected != 4 {
+			return fmt.Errorf("%d Pods selected, of configurations %v (want the four, on one document)", selected, configs)
 		}
 		oldConfig = configs[0]
 		return nil
@@ -117,7 +118,7 @@ spec:
 			switch {
 			case q.DeletionTimestamp != nil:
 				leaving++
-			case q.Labels[workerv1.LabelTransferConfig] != oldConfig && q.Labels[workerv1.LabelTransferRouted] == "true":
+			case transferDegrees(q) != oldConfig && q.Labels[workerv1.LabelTransferRouted] == "true":
 				newStanding++
 			}
 		}
@@ -163,6 +164,15 @@ func routerSelector(t *testing.T, ctx context.Context, namespace, deployment str
 	return selector
 }
 
+// legDegrees are the two halves' degrees in vLLM-Ascend's leg document as rendered (keys sorted).
+var legDegrees = regexp.MustCompile(`"decode":\{[^}]*\},"prefill":\{[^}]*\}`)
+
+// transferDegrees is the transfer configuration a Pod was started with, read from its command line
+// independently of mdplane's own reading: the degrees both halves' documents carry.
+func transferDegrees(p *corev1.Pod) string {
+	return legDegrees.FindString(argsOf(p))
+}
+
 // selectedConfigs is the distinct transfer configurations of the prefill and decode Pods selector
 // selects (leaving ones included: the router may still hold them), and how many Pods it selects.
 func selectedConfigs(selector labels.Selector, pods []corev1.Pod) ([]string, int) {
@@ -173,7 +183,7 @@ func selectedConfigs(selector labels.Selector, pods []corev1.Pod) ([]string, int
 		}
 		selected++
 		if kind := p.Labels[workerv1.LabelRoleKind]; kind == "prefill" || kind == "decode" {
-			set[p.Labels[workerv1.LabelTransferConfig]] = true
+			set[transferDegrees(&p)] = true
 		}
 	}
 	out := make([]string, 0, len(set))

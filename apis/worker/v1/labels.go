@@ -31,10 +31,6 @@ const (
 	// replica, and every member of an External-DP Server replica. Rendered from the replica's own
 	// revision, so each deployed configuration selects endpoints by its own mode.
 	LabelServes = "modeldeployment.gpustack.ai/serves"
-	// LabelTransferConfig names the transfer document both halves of a vLLM-Ascend prefill/decode
-	// pair carry (a digest of its degrees), on the Pods of a role given that leg; rendered from the
-	// replica's revision.
-	LabelTransferConfig = "modeldeployment.gpustack.ai/transfer-config"
 	// LabelTransferRouted "true" marks a Pod llm-d-router may select on a deployment whose pair shares
 	// a transfer document: the pairing controller gives it to one configuration at a time.
 	LabelTransferRouted        = "modeldeployment.gpustack.ai/transfer-routed"
