@@ -484,5 +484,5 @@ func ascendWarning(in Input) string {
 	if reflect.DeepEqual(engine.PairDegreesOf(was.Spec.Engine.Name, was.Spec.Roles), engine.PairDegreesOf(is.Spec.Engine.Name, is.Spec.Roles)) {
 		return ""
 	}
-	return "the vLLM-Ascend shared transfer document changes: both halves of the prefill/decode pair roll, and until both converge the pair can fail to complete a transfer"
+	return "the vLLM-Ascend shared transfer document changes: both halves of the prefill/decode pair roll; the router keeps selecting the old document's Pods until the new one has a Ready prefill and a Ready decode, then only the new one's (docs/rollout.md, coherent pairs)"
 }

@@ -264,3 +264,22 @@ func TestFreeOfCountsTheReservationsTheStatusDoesNotShowYet(t *testing.T) {
 	q := free["nvidia.com/gpu"]
 	assert.Equal(t, "1", q.String(), "two reservations on this queue, one on another, one Workload not admitted")
 }
+
+func TestAscendWarning(t *testing.T) {
+	pair := func(decodeTP string) *workerv1.ModelDeployment {
+		md := &workerv1.ModelDeployment{}
+		md.Spec.Engine.Name = workerv1.EngineVLLM
+		md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: workerv1.RouterLLMD}
+		md.Spec.Roles = []workerv1.ModelDeploymentRole{
+			{Name: "prefill", Kind: workerv1.RoleKindPrefill, InstanceType: "npu", ExtraArgs: []string{"--tensor-parallel-size", "2"}},
+			{Name: "decode", Kind: workerv1.RoleKindDecode, InstanceType: "npu", ExtraArgs: []string{"--tensor-parallel-size", decodeTP}},
+		}
+		return md
+	}
+	in := func(decodeTP, manufacturer string) Input {
+		return Input{Stored: Render{Deployment: pair("2")}, Edited: Render{Deployment: pair(decodeTP)}, Manufacturers: map[string]string{"npu": manufacturer}}
+	}
+	assert.Contains(t, ascendWarning(in("1", "ascend")), "both halves of the prefill/decode pair roll", "a degree edit of a vLLM-Ascend pair")
+	assert.Empty(t, ascendWarning(in("2", "ascend")), "the same degrees: the document does not change")
+	assert.Empty(t, ascendWarning(in("1", "nvidia")), "native vLLM's leg is not a shared document")
+}
