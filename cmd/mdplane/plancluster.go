@@ -165,7 +165,7 @@ func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas [
 		}
 		rolePods = append(rolePods, p)
 		o, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32)
-		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil || gated(&p) {
+		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil || rollout.Gated(&p) {
 			continue // a queued replica holds no reservation
 		}
 		held := live.Held[int32(o)]
@@ -206,14 +206,4 @@ func (s *clusterState) freeQuota(ctx context.Context, queue string, workloads []
 		return nil, fmt.Errorf("reading ClusterQueue %s: %w", lq.Spec.ClusterQueue, err)
 	}
 	return plan.FreeOf(cq, workloads), nil
-}
-
-// gated reports a Pod Kueue still holds at its admission gate.
-func gated(p *corev1.Pod) bool {
-	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == "kueue.x-k8s.io/admission" {
-			return true
-		}
-	}
-	return false
 }

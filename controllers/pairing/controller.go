@@ -18,6 +18,7 @@ import (
 	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/qualification"
 )
 
 // Reconciler gives workerv1.LabelTransferRouted to the Pods of one transfer configuration of a
@@ -125,11 +126,7 @@ func memberOf(p *corev1.Pod) Member {
 	if kind := p.Labels[workerv1.LabelRoleKind]; kind == "prefill" || kind == "decode" {
 		m.Half = kind
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			m.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
+	m.Ready = qualification.Readiness(p) == corev1.ConditionTrue
 	return m
 }
 

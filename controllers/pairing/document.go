@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mdplane/mdplane/apis/naming"
 )
 
 // transferFlag is vLLM's flag carrying the transfer document.
@@ -45,7 +47,7 @@ func TransferConfiguration(pod *corev1.Pod) string {
 // engineArgs is the engine container's command line: the container named main, else the first.
 func engineArgs(pod *corev1.Pod) []string {
 	for _, c := range pod.Spec.Containers {
-		if c.Name == "main" {
+		if c.Name == naming.MainContainer {
 			return append(append([]string{}, c.Command...), c.Args...)
 		}
 	}

@@ -46,7 +46,7 @@ func Qualify(r Replica) v1alpha1.Qualification {
 	q := v1alpha1.Qualification{Verdict: v1alpha1.QualificationQualified, Legs: legs}
 	observed := false
 	for _, p := range standing(r.Members) {
-		observed = observed || readiness(p) != corev1.ConditionUnknown
+		observed = observed || Readiness(p) != corev1.ConditionUnknown
 	}
 	var failed, unsupported, unknown bool
 	for _, l := range legs {
@@ -90,7 +90,7 @@ func membersReady(r Replica) v1alpha1.QualificationLeg {
 	members := standing(r.Members)
 	var notReady, unknown int
 	for _, p := range members {
-		switch readiness(p) {
+		switch Readiness(p) {
 		case corev1.ConditionFalse:
 			notReady++
 		case corev1.ConditionUnknown:
@@ -230,8 +230,8 @@ func standing(pods []*corev1.Pod) []*corev1.Pod {
 	return out
 }
 
-// readiness is a member's PodReady condition, Unknown while it reports none.
-func readiness(p *corev1.Pod) corev1.ConditionStatus {
+// Readiness is a member's PodReady condition, Unknown while it reports none.
+func Readiness(p *corev1.Pod) corev1.ConditionStatus {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status

@@ -34,6 +34,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/qualification"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -519,12 +520,8 @@ func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
 			continue // a departing replica's Pods say nothing of its replacement
 		}
-		gated := false
-		for _, g := range pod.Spec.SchedulingGates {
-			gated = gated || g.Name == admissionGate
-		}
-		ungated[owner.UID] = ungated[owner.UID] || !gated
-		if podReady(&pod) {
+		ungated[owner.UID] = ungated[owner.UID] || !Gated(&pod)
+		if qualification.Readiness(&pod) == corev1.ConditionTrue {
 			ready[owner.UID]++
 		}
 	}
@@ -552,11 +549,11 @@ func sizeOf(role *v1alpha1.ModelRole, r *v1alpha1.ModelReplica) int32 {
 	return 1
 }
 
-// podReady reports a Pod whose Ready condition is True.
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// Gated reports a Pod Kueue still holds at its admission gate: its group has not been admitted.
+func Gated(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == admissionGate {
+			return true
 		}
 	}
 	return false

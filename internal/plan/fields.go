@@ -105,7 +105,7 @@ func rolePaths(moved map[string]string, index int) []string {
 func deploymentPaths(moved map[string]string) []string {
 	var out []string
 	for path := range moved {
-		if len(path) < len("spec.roles[") || path[:len("spec.roles[")] != "spec.roles[" {
+		if !strings.HasPrefix(path, "spec.roles[") {
 			out = append(out, path)
 		}
 	}

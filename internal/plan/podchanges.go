@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mdplane/mdplane/apis/naming"
 )
 
 // PodChanges is what differs between the role's leader Pod (member 0 of replica 0) as the stored
@@ -61,13 +63,13 @@ func (c PodChanges) Empty() bool {
 		len(c.Resources) == 0 && c.Command == nil && c.Image == nil
 }
 
-// engineContainer is the Pod's engine container: the one named main, else the first.
+// engineContainer is the Pod's engine container: the one named naming.MainContainer, else the first.
 func engineContainer(p *corev1.Pod) *corev1.Container {
 	if p == nil || len(p.Spec.Containers) == 0 {
 		return nil
 	}
 	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == "main" {
+		if p.Spec.Containers[i].Name == naming.MainContainer {
 			return &p.Spec.Containers[i]
 		}
 	}
