@@ -53,17 +53,22 @@ func parkedAtGen(wl *kueue.Workload, generation string) *kueue.Workload {
 	return wl
 }
 
+// parkedOneOfThree is the parked message of a three-replica set one of whose groups lacks quota.
+const parkedOneOfThree = "parked rather than held: 1 of 3 replica groups still lacked quota after 30m0s (server 1 of 3); its groups not admitted are deactivated so their quota goes to others (admitted ones keep serving), and an edit of the ModelDeployment queues them again"
+
 func TestReconcile(t *testing.T) {
 	later := t0.Add(DefaultParkAfter)
 	cases := []struct {
-		rule    string
-		objs    []client.Object
-		now     time.Time
-		checks  map[string]string // Workload → check state and message it ends with ("" : no check)
-		active  map[string]bool
-		parked  map[string]string // Workload → parked-generation annotation
-		events  []string
-		requeue time.Duration
+		rule   string
+		objs   []client.Object
+		now    time.Time
+		checks map[string]string // Workload → check state and message it ends with ("" : no check)
+		active map[string]bool
+		parked map[string]string // Workload → parked-generation annotation
+		// untouched are Workloads the reconcile must not write at all.
+		untouched []string
+		events    []string
+		requeue   time.Duration
 	}{
 		{rule: "a Workload whose ClusterQueue does not ask for the check is left alone",
 			objs:   []client.Object{&kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team-a"}}},
@@ -95,10 +100,29 @@ func TestReconcile(t *testing.T) {
 		{rule: "a settled set held past the park time is parked rather than held",
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: later,
 			checks: map[string]string{
-				"a": "Pending: parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again"},
+				"a": "Pending: parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); its groups not admitted are deactivated so their quota goes to others (admitted ones keep serving), and an edit of the ModelDeployment queues them again"},
 			active: map[string]bool{"a": false, "b": false},
 			parked: map[string]string{"a": "3", "b": "3"},
-			events: []string{"Warning ReplicaSetParked parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again"}},
+			events: []string{"Warning ReplicaSetParked parked rather than held: 1 of 2 replica groups still lacked quota after 30m0s (server 1 of 2); its groups not admitted are deactivated so their quota goes to others (admitted ones keep serving), and an edit of the ModelDeployment queues them again"}},
+		{rule: "parking spares an admitted member: it stays active and Ready while the groups still waiting are parked",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"), admitted("a", t0), held("b", t0), queued("c")}, now: later,
+			checks: map[string]string{
+				"a": "Ready: all 2 replica groups of the deployment hold quota; admitted together",
+				"b": "Pending: " + parkedOneOfThree,
+				"c": "Pending: " + parkedOneOfThree},
+			active:    map[string]bool{"a": true, "b": false, "c": false},
+			parked:    map[string]string{"a": "", "b": "3", "c": "3"},
+			untouched: []string{"a"},
+			events:    []string{"Warning ReplicaSetParked " + parkedOneOfThree}},
+		{rule: "a fresh set with no admitted member is parked whole",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"), held("a", t0), held("b", t0), queued("c")}, now: later,
+			checks: map[string]string{
+				"a": "Pending: " + parkedOneOfThree,
+				"b": "Pending: " + parkedOneOfThree,
+				"c": "Pending: " + parkedOneOfThree},
+			active: map[string]bool{"a": false, "b": false, "c": false},
+			parked: map[string]string{"a": "3", "b": "3", "c": "3"},
+			events: []string{"Warning ReplicaSetParked " + parkedOneOfThree}},
 		{rule: "a parked set stays parked until its deployment is edited",
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "3"), parkedAtGen(queued("b"), "3")}, now: later,
 			active: map[string]bool{"a": false, "b": false},
@@ -107,10 +131,24 @@ func TestReconcile(t *testing.T) {
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), parkedAtGen(held("a", t0), "2"), parkedAtGen(queued("b"), "2")}, now: later,
 			active: map[string]bool{"a": true, "b": true},
 			parked: map[string]string{"a": "", "b": ""}},
+		{rule: "a set parked beside an admitted member stays so until its deployment is edited",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"), admitted("a", t0), parkedAtGen(held("b", t0), "3"), parkedAtGen(queued("c"), "3")}, now: later,
+			active:    map[string]bool{"a": true, "b": false, "c": false},
+			parked:    map[string]string{"a": "", "b": "3", "c": "3"},
+			untouched: []string{"a", "b", "c"}},
+		{rule: "an edit queues again only the members parking deactivated; the admitted one is not written",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"), admitted("a", t0), parkedAtGen(held("b", t0), "2"), parkedAtGen(queued("c"), "2")}, now: later,
+			active:    map[string]bool{"a": true, "b": true, "c": true},
+			parked:    map[string]string{"a": "", "b": "", "c": ""},
+			untouched: []string{"a"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := fakecluster.Builder(tc.objs...).Build()
+			before := map[string]string{}
+			for _, name := range tc.untouched {
+				before[name] = getWorkload(t, c, name).ResourceVersion
+			}
 			recorder := events.NewFakeRecorder(10)
 			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(tc.now), ParkAfter: DefaultParkAfter}
 			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "a"}})
@@ -129,6 +167,9 @@ func TestReconcile(t *testing.T) {
 			}
 			for name, want := range tc.parked {
 				assert.Equal(t, want, getWorkload(t, c, name).Annotations[workerv1.AnnotationParkedGeneration], "%s parked at", name)
+			}
+			for name, rv := range before {
+				assert.Equal(t, rv, getWorkload(t, c, name).ResourceVersion, "%s written", name)
 			}
 			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})

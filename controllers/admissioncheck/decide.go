@@ -80,25 +80,29 @@ func parkedAt(members []*kueue.Workload) string {
 	return ""
 }
 
-// unpark queues a parked set again once its deployment has been edited since it was parked.
+// unpark queues a parked set again once its deployment has been edited since it was parked: only
+// the members parking deactivated, so a serving member is not written.
 func unpark(members []*kueue.Workload, unedited bool) plan {
 	if unedited {
 		return plan{}
 	}
 	p := plan{log: "deployment edited; queueing its parked set again"}
 	for _, m := range members {
-		p.writes = append(p.writes, write{workload: m, active: ptr.To(true)})
+		if m.Annotations[workerv1.AnnotationParkedGeneration] != "" {
+			p.writes = append(p.writes, activationWrites(m, true, "")...)
+		}
 	}
 	return p
 }
 
-// park deactivates every member, recording the generation, after giving those that carry the check
-// the parked message.
+// park deactivates every member not admitted, recording the generation, after giving those that
+// carry the check the parked message. An admitted member keeps its Ready check and stays active: a
+// scale-up or a replacement that cannot fit must not take down the replicas already serving.
 func park(members []*kueue.Workload, v Verdict, generation string, now time.Time) plan {
 	p := plan{parked: true, event: &event{corev1.EventTypeWarning, "ReplicaSetParked", "Park", v.Message}}
-	for _, m := range members {
+	for _, m := range slices.DeleteFunc(slices.Clone(members), admittedMember) {
 		p.writes = append(p.writes, checkWrites(now, []*kueue.Workload{m}, kueue.CheckStatePending, v.Message, true)...)
-		p.writes = append(p.writes, write{workload: m, active: ptr.To(false), parkedGeneration: generation})
+		p.writes = append(p.writes, activationWrites(m, false, generation)...)
 	}
 	return p
 }
@@ -109,10 +113,7 @@ func park(members []*kueue.Workload, v Verdict, generation string, now time.Time
 // leaves every surviving replica's admission untouched (and rewriting it would cost a write per
 // member on each change of the set).
 func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
-	waiting := slices.DeleteFunc(slices.Clone(members), func(m *kueue.Workload) bool {
-		s := CheckState(m, CheckName)
-		return s != nil && s.State == kueue.CheckStateReady && apimeta.IsStatusConditionTrue(m.Status.Conditions, kueue.WorkloadAdmitted)
-	})
+	waiting := slices.DeleteFunc(slices.Clone(members), admittedMember)
 	p := plan{writes: checkWrites(now, waiting, v.State, v.Message, true), requeueAfter: v.ParkIn}
 	for _, m := range members {
 		if s := CheckState(m, CheckName); s != nil && v.Admitted && s.State != kueue.CheckStateReady {
@@ -126,6 +127,21 @@ func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
 		}
 	}
 	return p
+}
+
+// admittedMember reports whether Kueue admitted a member with this check Ready: it is serving.
+func admittedMember(m *kueue.Workload) bool {
+	s := CheckState(m, CheckName)
+	return s != nil && s.State == kueue.CheckStateReady && apimeta.IsStatusConditionTrue(m.Status.Conditions, kueue.WorkloadAdmitted)
+}
+
+// activationWrites is the activation a Workload gets, with the generation it is parked at ("" : not
+// parked). An unchanged activation writes nothing.
+func activationWrites(wl *kueue.Workload, active bool, parkedGeneration string) []write {
+	if ptr.Deref(wl.Spec.Active, true) == active && wl.Annotations[workerv1.AnnotationParkedGeneration] == parkedGeneration {
+		return nil
+	}
+	return []write{{workload: wl, active: ptr.To(active), parkedGeneration: parkedGeneration}}
 }
 
 // checkWrites is the check state each Workload gets (only those carrying the check when

@@ -35,7 +35,8 @@ type Verdict struct {
 	// Admitted is true when the set turns Ready; FirstReserved is then the earliest reservation.
 	Admitted      bool
 	FirstReserved time.Time
-	// Park is true when the set has waited past the park time: its Workloads are deactivated.
+	// Park is true when the set has waited past the park time: its Workloads not admitted are
+	// deactivated, its admitted ones keep serving.
 	Park bool
 	// ParkIn is how long until the set would be parked, when it is waiting and settled.
 	ParkIn time.Duration
@@ -72,9 +73,10 @@ func roleCounts(short, declared map[string]int32) string {
 }
 
 // Judge decides the check of a whole set at now: Ready when every declared group holds a quota
-// reservation, else Pending with what is missing; a settled set (every group has its Workload) that
-// has been Pending for parkAfter is parked. The check is never Retry or Rejected: Retry would evict
-// the reservations the set is assembling, Rejected would end the deployment.
+// reservation, else Pending with what is missing; a settled set (every group has its Workload) one of
+// whose groups has held quota with the check Pending for parkAfter is parked. The check is never
+// Retry or Rejected: Retry would evict the reservations the set is assembling, Rejected would end
+// the deployment.
 func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfter time.Duration) Verdict {
 	var total int32
 	for _, n := range set.Declared {
@@ -97,7 +99,8 @@ func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfte
 }
 
 // tally is a set's declared groups counted: those still assembling (no Workload), those lacking
-// quota, the earliest reservation and the earliest time the check went Pending on a reserved group.
+// quota, the earliest reservation and the earliest time a group has held quota with the check
+// Pending.
 type tally struct {
 	assembling, lacking   map[string]int32
 	nAssembling, nLacking int32
@@ -145,9 +148,12 @@ func (t *tally) add(role string, wl *kueue.Workload, check kueue.AdmissionCheckR
 		t.lacking[role]++
 		t.nLacking++
 	default:
-		t.first = earliest(t.first, apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time)
+		reservedAt := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time
+		t.first = earliest(t.first, reservedAt)
+		// A group waits from the later of its reservation and its check going Pending: a group queued
+		// again after parking keeps the Pending check it was parked with, and has held nothing since.
 		if s := CheckState(wl, check); s != nil && s.State == kueue.CheckStatePending {
-			t.pendingSince = earliest(t.pendingSince, s.LastTransitionTime.Time)
+			t.pendingSince = earliest(t.pendingSince, latestOf(reservedAt, s.LastTransitionTime.Time))
 		}
 	}
 }
@@ -160,8 +166,16 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// lacking is the verdict of a settled set some of whose groups lack quota: Pending, parked once the
-// check has been Pending for parkAfter, else with the time left until then.
+// latestOf is the later of a and b.
+func latestOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// lacking is the verdict of a settled set some of whose groups lack quota: Pending, parked once a
+// group has held quota with the check Pending for parkAfter, else with the time left until then.
 func lacking(t tally, total int32, declared map[string]int32, now time.Time, parkAfter time.Duration) Verdict {
 	v := Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 		"held until the whole set has reserved quota: %d of %d replica groups still lack quota (%s)",
@@ -172,7 +186,7 @@ func lacking(t tally, total int32, declared map[string]int32, now time.Time, par
 	}
 	if waited := now.Sub(t.pendingSince); waited >= parkAfter {
 		v.Park = true
-		v.Message = fmt.Sprintf("%s: %d of %d replica groups still lacked quota after %s (%s); the set's Workloads are deactivated so their quota goes to others, and an edit of the ModelDeployment queues them again",
+		v.Message = fmt.Sprintf("%s: %d of %d replica groups still lacked quota after %s (%s); its groups not admitted are deactivated so their quota goes to others (admitted ones keep serving), and an edit of the ModelDeployment queues them again",
 			ParkedMarker, t.nLacking, total, parkAfter, roleCounts(t.lacking, declared))
 	} else {
 		v.ParkIn = parkAfter - waited

@@ -116,6 +116,36 @@ func TestJudge(t *testing.T) {
 			park:    true,
 		},
 		{
+			rule: "a set whose only groups holding quota are admitted is never parked: it holds nothing it is not using",
+			set: Set{Declared: map[string]int32{"server": 3}, Groups: []Group{
+				{"server", 0, admitted("s0", t0)}, {"server", 1, queued("s1")}, {"server", 2, queued("s2")},
+			}},
+			now:     t0.Add(time.Hour),
+			state:   kueue.CheckStatePending,
+			message: "2 of 3 replica groups still lack quota (server 2 of 3)",
+			parkIn:  30 * time.Minute,
+		},
+		{
+			rule: "an admitted group beside one waiting past the park time does not keep the set from parking",
+			set: Set{Declared: map[string]int32{"server": 3}, Groups: []Group{
+				{"server", 0, admitted("s0", t0)}, {"server", 1, held("s1", t0)}, {"server", 2, queued("s2")},
+			}},
+			now:     t0.Add(30 * time.Minute),
+			state:   kueue.CheckStatePending,
+			message: "parked rather than held: 1 of 3 replica groups still lacked quota after 30m0s (server 1 of 3)",
+			park:    true,
+		},
+		{
+			rule: "a group queued again after parking waits from its new reservation, not from its old Pending check",
+			set: Set{Declared: map[string]int32{"server": 3}, Groups: []Group{
+				{"server", 0, admitted("s0", t0)}, {"server", 1, workload("s1", t0.Add(40*time.Minute), t0)}, {"server", 2, queued("s2")},
+			}},
+			now:     t0.Add(41 * time.Minute),
+			state:   kueue.CheckStatePending,
+			message: "held until the whole set has reserved quota: 1 of 3 replica groups still lack quota (server 1 of 3)",
+			parkIn:  29 * time.Minute,
+		},
+		{
 			rule: "an assembling set is never parked",
 			set: Set{Declared: pd, Groups: []Group{
 				{"prefill", 0, held("p0", t0)}, {"prefill", 1, nil}, {"decode", 0, held("d0", t0)}, {"decode", 1, queued("d1")},

@@ -370,3 +370,94 @@ func TestParking(t *testing.T) {
 		})
 	})
 }
+
+// TestParkingSparesServingReplicas: a scale-up that cannot fit is parked after the park time, and
+// only its waiting groups are: the replica that was serving keeps its admitted Workload and its
+// Pods. An edit of the deployment queues the parked groups again, and the set completes once it fits.
+func TestParkingSparesServingReplicas(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "team-ps", "serving"
+	applyCluster(t, ctx, ns)
+	// Two replicas of two cards fit: r1 holds quota and waits for r2, which never gets any.
+	queue(t, ctx, "park-serving-h20", h20Entrance, ns, 4, admissioncheck.CheckName)
+	kubectlApply(t, deploymentOnH20(ns, name, "server Server 1 2"))
+	defer tearDown(t, ctx, ns)
+	eventually(t, 3*time.Minute, "r0 running", func() error { return running(ctx, ns, name, 1) })
+	before, err := standing(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := func(ordinal int32) string { return workerv1.GroupName(ns, name, "server", ordinal) }
+
+	patchReplicas(t, ns, name, 3)
+	started := time.Now()
+	eventually(t, parkAfter+2*time.Minute, "r1 and r2 parked: deactivated, marked and told why", func() error {
+		for _, ordinal := range []int32{1, 2} {
+			wl := &kueuev1beta2.Workload{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: group(ordinal)}, wl); err != nil {
+				return err
+			}
+			if wl.Spec.Active == nil || *wl.Spec.Active || wl.Annotations[workerv1.AnnotationParkedGeneration] == "" {
+				return fmt.Errorf("Workload %s not parked: active=%v, annotations %v", wl.Name, wl.Spec.Active, wl.Annotations)
+			}
+			if c := checkOf(wl); !strings.Contains(c.Message, admissioncheck.ParkedMarker) {
+				return fmt.Errorf("Workload %s: check %s %q", wl.Name, c.State, c.Message)
+			}
+		}
+		return nil
+	})
+	if waited := time.Since(started); waited < parkAfter-10*time.Second {
+		t.Fatalf("parked after %s, before the park time %s", waited, parkAfter)
+	}
+	// Kueue evicts a deactivated Workload a moment later: watch r0 through that moment, not only at it.
+	for range 10 {
+		servingUntouched(t, ctx, ns, name, group(0), before["0"])
+		time.Sleep(time.Second)
+	}
+	eventually(t, time.Minute, "a Warning event naming the parking", func() error {
+		return eventSeen(ctx, ns, "ReplicaSetParked", admissioncheck.ParkedMarker)
+	})
+
+	t.Run("an edit queues the parked groups again and the set completes when it fits", func(t *testing.T) {
+		patchReplicas(t, ns, name, 2)
+		eventually(t, 3*time.Minute, "r0 and r1 running, r2 gone, nothing marked parked", func() error {
+			if err := running(ctx, ns, name, 2); err != nil {
+				return err
+			}
+			wls, err := groupWorkloads(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			for _, wl := range wls {
+				if (wl.Spec.Active != nil && !*wl.Spec.Active) || wl.Annotations[workerv1.AnnotationParkedGeneration] != "" {
+					return fmt.Errorf("Workload %s: active=%v, annotations %v", wl.Name, wl.Spec.Active, wl.Annotations)
+				}
+			}
+			return nil
+		})
+		servingUntouched(t, ctx, ns, name, group(0), before["0"])
+	})
+}
+
+// servingUntouched fails the test unless a serving replica's Workload is active, unmarked and
+// admitted with the joint check Ready, and its Pod is the one it was.
+func servingUntouched(t *testing.T, ctx context.Context, namespace, deployment, group string, pod corev1.Pod) {
+	t.Helper()
+	wl := &kueuev1beta2.Workload{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: group}, wl); err != nil {
+		t.Fatalf("serving Workload %s: %v", group, err)
+	}
+	if active := wl.Spec.Active == nil || *wl.Spec.Active; !active || wl.Annotations[workerv1.AnnotationParkedGeneration] != "" {
+		t.Fatalf("serving Workload %s deactivated: active=%t, annotations %v", wl.Name, active, wl.Annotations)
+	}
+	if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) || checkOf(wl).State != kueuev1beta2.CheckStateReady {
+		t.Fatalf("serving Workload %s no longer admitted: conditions %v, check %+v", wl.Name, wl.Status.Conditions, checkOf(wl))
+	}
+	now, err := standing(ctx, namespace, deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := now[pod.Labels[workerv1.LabelPodOrdinal]]; !ok || p.UID != pod.UID || !ready(p) {
+		t.Fatalf("serving Pod %s replaced or not Ready (UID %s, was %s)", pod.Name, p.UID, pod.UID)
+	}
+}
