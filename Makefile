@@ -80,7 +80,8 @@ generate:
 	$(GO) run ./cmd/mdplane-generate
 
 ## xpkg: the Crossplane packages (Configuration, Function packages with their runtime images
-## embedded) and the controllers' image, offline, into _output/xpkg; one commit builds the same bytes.
+## embedded) and the controllers' image, offline, into _output/xpkg, each image with a runtime once
+## per architecture (linux/amd64, linux/arm64); one commit builds the same bytes.
 ## XPKG_VERSION=vX.Y.Z builds another release than the repository's (internal/packaging.Version).
 xpkg:
 	$(GO) run ./cmd/mdplane-xpkg $(if $(XPKG_VERSION),--version $(XPKG_VERSION)) --out _output/xpkg

@@ -1,5 +1,6 @@
 // Command mdplane-xpkg builds mdplane's Crossplane packages and the controllers' image into a
-// directory, offline (no Docker, no registry), and prints each artifact's reference and digest.
+// directory, offline (no Docker, no registry), one file per architecture of each image with a
+// runtime, and prints each file's reference, platform and digest.
 package main
 
 import (
@@ -22,6 +23,10 @@ func main() {
 		os.Exit(1)
 	}
 	for _, b := range built {
-		fmt.Printf("%-48s %s  %s\n", b.Reference(*version), b.Digest, b.Path)
+		platform := "-"
+		if b.Arch != "" {
+			platform = "linux/" + b.Arch
+		}
+		fmt.Printf("%-48s %-11s %s  %s\n", b.Reference(*version), platform, b.Digest, b.Path)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -34,6 +33,12 @@ const Registry = "ghcr.io/mdplane"
 // Version is the release the repository builds by default, and the controllers' image tag in
 // package/kustomization.yaml.
 const Version = "v0.1.0"
+
+// Architectures are the Linux architectures every image with a runtime is built for, one file per
+// architecture: `crossplane xpkg push -f <amd64 file>,<arm64 file>` pushes a Function's files as one
+// multi-platform index (Crossplane reads the package layer of any of them; the kubelet pulls the
+// node's own), and Index does the same for the controllers' image.
+var Architectures = []string{"amd64", "arm64"}
 
 // Artifact is one OCI image `make xpkg` writes: a Crossplane package, or a plain runtime image.
 type Artifact struct {
@@ -65,12 +70,25 @@ var Artifacts = []Artifact{
 	{Name: "mdplane-controllers", Runtime: "./cmd/mdplane-controllers", Entrypoint: "mdplane-controllers"},
 }
 
-// File is the file name an artifact of a version is written to.
-func (a Artifact) File(version string) string {
-	if a.Meta == "" {
-		return a.Name + "-" + version + ".tar"
+// Architectures are the architectures the artifact is built for: every one of Architectures when
+// it has a runtime, else a single build for none ("").
+func (a Artifact) Architectures() []string {
+	if a.Runtime == "" {
+		return []string{""}
 	}
-	return a.Name + "-" + version + xpkg.XpkgExtension
+	return Architectures
+}
+
+// File is the file name an artifact of a version, built for arch ("" for none), is written to.
+func (a Artifact) File(version, arch string) string {
+	stem := a.Name + "-" + version
+	if arch != "" {
+		stem += "-" + arch
+	}
+	if a.Meta == "" {
+		return stem + ".tar"
+	}
+	return stem + xpkg.XpkgExtension
 }
 
 // Reference is the artifact's image reference at a version.
@@ -78,9 +96,11 @@ func (a Artifact) Reference(version string) string {
 	return Registry + "/" + a.Name + ":" + version
 }
 
-// Built is an artifact written to disk.
+// Built is an artifact written to disk, for one architecture.
 type Built struct {
 	Artifact
+	// Arch is the architecture of its runtime; empty for a package with none.
+	Arch   string
 	Path   string
 	Digest v1.Hash
 }
@@ -99,49 +119,91 @@ func Build(ctx context.Context, root, version, out string) ([]Built, error) {
 	defer os.RemoveAll(binDir)
 	var built []Built
 	for _, a := range Artifacts {
-		img := empty.Image
-		if a.Runtime != "" {
-			bin := filepath.Join(binDir, a.Name)
-			if err := goBuild(ctx, root, a.Runtime, version, bin); err != nil {
-				return nil, err
+		for _, arch := range a.Architectures() {
+			b, err := a.build(ctx, root, version, arch, binDir, out)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", a.File(version, arch), err)
 			}
-			if img, err = RuntimeImage(bin, a.Entrypoint); err != nil {
-				return nil, fmt.Errorf("%s: %w", a.Name, err)
-			}
+			built = append(built, b)
 		}
-		if a.Meta != "" {
-			if img, err = a.pack(ctx, root, version, img); err != nil {
-				return nil, fmt.Errorf("%s: %w", a.Name, err)
-			}
-		}
-		path := filepath.Join(out, a.File(version))
-		if err := tarball.WriteToFile(path, nil, img); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", path, err)
-		}
-		digest, err := img.Digest()
-		if err != nil {
-			return nil, err
-		}
-		built = append(built, Built{Artifact: a, Path: path, Digest: digest})
 	}
 	return built, nil
 }
 
-// goBuild builds a static, reproducible binary of a main package for Linux on this architecture.
-func goBuild(ctx context.Context, root, pkg, version, out string) error {
+// build builds the artifact for one architecture (none for a package without a runtime) into out.
+func (a Artifact) build(ctx context.Context, root, version, arch, binDir, out string) (Built, error) {
+	img := empty.Image
+	if a.Runtime != "" {
+		bin := filepath.Join(binDir, a.Name+"-"+arch)
+		if err := goBuild(ctx, root, a.Runtime, version, arch, bin); err != nil {
+			return Built{}, err
+		}
+		var err error
+		if img, err = RuntimeImage(bin, a.Entrypoint, arch); err != nil {
+			return Built{}, err
+		}
+	}
+	if a.Meta != "" {
+		var err error
+		if img, err = a.pack(ctx, root, version, img); err != nil {
+			return Built{}, err
+		}
+	}
+	path := filepath.Join(out, a.File(version, arch))
+	if err := tarball.WriteToFile(path, nil, img); err != nil {
+		return Built{}, fmt.Errorf("writing %s: %w", path, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Built{}, err
+	}
+	return Built{Artifact: a, Arch: arch, Path: path, Digest: digest}, nil
+}
+
+// Image is a build as it is pushed: a package's layers annotated from its config labels, as
+// `crossplane xpkg push` does, a plain image as written.
+func (b Built) Image() (v1.Image, error) {
+	img, err := tarball.ImageFromPath(b.Path, nil)
+	if err != nil || b.Meta == "" {
+		return img, err
+	}
+	return xpkg.AnnotateLayers(img)
+}
+
+// Index is the multi-platform index a release pushes for the builds of one artifact, one manifest
+// per architecture with its platform, as `crossplane xpkg push -f <file>,<file>` makes of a
+// Function's files.
+func Index(builds []Built) (v1.ImageIndex, error) {
+	adds := make([]mutate.IndexAddendum, 0, len(builds))
+	for _, b := range builds {
+		if b.Arch == "" {
+			return nil, fmt.Errorf("%s has no architecture: push it as an image, not in an index", b.Path)
+		}
+		img, err := b.Image()
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: b.Arch}}})
+	}
+	return mutate.AppendManifests(empty.Index, adds...), nil
+}
+
+// goBuild builds a static, reproducible binary of a main package for Linux on arch.
+func goBuild(ctx context.Context, root, pkg, version, arch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -buildid= -X main.version="+version, "-o", out, pkg)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+		return fmt.Errorf("go build %s for linux/%s: %w\n%s", pkg, arch, err, b)
 	}
 	return nil
 }
 
-// RuntimeImage is a FROM-scratch image holding one static binary as /<entrypoint>, run as a
-// non-root user, listening where a composition function listens.
-func RuntimeImage(binary, entrypoint string) (v1.Image, error) {
+// RuntimeImage is a FROM-scratch image for linux/<arch> holding one static binary as
+// /<entrypoint>, run as a non-root user, listening where a composition function listens.
+func RuntimeImage(binary, entrypoint, arch string) (v1.Image, error) {
 	content, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
@@ -174,7 +236,7 @@ func RuntimeImage(binary, entrypoint string) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.OS, cfg.Architecture = "linux", arch
 	cfg.Config.Entrypoint = []string{"/" + entrypoint}
 	cfg.Config.User = fmt.Sprintf("%d:%d", nonRoot, nonRoot)
 	cfg.Config.ExposedPorts = map[string]struct{}{"9443/tcp": {}}

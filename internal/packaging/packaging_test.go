@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -38,13 +40,14 @@ var buildOnce = sync.OnceValues(func() (map[string]packaging.Built, error) {
 		return nil, err
 	}
 	bs, err := packaging.Build(context.Background(), "../..", version, buildDir)
-	byName := map[string]packaging.Built{}
+	byFile := map[string]packaging.Built{}
 	for _, b := range bs {
-		byName[b.Name] = b
+		byFile[filepath.Base(b.Path)] = b
 	}
-	return byName, err
+	return byFile, err
 })
 
+// built is the shared build's artifacts by file name.
 func built(t *testing.T) map[string]packaging.Built {
 	t.Helper()
 	skipShort(t)
@@ -70,18 +73,38 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// Every image with a runtime is built once per architecture; the Configuration, which has none,
+// once.
+func TestTheBuildWritesOneFilePerArchitectureOfEachRuntime(t *testing.T) {
+	var files []string
+	for f := range built(t) {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	assert.Equal(t, []string{
+		"function-kv-cache-v1.2.3-amd64.xpkg",
+		"function-kv-cache-v1.2.3-arm64.xpkg",
+		"function-render-roles-v1.2.3-amd64.xpkg",
+		"function-render-roles-v1.2.3-arm64.xpkg",
+		"mdplane-controllers-v1.2.3-amd64.tar",
+		"mdplane-controllers-v1.2.3-arm64.tar",
+		"mdplane-v1.2.3.xpkg",
+	}, files)
+}
+
 func TestTwoBuildsOfOneCommitAreByteIdentical(t *testing.T) {
 	first := built(t)
 	again, err := packaging.Build(context.Background(), "../..", version, t.TempDir())
 	require.NoError(t, err)
-	require.Len(t, again, len(packaging.Artifacts))
+	require.Len(t, again, len(first))
 	for _, b := range again {
-		want, err := os.ReadFile(first[b.Name].Path)
+		file := filepath.Base(b.Path)
+		want, err := os.ReadFile(first[file].Path)
 		require.NoError(t, err)
 		got, err := os.ReadFile(b.Path)
 		require.NoError(t, err)
-		assert.True(t, bytes.Equal(want, got), "%s differs between two builds", b.File(version))
-		assert.Equal(t, first[b.Name].Digest, b.Digest, b.Name)
+		assert.True(t, bytes.Equal(want, got), "%s differs between two builds", file)
+		assert.Equal(t, first[file].Digest, b.Digest, file)
 	}
 }
 
@@ -142,7 +165,7 @@ func fileInLayer(t *testing.T, layer v1.Layer, file string) []byte {
 }
 
 func TestTheConfigurationCarriesTheXRDsAndCompositionsAndPinsItsFunctions(t *testing.T) {
-	pkg := parse(t, built(t)["mdplane"].Path, xpkg.NewConfigurationLinter())
+	pkg := parse(t, built(t)["mdplane-v1.2.3.xpkg"].Path, xpkg.NewConfigurationLinter())
 	meta, ok := pkg.meta.(*pkgmetav1.Configuration)
 	require.True(t, ok, "meta is a %T", pkg.meta)
 	assert.Equal(t, "mdplane", meta.Name)
@@ -180,10 +203,14 @@ func TestTheConfigurationCarriesTheXRDsAndCompositionsAndPinsItsFunctions(t *tes
 	assert.Equal(t, 2, compositions)
 }
 
-func TestEachFunctionPackageEmbedsItsRuntime(t *testing.T) {
-	for _, fn := range []string{"function-render-roles", "function-kv-cache"} {
-		t.Run(fn, func(t *testing.T) {
-			pkg := parse(t, built(t)[fn].Path, xpkg.NewFunctionLinter())
+func TestEachFunctionPackageEmbedsItsRuntimeForItsArchitecture(t *testing.T) {
+	for _, c := range []struct{ fn, arch string }{
+		{"function-render-roles", "amd64"}, {"function-render-roles", "arm64"},
+		{"function-kv-cache", "amd64"}, {"function-kv-cache", "arm64"},
+	} {
+		fn := c.fn
+		t.Run(fn+"/"+c.arch, func(t *testing.T) {
+			pkg := parse(t, built(t)[fn+"-v1.2.3-"+c.arch+".xpkg"].Path, xpkg.NewFunctionLinter())
 			meta, ok := pkg.meta.(*pkgmetav1.Function)
 			require.True(t, ok, "meta is a %T", pkg.meta)
 			assert.Equal(t, fn, meta.Name)
@@ -194,22 +221,73 @@ func TestEachFunctionPackageEmbedsItsRuntime(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{"/function"}, cfg.Config.Entrypoint)
 			assert.Equal(t, "65532:65532", cfg.Config.User)
+			assert.Equal(t, "linux", cfg.OS)
+			assert.Equal(t, c.arch, cfg.Architecture)
 			assert.Contains(t, cfg.Config.ExposedPorts, "9443/tcp")
 			layers, err := pkg.image.Layers()
 			require.NoError(t, err)
 			require.Len(t, layers, 2, "the runtime layer, then the package layer")
 			binary := fileInLayer(t, layers[0], "function")
 			require.NotNil(t, binary)
-			assert.True(t, bytes.HasPrefix(binary, []byte("\x7fELF")), "the runtime is a Linux executable")
+			assert.Equal(t, elfMachine[c.arch], machineOf(t, binary), "the runtime is a Linux executable for %s", c.arch)
 		})
 	}
 }
 
-func TestTheControllersImageRunsTheControllers(t *testing.T) {
-	img, err := tarball.ImageFromPath(built(t)["mdplane-controllers"].Path, nil)
-	require.NoError(t, err)
-	cfg, err := img.ConfigFile()
-	require.NoError(t, err)
-	assert.Equal(t, []string{"/mdplane-controllers"}, cfg.Config.Entrypoint)
-	assert.Empty(t, cfg.Config.Labels, "not a package: no xpkg layer labels")
+func TestTheControllersImageRunsTheControllersAsNonRoot(t *testing.T) {
+	for _, arch := range packaging.Architectures {
+		t.Run(arch, func(t *testing.T) {
+			img, err := tarball.ImageFromPath(built(t)["mdplane-controllers-v1.2.3-"+arch+".tar"].Path, nil)
+			require.NoError(t, err)
+			cfg, err := img.ConfigFile()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"/mdplane-controllers"}, cfg.Config.Entrypoint)
+			assert.Equal(t, "65532:65532", cfg.Config.User)
+			assert.Equal(t, "linux", cfg.OS)
+			assert.Equal(t, arch, cfg.Architecture)
+			assert.Empty(t, cfg.Config.Labels, "not a package: no xpkg layer labels")
+		})
+	}
+}
+
+// A release pushes each artifact with a runtime as one index: a node of either architecture pulls
+// its own image, and a client with no platform (Crossplane's package manager) reads linux/amd64.
+func TestTheIndexOfAnArtifactNamesEachArchitecture(t *testing.T) {
+	for _, name := range []string{"function-render-roles", "mdplane-controllers"} {
+		t.Run(name, func(t *testing.T) {
+			var builds []packaging.Built
+			for _, b := range built(t) {
+				if b.Name == name {
+					builds = append(builds, b)
+				}
+			}
+			sort.Slice(builds, func(i, j int) bool { return builds[i].Arch < builds[j].Arch })
+			index, err := packaging.Index(builds)
+			require.NoError(t, err)
+			manifest, err := index.IndexManifest()
+			require.NoError(t, err)
+			require.Len(t, manifest.Manifests, len(builds))
+			for i, m := range manifest.Manifests {
+				require.NotNil(t, m.Platform)
+				assert.Equal(t, v1.Platform{OS: "linux", Architecture: builds[i].Arch}, *m.Platform)
+				img, err := index.Image(m.Digest)
+				require.NoError(t, err)
+				cfg, err := img.ConfigFile()
+				require.NoError(t, err)
+				assert.Equal(t, builds[i].Arch, cfg.Architecture, "the manifest's platform is its image's")
+			}
+		})
+	}
+	_, err := packaging.Index([]packaging.Built{built(t)["mdplane-v1.2.3.xpkg"]})
+	assert.ErrorContains(t, err, "has no architecture", "the Configuration has no runtime: it is pushed as one image")
+}
+
+// elfMachine is the ELF machine of a Linux executable built for each architecture.
+var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+func machineOf(t *testing.T, binary []byte) elf.Machine {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(binary))
+	require.NoError(t, err, "not an ELF executable")
+	return f.Machine
 }
