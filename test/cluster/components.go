@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -200,9 +201,8 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), kubeconfig, []string{
-		"--controllers=garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
-	})
+	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), kubeconfig,
+		deviationFlags("kube-controller-manager", s.opts))
 }
 
 func (s *Stack) startScheduler(ctx context.Context) error {
@@ -345,16 +345,42 @@ integrations:
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		return err
 	}
-	return s.launch(ctx, &restartable{name: "kueue", bin: s.binary("kueue", KueueVersion), args: []string{
-		"--config=" + configFile, "--kubeconfig=" + s.Kubeconfig,
-		// The visibility API server would listen on all interfaces.
-		"--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2",
-	}, ready: func() error {
+	kubeconfig, err := s.installKueueRBAC(ctx)
+	if err != nil {
+		return err
+	}
+	return s.launch(ctx, &restartable{name: "kueue", bin: s.binary("kueue", KueueVersion), args: append([]string{
+		"--config=" + configFile, "--kubeconfig=" + kubeconfig,
+	}, deviationFlags("kueue", s.opts)...), ready: func() error {
 		if err := httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))(); err != nil {
 			return err
 		}
 		return tcpOpen(net.JoinHostPort(webhook.LocalServingHost, strconv.Itoa(webhook.LocalServingPort)))()
 	}})
+}
+
+// installKueueRBAC applies Kueue's own RBAC manifests (its config/components/rbac, named and
+// namespaced as its release manifests name them) and writes a kubeconfig of its ServiceAccount
+// kueue-system/kueue-controller-manager: the Kueue manager has the rights a cluster's has.
+func (s *Stack) installKueueRBAC(ctx context.Context) (string, error) {
+	dir := filepath.Join(s.Dir, "config", "kueue-rbac")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// kustomize takes a base outside its root only through a relative path.
+	link := filepath.Join(dir, "rbac")
+	_ = os.Remove(link)
+	if err := os.Symlink(filepath.Join(s.modules["sigs.k8s.io/kueue"], "config", "components", "rbac"), link); err != nil {
+		return "", err
+	}
+	kustomization := "namespace: kueue-system\nnamePrefix: kueue-\nresources:\n- rbac\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		return "", err
+	}
+	if _, err := s.Kubectl("apply", "--server-side", "-k", dir); err != nil {
+		return "", err
+	}
+	return s.serviceAccountKubeconfig(ctx, "kueue-system", "kueue-controller-manager")
 }
 
 // restartable is a component a test may kill and start again, by pid, with the flags it first ran
@@ -559,15 +585,11 @@ func compositionFunctions() []string {
 	return names
 }
 
-// CrossplaneUser is the name the stack's Crossplane authenticates as: its ServiceAccount's, as a
-// cluster's Crossplane Pod has, which mdplane's policies name.
-const CrossplaneUser = "system:serviceaccount:crossplane-system:crossplane"
-
 // userKubeconfig writes a kubeconfig of a client certificate for user in group system:masters: the
 // name admission sees, with every right (standing in for the ClusterRoles a cluster grants the
-// component), and returns its path.
+// component: Deviations lists where), and returns its path.
 func (s *Stack) userKubeconfig(file, user string) (string, error) {
-	u, err := s.masterUser(user)
+	u, err := s.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -579,19 +601,20 @@ func (s *Stack) userKubeconfig(file, user string) (string, error) {
 	return path, os.WriteFile(path, raw, 0o600)
 }
 
-// ConfigAs is a client configuration that authenticates as user with every right, as userKubeconfig
-// gives one: a test acting as Crossplane (CrossplaneUser) does what the stack's Crossplane may.
-func (s *Stack) ConfigAs(user string) (*rest.Config, error) {
-	u, err := s.masterUser(user)
+// ConfigAs is a client configuration that authenticates as a ServiceAccount the stack runs a
+// component as, by its user name (CrossplaneUser, ControllersUser), with a token of that account:
+// a test acting as Crossplane has exactly the rights the stack's Crossplane has.
+func (s *Stack) ConfigAs(ctx context.Context, user string) (*rest.Config, error) {
+	qualified, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	namespace, account, found := strings.Cut(qualified, ":")
+	if !ok || !found {
+		return nil, fmt.Errorf("%s is not a ServiceAccount's user name", user)
+	}
+	path, err := s.serviceAccountKubeconfig(ctx, namespace, account)
 	if err != nil {
 		return nil, err
 	}
-	return u.Config(), nil
-}
-
-// masterUser issues a client certificate for user in group system:masters.
-func (s *Stack) masterUser(user string) (*envtest.AuthenticatedUser, error) {
-	return s.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	return clientcmd.BuildConfigFromFlags("", path)
 }
 
 // startCrossplane runs Crossplane core with the External package runtime (the stack serves the
@@ -616,8 +639,13 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 	if err := os.WriteFile(bundle, s.ca.pem, 0o644); err != nil {
 		return err
 	}
-	kubeconfig, err := s.userKubeconfig("crossplane", CrossplaneUser)
+	// As the chart installs it: its own ServiceAccount with the chart's ClusterRoles, and the RBAC
+	// manager granting it each XRD's kind.
+	kubeconfig, rbacManager, err := s.installCrossplaneRBAC(ctx)
 	if err != nil {
+		return err
+	}
+	if err := s.startRBACManager(ctx, rbacManager); err != nil {
 		return err
 	}
 	// The package manager stores what it pulls here; a missing directory fails every parse.
@@ -627,16 +655,14 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.launch(ctx, &restartable{name: "crossplane", bin: s.binary("crossplane", CrossplaneVersion), args: []string{
-		"core", "start", "--package-runtime=External", "--enable-webhooks=false",
+	// The flags are the chart's settings (it passes them as env and mounts) and Deviations'.
+	return s.launch(ctx, &restartable{name: "crossplane", bin: s.binary("crossplane", CrossplaneVersion), args: append([]string{
+		"core", "start",
 		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"), "--ca-bundle-path=" + bundle,
 		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
 		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health),
-		"--poll-interval=" + s.opts.CrossplanePollInterval.String(), "--debug",
-		// As docs/install.md recommends: with the default burst of 100, a rollout's watch events
-		// empty a ModelRole's bucket and each step then waits for Crossplane's 30 s probe.
-		"--circuit-breaker-burst=" + strconv.Itoa(s.opts.CircuitBreakerBurst),
-	}, env: []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=crossplane-system"},
+	}, deviationFlags("crossplane", s.opts)...), env: []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + CrossplaneNamespace,
+		"POD_SERVICE_ACCOUNT=" + crossplaneAccount},
 		ready: httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))})
 }
 

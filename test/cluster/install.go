@@ -16,11 +16,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/xpkg"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,6 +98,9 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := waitFor(ctx, nil, 120*time.Second, "the Configuration and its Functions", s.packagesHealthy); err != nil {
 		return err
 	}
+	if err := waitFor(ctx, nil, 60*time.Second, "Crossplane granted mdplane's composites", s.crossplaneServesComposites); err != nil {
+		return err
+	}
 	return s.controllersReady(ctx)
 }
 
@@ -177,53 +178,66 @@ func (s *Stack) Publish(ctx context.Context, version string) error {
 	if err != nil {
 		return err
 	}
+	byName := map[string][]packaging.Built{}
 	for _, b := range built {
-		if err := s.push(b, version); err != nil {
+		byName[b.Name] = append(byName[b.Name], b)
+	}
+	for _, a := range packaging.Artifacts {
+		if err := s.push(byName[a.Name], version); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// push uploads a built artifact to the stack's registry under the path it is published at, the way
-// `crossplane xpkg push` does (the package's layer annotations restored from its config labels).
-func (s *Stack) push(b packaging.Built, version string) error {
-	img, err := tarball.ImageFromPath(b.Path, nil)
-	if err != nil {
-		return err
-	}
-	if b.Meta != "" {
-		if img, err = xpkg.AnnotateLayers(img); err != nil {
-			return err
-		}
-	}
-	ref, err := name.ParseReference(s.Registry + "/mdplane/" + b.Name + ":" + version)
+// push uploads an artifact's builds to the stack's registry under the path it is published at, the
+// way `crossplane xpkg push` does: the package's layer annotations restored from its config labels,
+// and the builds of an image with a runtime, one per architecture, as one multi-platform index.
+func (s *Stack) push(builds []packaging.Built, version string) error {
+	ref, err := name.ParseReference(s.Registry + "/mdplane/" + builds[0].Name + ":" + version)
 	if err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.ca.pem)
-	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	if err := remote.Write(ref, img, remote.WithTransport(transport)); err != nil {
+	transport := remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	if builds[0].Runtime == "" {
+		img, err := builds[0].Image()
+		if err == nil {
+			err = remote.Write(ref, img, transport)
+		}
+		if err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
+		return nil
+	}
+	index, err := packaging.Index(builds)
+	if err == nil {
+		err = remote.WriteIndex(ref, index, transport)
+	}
+	if err != nil {
 		return fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	return nil
 }
 
-// serviceAccountKubeconfig writes a kubeconfig that authenticates as a ServiceAccount of the
-// install manifest, with a bound token from the TokenRequest API.
-func (s *Stack) serviceAccountKubeconfig(ctx context.Context, account string) (string, error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: account}}
+// ControllersUser is the name mdplane-controllers authenticates as: its ServiceAccount's.
+const ControllersUser = "system:serviceaccount:" + Namespace + ":mdplane-controllers"
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as a ServiceAccount (of the
+// install manifest, or of Crossplane's chart), with a bound token from the TokenRequest API.
+func (s *Stack) serviceAccountKubeconfig(ctx context.Context, namespace, account string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: account}}
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
 	if err := s.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", Namespace, account, err)
+		return "", fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", namespace, account, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["stack"] = &clientcmdapi.Cluster{Server: s.Config.Host, CertificateAuthorityData: s.Config.CAData}
 	cfg.AuthInfos[account] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts[account] = &clientcmdapi.Context{Cluster: "stack", AuthInfo: account}
 	cfg.CurrentContext = account
-	path := filepath.Join(s.Dir, "config", account+".kubeconfig")
+	path := filepath.Join(s.Dir, "config", namespace+"."+account+".kubeconfig")
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
@@ -289,7 +303,7 @@ func (s *Stack) startWebhooks(ctx context.Context, root string) error {
 			return err
 		}
 	}
-	kubeconfig, err := s.serviceAccountKubeconfig(ctx, "mdplane-webhooks")
+	kubeconfig, err := s.serviceAccountKubeconfig(ctx, Namespace, "mdplane-webhooks")
 	if err != nil {
 		return err
 	}
@@ -420,7 +434,7 @@ func (s *Stack) mountSecret(ctx context.Context, name, dir string) {
 
 // launchControllersAs starts the controllers Deployment's program as its ServiceAccount.
 func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
-	kubeconfig, err := s.serviceAccountKubeconfig(ctx, "mdplane-controllers")
+	kubeconfig, err := s.serviceAccountKubeconfig(ctx, Namespace, "mdplane-controllers")
 	if err != nil {
 		return err
 	}

@@ -165,6 +165,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			return nil, err
 		}
 	}
+	if err := checkListed("mdplane-controllers", opts.ControllerArgs); err != nil {
+		return nil, err
+	}
 	s := &Stack{Dir: opts.Dir, opts: opts}
 	started := false
 	defer func() {

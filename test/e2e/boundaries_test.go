@@ -34,11 +34,12 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 }
 
-// clientAs is a client that authenticates as user with every right: a test playing Crossplane
-// (cluster.CrossplaneUser) writes what only it and mdplane may.
+// clientAs is a client that authenticates as the ServiceAccount of a component the stack runs
+// (cluster.CrossplaneUser, cluster.ControllersUser), with that component's rights: a test playing
+// Crossplane writes what only it and mdplane may, and only what Crossplane may.
 func clientAs(t *testing.T, user string) client.Client {
 	t.Helper()
-	cfg, err := stack.ConfigAs(user)
+	cfg, err := stack.ConfigAs(context.Background(), user)
 	if err != nil {
 		t.Fatal(err)
 	}

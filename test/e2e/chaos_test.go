@@ -506,8 +506,18 @@ type secondWriter struct {
 
 func startSecondWriter(t *testing.T, ctx context.Context, namespace string, seed uint64) *secondWriter {
 	t.Helper()
-	// Crossplane's name: mdplane's internal objects refuse every other writer but mdplane's own.
-	writer := clientAs(t, cluster.CrossplaneUser)
+	// Each kind in the name of one that may write it: mdplane's internal objects refuse every
+	// writer but Crossplane and mdplane-controllers, and each of those two holds only its own rights.
+	asCrossplane, asControllers := clientAs(t, cluster.CrossplaneUser), clientAs(t, cluster.ControllersUser)
+	writerOf := func(obj client.Object) client.Client {
+		switch obj.(type) {
+		case *v1alpha1.ModelRole, *v1alpha1.ModelReplica:
+			return asCrossplane
+		case *appsv1.ControllerRevision:
+			return asControllers
+		}
+		return stack.Client
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	sw := &secondWriter{cancel: cancel, done: make(chan struct{}), counts: map[string]int{}}
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -545,7 +555,7 @@ func startSecondWriter(t *testing.T, ctx context.Context, namespace string, seed
 			obj.SetAnnotations(annotations)
 			// Only the annotation, on the version read: a typed Update would drop the fields
 			// Crossplane keeps in a composite's spec that the Go type does not declare.
-			err := writer.Patch(ctx, obj, client.MergeFromWithOptions(read, client.MergeFromWithOptimisticLock{}))
+			err := writerOf(obj).Patch(ctx, obj, client.MergeFromWithOptions(read, client.MergeFromWithOptimisticLock{}))
 			switch {
 			case err == nil:
 				sw.counts["written"]++

@@ -43,10 +43,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	// The controllers and webhooks run with their install manifest's RBAC: a refusal anywhere in the
-	// suite is a rule the manifest lacks.
-	// Every replica and restart of either counts (mdplane-controllers-standby-3, mdplane-webhooks-1, ...).
-	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks"} {
+	// The controllers and webhooks run with their install manifest's RBAC, Crossplane and its RBAC
+	// manager with their chart's and mdplane's package's, Kueue with its own manifests': an RBAC
+	// refusal anywhere in the suite is a rule an install lacks.
+	// Every replica and restart counts (mdplane-controllers-standby-3, mdplane-webhooks-1, ...).
+	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks", "crossplane", "crossplane-rbac-manager", "kueue"} {
 		logs, _ := filepath.Glob(strings.TrimSuffix(stack.LogFile(component), ".log") + "*.log")
 		for _, log := range logs {
 			if refused := forbidden(log); refused != "" {
@@ -76,14 +77,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// forbidden is the first line of a log that reports an RBAC refusal, if any.
+// forbidden is the first line of a log that reports an RBAC refusal, if any: the API server's
+// message names the user refused ("is forbidden: User \"…\" cannot …"), which an admission
+// refusal (Pod Security, a policy) does not.
 func forbidden(log string) string {
 	raw, err := os.ReadFile(log)
 	if err != nil {
 		return ""
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.Contains(line, "is forbidden") {
+		if strings.Contains(line, `is forbidden: User \"`) || strings.Contains(line, `is forbidden: User "`) {
 			return line
 		}
 	}

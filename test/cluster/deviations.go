@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Deviation is one way the stack runs a component otherwise than a default install on a cluster
+// does. Every flag the stack gives a component beyond what that component's own install sets is a
+// row here, and docs/install.md tells users the same (TestDeviationsAreDocumented): a setting the
+// stack made silently would make it kinder than the clusters users run.
+type Deviation struct {
+	// Component is the process, by its log's name.
+	Component string
+	// Flag is the command-line flag, without its value; empty for a deviation that is not a flag
+	// (an identity, a missing controller).
+	Flag string
+	// value is the flag's value on a stack started with the options; "" leaves the flag out. Nil for
+	// a flag a test passes itself (Options.ControllerArgs).
+	value func(Options) string
+	// Why the stack deviates, and what a user does instead.
+	Why string
+}
+
+// Deviations are every deviation of the stack from a default install, by component.
+var Deviations = []Deviation{
+	{Component: "crossplane", Flag: "--package-runtime", value: fixed("External"),
+		Why: "no container runtime: the stack runs each Function as a local process and publishes its endpoint on the Function revision; a cluster keeps the default Deployment runtime"},
+	{Component: "crossplane", Flag: "--enable-webhooks", value: fixed("false"),
+		Why: "no Pod network for the API server to reach Crossplane's webhook Service; Crossplane's webhooks check Compositions and XRDs, which mdplane's packages ship checked"},
+	{Component: "crossplane", Flag: "--poll-interval", value: func(o Options) string { return o.CrossplanePollInterval.String() },
+		Why: "tests wait for composites to settle; the default (1m) also converges, more slowly"},
+	{Component: "crossplane", Flag: "--circuit-breaker-burst", value: func(o Options) string { return strconv.Itoa(o.CircuitBreakerBurst) },
+		Why: "docs/install.md asks for a burst of 1000: with the default 100 a rollout's watch events open a ModelRole's breaker"},
+	{Component: "crossplane", Flag: "--debug", value: fixed(""),
+		Why: "debug logs, for a failing test's logs; no change of behaviour"},
+	{Component: "crossplane", Flag: "",
+		Why: "leader election off (the chart's LEADER_ELECTION=true): one replica runs, and a test that kills it starts it again at once instead of waiting out its lease"},
+	{Component: "crossplane-rbac-manager", Flag: "",
+		Why: "leader election off (the chart's LEADER_ELECTION=true): it runs outside a Pod, where controller-runtime cannot tell its namespace"},
+	{Component: "kueue", Flag: "--feature-gates", value: fixed("VisibilityOnDemand=false"),
+		Why: "the visibility API server would listen on every interface; mdplane does not use it"},
+	{Component: "kueue", Flag: "--zap-log-level", value: fixed("2"),
+		Why: "verbose logs, for a failing test's logs; no change of behaviour"},
+	{Component: "kueue", Flag: "",
+		Why: "its Configuration turns off internal certificate management, metrics and leader election, and serves webhooks on loopback with envtest's certificate"},
+	{Component: "kube-controller-manager", Flag: "--controllers", value: fixed("garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"),
+		Why: "only the controllers the tests rely on; a cluster runs them all"},
+	{Component: "kube-controller-manager", Flag: "",
+		Why: "authenticates as system:kube-controller-manager in system:masters, without --use-service-account-credentials"},
+	{Component: "kube-scheduler", Flag: "",
+		Why: "authenticates as a cluster administrator rather than system:kube-scheduler"},
+	{Component: "mdplane-controllers", Flag: "--park-after",
+		Why: "the e2e suite parks a set in seconds to watch it; the default is 30m"},
+	{Component: "mdplane-controllers", Flag: "--queue-instance-types",
+		Why: "the e2e suite makes its own queues for the types of its examples; the default manages every type's queue"},
+	{Component: "mdplane-controllers", Flag: "--model-artifact-retry-interval",
+		Why: "the e2e suite watches a refused artifact resolve again in seconds; the default is 5m"},
+}
+
+func fixed(v string) func(Options) string { return func(Options) string { return v } }
+
+// deviationFlags are the flags of component's deviations on a stack with opts, as "--flag=value"
+// ("--flag" where the value is empty).
+func deviationFlags(component string, opts Options) []string {
+	var out []string
+	for _, d := range Deviations {
+		if d.Component != component || d.Flag == "" || d.value == nil {
+			continue
+		}
+		if v := d.value(opts); v != "" {
+			out = append(out, d.Flag+"="+v)
+		} else {
+			out = append(out, d.Flag)
+		}
+	}
+	return out
+}
+
+// checkListed refuses a flag a test passes to component that Deviations does not list.
+func checkListed(component string, args []string) error {
+	for _, a := range args {
+		flag, _, _ := strings.Cut(a, "=")
+		listed := false
+		for _, d := range Deviations {
+			listed = listed || d.Component == component && d.Flag == flag
+		}
+		if !listed {
+			return fmt.Errorf("the stack would give %s the flag %s, which test/cluster's Deviations does not list (add it there with its reason, and to docs/install.md)", component, flag)
+		}
+	}
+	return nil
+}
