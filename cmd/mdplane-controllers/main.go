@@ -276,6 +276,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
 		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: o.queueTypes}},
+		// The node labels the queues' flavors select, whoever counts the types' capacity.
+		{"the InstanceType node labels", &inventory.Membership{Client: mgr.GetClient()}},
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},

@@ -51,7 +51,8 @@ type Reconciler struct {
 // SetupWithManager watches InstanceTypes, and deployments so that a namespace naming a type for the
 // first time gets its LocalQueue: their creation and spec changes, not their status, which changes
 // with every replica of a rollout. An InstanceType's status moves with every Pod bound to its nodes;
-// only what the queue objects are made of wakes it (queueInputsChanged).
+// only what the queue objects are made of wakes it (queueInputsChanged). Nodes wake the types whose
+// label they gain, lose or carry while their taints change: the flavor tolerates the taints.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.ControllerManagedBy(mgr).
 		Named("instancetype_queues").
@@ -59,6 +60,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			return queueInputsChanged(e.ObjectOld.(*workerv1.InstanceType), e.ObjectNew.(*workerv1.InstanceType))
 		}})).
 		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment), ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, r.nodeEvents()).
 		Complete(r)
 }
 
@@ -165,7 +167,11 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	if err != nil {
 		return err
 	}
-	if err := r.apply(ctx, "ResourceFlavor", it.Name, kueueac.ResourceFlavor(it.Name).WithLabels(managedLabels)); err != nil {
+	flavor, err := r.flavor(ctx, it)
+	if err != nil {
+		return err
+	}
+	if err := r.apply(ctx, "ResourceFlavor", it.Name, flavor); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(quotas))
@@ -174,14 +180,14 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	}
 	sort.Strings(names)
 	group := kueueac.ResourceGroup()
-	flavor := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(it.Name))
+	flavorQuotas := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(it.Name))
 	for _, name := range names {
 		group.WithCoveredResources(corev1.ResourceName(name))
-		flavor.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(name)).WithNominalQuota(quotas[corev1.ResourceName(name)]))
+		flavorQuotas.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(name)).WithNominalQuota(quotas[corev1.ResourceName(name)]))
 	}
 	cq := kueueac.ClusterQueue(it.Name).WithLabels(managedLabels).WithSpec(kueueac.ClusterQueueSpec().
 		WithNamespaceSelector(metav1ac.LabelSelector()).
-		WithResourceGroups(group.WithFlavors(flavor)).
+		WithResourceGroups(group.WithFlavors(flavorQuotas)).
 		WithAdmissionChecksStrategy(checks))
 	return r.apply(ctx, "ClusterQueue", it.Name, cq)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -74,6 +75,8 @@ type NodeOptions struct {
 	Resource corev1.ResourceName
 	// Arch is the node's kubernetes.io/arch; amd64 when empty.
 	Arch string
+	// Taints the node carries from its creation, as a tainted GPU pool's nodes do.
+	Taints []corev1.Taint
 }
 
 // fakeNode is the stack's node i: a GPU node KWOK keeps Ready, in rack i/2, of the i-th product.
@@ -128,12 +131,14 @@ func (s *Stack) kwokNode(opts NodeOptions) *corev1.Node {
 			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
 			Labels:      labels,
 		},
+		Spec:   corev1.NodeSpec{Taints: opts.Taints},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 }
 
 // AddNode creates a fake node as the stack creates its own (KWOK keeps it Ready and runs the Pods
-// bound to it) and waits until it is Ready and untainted. The caller deletes it when done.
+// bound to it) and waits until it is Ready and carries no taint but opts.Taints. The caller deletes
+// it when done.
 func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, error) {
 	if opts.Name == "" {
 		return nil, errors.New("AddNode: a node needs a name")
@@ -146,10 +151,10 @@ func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, er
 	for {
 		err := s.Client.Get(ctx, client.ObjectKeyFromObject(node), node)
 		if err == nil {
-			if nodeReady(node) && len(node.Spec.Taints) == 0 {
+			if nodeReady(node) && slices.Equal(node.Spec.Taints, opts.Taints) {
 				return node, nil
 			}
-			err = fmt.Errorf("not Ready and untainted yet (taints %v)", node.Spec.Taints)
+			err = fmt.Errorf("not Ready with only its own taints %v yet (taints %v)", opts.Taints, node.Spec.Taints)
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("node %s: %w", opts.Name, err)

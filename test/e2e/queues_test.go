@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -318,8 +321,8 @@ spec:
 			}
 			return nil
 		})
-		// The rendered Pods are not pinned to their type's nodes yet: the scheduler may bind them to
-		// any node with GPUs. remaining counts what the Pods bound to the type's nodes leave.
+		// The type's flavor pins its Pods to its nodes; remaining counts what every Pod bound there
+		// leaves, the deployment's and any other.
 		eventually(t, time.Minute, "remaining is the 8 cards less what the Pods bound to the L4 nodes hold", func() error {
 			if err := get(); err != nil {
 				return err
@@ -339,7 +342,9 @@ spec:
 			t.Fatal(err)
 		}
 		for _, p := range ps {
-			t.Logf("Pod %s runs on %s", p.Name, p.Spec.NodeName)
+			if p.Spec.NodeName != nodes[0] && p.Spec.NodeName != nodes[1] {
+				t.Errorf("Pod %s is bound to %s, not to one of the type's nodes %v", p.Name, p.Spec.NodeName, nodes[:2])
+			}
 		}
 	})
 
@@ -408,5 +413,180 @@ spec:
 			}
 			return nil
 		})
+	})
+}
+
+// placementDeployment is a one-role deployment of replicas replicas of cards accelerators each on
+// instanceType.
+func placementDeployment(namespace, name, instanceType string, replicas, cards int) string {
+	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %s, namespace: %s}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, replicas: %d, instanceType: %s, resources: {accelerator: %d}}
+`, name, namespace, replicas, instanceType, cards)
+}
+
+// kwokNodes are the names of the fake nodes whose labels hold every pair of want.
+func kwokNodes(ctx context.Context, want map[string]string) ([]string, error) {
+	list := &corev1.NodeList{}
+	if err := stack.Client.List(ctx, list, client.MatchingLabels(want)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range list.Items {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// TestPlacementThroughFlavor: Kueue places every Pod through its InstanceType's ResourceFlavor, which
+// selects the label mdplane puts on the type's nodes and tolerates their taints.
+//
+// On the stack's A10G and H20 nodes plus two the test adds, an arm64 node of the same H20 product and
+// an L40S node tainted nvidia.com/gpu=present:NoSchedule, three managed types are made: H20 on
+// amd64, L40S, H20 on arm64. Four replicas of two cards on the H20 type are bound to its node only,
+// none to the A10G node nor to the arm64 H20 node; a replica on the L40S type, whose only node is
+// tainted, is scheduled there, its Pod given the flavor's toleration; a replica on the arm64 type
+// lands on the arm64 node. Each type's remaining is its capacity less what the Pods bound to its
+// nodes hold, the deployment's cards among them; each node carries the labels of its types only.
+func TestPlacementThroughFlavor(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-placement"
+	const h20Type, l40sType, armType = "placement-nvidia-h20-linux-amd64", "placement-nvidia-l40s-linux-amd64", "placement-nvidia-h20-linux-arm64"
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	const l40sNode, armNode = "placement-l40s-0", "placement-h20-arm64-0"
+	extra := []cluster.NodeOptions{
+		{Name: l40sNode, Product: "NVIDIA-L40S", GPUs: 4, Taints: []corev1.Taint{gpuTaint}},
+		{Name: armNode, Product: "NVIDIA-H20", GPUs: 4, Arch: "arm64"},
+	}
+	typeNames := []string{h20Type, l40sType, armType}
+	t.Cleanup(func() {
+		tearDown(t, ctx, ns)
+		for _, n := range extra {
+			_ = stack.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+		}
+		for _, name := range typeNames {
+			_ = stack.Client.Delete(ctx, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	for _, o := range extra {
+		if _, err := stack.AddNode(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h20Nodes, err := kwokNodes(ctx, map[string]string{cluster.LabelGPUProduct: "NVIDIA-H20", corev1.LabelArchStable: "amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a10gNodes, err := kwokNodes(ctx, map[string]string{cluster.LabelGPUProduct: "NVIDIA-A10G"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h20Nodes) == 0 || len(a10gNodes) == 0 {
+		t.Fatalf("the stack has H20 nodes %v and A10G nodes %v: it needs both", h20Nodes, a10gNodes)
+	}
+	typeNodes := map[string][]string{h20Type: h20Nodes, l40sType: {l40sNode}, armType: {armNode}}
+	for name, spec := range map[string]string{h20Type: "nvidia-h20\n  arch: amd64", l40sType: "nvidia-l40s\n  arch: amd64", armType: "nvidia-h20\n  arch: arm64"} {
+		applyManagedType(t, ns, name, `
+  acceleratable: true
+  os: linux
+  unitResources: {cpu: "4", ram: 16Gi}
+  localStorage: 10Gi
+  acceleratorGroup: `+spec)
+	}
+	deployments := []struct {
+		name, instanceType string
+		replicas, cards    int
+	}{{"h20", h20Type, 4, 2}, {"l40s", l40sType, 1, 1}, {"arm", armType, 1, 1}}
+	for _, d := range deployments {
+		awaitInstanceType(t, ctx, d.instanceType, workerv1.InstanceTypePhaseActive)
+		kubectlApply(t, placementDeployment(ns, d.name, d.instanceType, d.replicas, d.cards))
+	}
+
+	t.Run("every replica runs", func(t *testing.T) {
+		for _, d := range deployments {
+			eventually(t, 3*time.Minute, fmt.Sprintf("the %d replicas of %s running", d.replicas, d.name), func() error {
+				return running(ctx, ns, d.name, d.replicas)
+			})
+		}
+	})
+
+	t.Run("every Pod is bound only to its type's nodes, given the flavor's node selector and tolerations", func(t *testing.T) {
+		for _, d := range deployments {
+			ps, err := pods(ctx, ns, d.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := workerv1.InstanceTypeNodeLabel(d.instanceType)
+			for _, p := range ps {
+				if !slices.Contains(typeNodes[d.instanceType], p.Spec.NodeName) {
+					t.Errorf("Pod %s of type %s is bound to %q, not to one of the type's nodes %v", p.Name, d.instanceType, p.Spec.NodeName, typeNodes[d.instanceType])
+				}
+				if p.Spec.NodeSelector[key] != "true" {
+					t.Errorf("Pod %s has node selector %v, without %s=true", p.Name, p.Spec.NodeSelector, key)
+				}
+				tolerates := slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool {
+					return tol.Key == gpuTaint.Key && tol.Effect == gpuTaint.Effect && (tol.Operator == corev1.TolerationOpExists || tol.Value == gpuTaint.Value)
+				})
+				if want := d.instanceType == l40sType; tolerates != want {
+					t.Errorf("Pod %s tolerates %s: %v, want %v (tolerations %v)", p.Name, gpuTaint.ToString(), tolerates, want, p.Spec.Tolerations)
+				}
+			}
+		}
+	})
+
+	t.Run("each type's remaining is its capacity less what the Pods on its nodes hold", func(t *testing.T) {
+		for _, d := range deployments {
+			eventually(t, time.Minute, "the remaining cards of "+d.instanceType, func() error {
+				it := &workerv1.InstanceType{}
+				if err := stack.Client.Get(ctx, client.ObjectKey{Name: d.instanceType}, it); err != nil {
+					return err
+				}
+				held, err := heldOn(ctx, cluster.GPUResource, typeNodes[d.instanceType]...)
+				if err != nil {
+					return err
+				}
+				if held < int64(d.replicas*d.cards) {
+					return fmt.Errorf("the Pods on %v hold %d cards, fewer than deployment %s's %d", typeNodes[d.instanceType], held, d.name, d.replicas*d.cards)
+				}
+				v := it.Status.Accelerator
+				if v == nil || v.Capacity == nil || v.Remaining == nil || v.Remaining.Value() != v.Capacity.Value()-held {
+					return fmt.Errorf("status.accelerator %+v, want remaining capacity less %d held on %v", v, held, typeNodes[d.instanceType])
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("each flavor selects its type's label, on that type's nodes only, and tolerates their taints", func(t *testing.T) {
+		for _, name := range typeNames {
+			key := workerv1.InstanceTypeNodeLabel(name)
+			labelled, err := kwokNodes(ctx, map[string]string{key: "true"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(labelled, typeNodes[name]) {
+				t.Errorf("the nodes labelled %s=true are %v, want %v", key, labelled, typeNodes[name])
+			}
+			rf := &kueuev1beta2.ResourceFlavor{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: name}, rf); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(rf.Spec.NodeLabels, map[string]string{key: "true"}) {
+				t.Errorf("ResourceFlavor %s selects %v, want %s=true", name, rf.Spec.NodeLabels, key)
+			}
+			var want []corev1.Toleration
+			if name == l40sType {
+				want = []corev1.Toleration{{Key: gpuTaint.Key, Operator: corev1.TolerationOpEqual, Value: gpuTaint.Value, Effect: gpuTaint.Effect}}
+			}
+			if !slices.Equal(rf.Spec.Tolerations, want) {
+				t.Errorf("ResourceFlavor %s tolerates %v, want %v", name, rf.Spec.Tolerations, want)
+			}
+		}
 	})
 }

@@ -1,5 +1,11 @@
 package v1
 
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
+
 // LabelAcceleratorGroup on a Node names the accelerator group it offers, over what its feature
 // discovery labels derive: set by an administrator for hardware whose labels name no group, or name
 // it otherwise than the InstanceType's spec.acceleratorGroup.
@@ -51,3 +57,26 @@ const (
 	ReasonLastObserved = "LastObserved"
 	ReasonNotObserved  = "NotObserved"
 )
+
+// LabelInstanceTypePrefix starts the label mdplane puts on every Node of an InstanceType (one key
+// per type, value "true", see InstanceTypeNodeLabel): the one label its ResourceFlavor selects, so
+// that the type's Pods land only on its nodes, however the nodes' own labels say which type they are.
+const LabelInstanceTypePrefix = "instancetype.worker.gpustack.ai/"
+
+// labelNameMaxLength is the limit of a label key's name part.
+const labelNameMaxLength = 63
+
+// InstanceTypeNodeLabel is the label key marking a Node as one of the InstanceType's: the prefix and
+// the type's name; a name longer than a label key's 63-character name part is cut to 46 characters
+// and followed by a dash and the FNV-1a 64 hash of the whole name in hex, so two long names sharing
+// their start still get keys of their own.
+func InstanceTypeNodeLabel(instanceType string) string {
+	if len(instanceType) <= labelNameMaxLength {
+		return LabelInstanceTypePrefix + instanceType
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(instanceType))
+	suffix := fmt.Sprintf("-%016x", h.Sum64())
+	head := strings.TrimRight(instanceType[:labelNameMaxLength-len(suffix)], "-.")
+	return LabelInstanceTypePrefix + head + suffix
+}
