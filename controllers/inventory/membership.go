@@ -98,7 +98,7 @@ func (m *Membership) label(ctx context.Context, node, key string, on bool) error
 		return err
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := m.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := client.IgnoreNotFound(m.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch))); err != nil {
 		return fmt.Errorf("labelling Node %s %s=%v: %w", node, key, value, err)
 	}
 	return nil

@@ -85,7 +85,7 @@ func CrossplaneChartRBAC(moduleDir string) ([]*unstructured.Unstructured, error)
 		for _, doc := range strings.Split(rendered, "\n---") {
 			obj := map[string]any{}
 			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-				return nil, fmt.Errorf("Crossplane's chart template %s rendered no YAML: %w\n%s", f, err, doc)
+				return nil, fmt.Errorf("the template %s of Crossplane's chart rendered no YAML: %w\n%s", f, err, doc)
 			}
 			if len(obj) > 0 {
 				out = append(out, &unstructured.Unstructured{Object: obj})
@@ -143,7 +143,7 @@ func (s *Stack) installCrossplaneRBAC(ctx context.Context) (core, rbacManager st
 		return "", "", err
 	}
 	for _, obj := range objs {
-		if err := s.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+		if err := s.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("helm"), client.ForceOwnership); err != nil {
 			return "", "", fmt.Errorf("applying Crossplane's chart %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
