@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -71,6 +72,7 @@ type Reconciler struct {
 	expected *expectations.Creates
 	reported *writeTimes
 	probes   *probes
+	refused  *refusals
 }
 
 // SetupWithManager watches ModelReplicas, the Pods and Services they control, their groups'
@@ -78,7 +80,7 @@ type Reconciler struct {
 // index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
 // matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported, r.probes = expectations.New(), newWriteTimes(), newProbes(r.ProbeDialOverride)
+	r.expected, r.reported, r.probes, r.refused = expectations.New(), newWriteTimes(), newProbes(r.ProbeDialOverride), newRefusals()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -152,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if replica.DeletionTimestamp != nil {
 		r.probes.forget(replica.UID)
+		r.refused.forget(replica.UID)
 		return reconcile.Result{}, nil // its Pods leave with it, through their owner reference
 	}
 	owned := &corev1.PodList{}
@@ -169,6 +172,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || revision == nil {
 		return reconcile.Result{}, err
 	}
+	if wait := r.refused.wait(replica.UID); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil // a refused create is retried when its backoff ends
+	}
 	wantPods, wantService := renderroles.Materialize(replica, revision)
 	var result reconcile.Result
 	// The Service and the members are created at once: one after another, a replica's creates took
@@ -181,16 +187,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	created, busy, err := r.createMissing(ctx, replica, wantPods, pods)
 	wg.Wait()
-	if err := errors.Join(serviceErr, err); err != nil {
+	refusal, err := splitRefusal(serviceErr, err)
+	if refusal != nil {
+		res, reportErr := r.refuse(ctx, replica, refusal)
+		return res, errors.Join(err, reportErr)
+	}
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	r.refused.forget(replica.UID)
 	if busy || serviceBusy {
 		result.RequeueAfter = slotBusyRetry
 	}
 	if created > 0 {
 		return result, nil // the new members' events bring the replica back, to be reported then
 	}
-	wait, err := r.report(ctx, replica, pods, len(wantPods))
+	wait, err := r.report(ctx, replica, pods, len(wantPods), !busy && !serviceBusy)
 	if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
 		result.RequeueAfter = wait
 	}
@@ -227,7 +239,7 @@ func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, 
 	if err != nil || !held {
 		return reconcile.Result{}, held, err
 	}
-	_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)))
+	_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)), false)
 	return reconcile.Result{}, true, err
 }
 
@@ -347,8 +359,9 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 // report writes the replica's members and admission when they changed, at most once per
 // reportInterval, or detailInterval when only the details changed, a change of details alone
 // waiting detailInterval for a change the role reads to carry it; wait is how long a change waits
-// for its write.
-func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int) (wait time.Duration, err error) {
+// for its write. accepted says the API server accepted every create of the replica: its
+// PodsCreated condition turns True.
+func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int, accepted bool) (wait time.Duration, err error) {
 	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	wl := &kueue.Workload{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: group}, wl); err != nil {
@@ -360,6 +373,9 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	status := renderroles.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
 	status.ConditionedStatus = *replica.Status.ConditionedStatus.DeepCopy()
 	status.SetConditions(readiness(status))
+	if accepted {
+		status.SetConditions(renderroles.ReplicaPodsCreated(""))
+	}
 	var recheck time.Duration
 	if status.Qualification, recheck, err = r.qualify(ctx, replica, pods, size); err != nil {
 		return 0, err
@@ -385,6 +401,73 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	}
 	r.reported.wrote(replica.UID)
 	return recheck, nil
+}
+
+// refuse reports a create the API server refused: the replica's PodsCreated condition False with
+// the API server's message, at once (the role and the deployment carry it on), and a Warning event
+// on the replica's deployment naming the role and the replica, where its user looks. The create is
+// retried after a backoff.
+func (r *Reconciler) refuse(ctx context.Context, replica *v1alpha1.ModelReplica, refusal error) (reconcile.Result, error) {
+	message := apiServerMessage(refusal)
+	result := reconcile.Result{RequeueAfter: r.refused.refused(replica.UID)}
+	r.Recorder.Eventf(r.deploymentOf(ctx, replica), replica, corev1.EventTypeWarning, string(renderroles.PodRefusedReason), "Create",
+		"role %s replica %d: %s", replica.Spec.RoleName, replica.Spec.Ordinal, message)
+	condition := renderroles.ReplicaPodsCreated(message)
+	if replica.Status.GetCondition(condition.Type).Equal(condition) {
+		return result, nil
+	}
+	patch := client.MergeFrom(replica.DeepCopy())
+	replica.Status.SetConditions(condition)
+	if err := r.Client.Status().Patch(ctx, replica, patch); err != nil {
+		return result, client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
+	}
+	r.reported.wrote(replica.UID)
+	return result, nil
+}
+
+// splitRefusal separates the first of errs the API server refused (refusedByAPIServer) from the
+// others, which are retried as any failed reconcile is.
+func splitRefusal(errs ...error) (refusal, rest error) {
+	var others []error
+	for _, err := range flatten(errs) {
+		if refusal == nil && refusedByAPIServer(err) {
+			refusal = err
+			continue
+		}
+		others = append(others, err)
+	}
+	return refusal, errors.Join(others...)
+}
+
+// flatten lists the errors errors.Join combined.
+func flatten(errs []error) []error {
+	var out []error
+	for _, err := range errs {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(joined.Unwrap())...)
+		} else if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// deploymentOf is what a replica's refusals are recorded on: its ModelDeployment, the controller of
+// its role; the replica itself while the role is not in the cache.
+func (r *Reconciler) deploymentOf(ctx context.Context, replica *v1alpha1.ModelReplica) runtime.Object {
+	name := naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)
+	if owner := metav1.GetControllerOf(replica); owner != nil && owner.Kind == v1alpha1.ModelRoleKind {
+		name = owner.Name
+	}
+	role := &v1alpha1.ModelRole{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, role); err != nil {
+		return replica
+	}
+	owner := metav1.GetControllerOf(role)
+	if owner == nil || owner.Kind != workerv1.ModelDeploymentKind {
+		return replica
+	}
+	return &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: replica.Namespace, Name: owner.Name, UID: owner.UID}
 }
 
 // Reasons of a replica's Ready condition.
@@ -418,12 +501,17 @@ type roleView struct {
 	// The role's eligible count and activation read whether the replica is conclusive, qualified
 	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
 	conclusive, qualified, granted bool
+	// podsCreated is the PodsCreated condition's status and message, which the role carries on.
+	podsCreated string
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
 	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
 		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live, flavors: strings.Join(s.Flavors, ",")}
+	if c := s.GetCondition(renderroles.PodsCreatedConditionType); c.Reason != "" {
+		v.podsCreated = string(c.Status) + ": " + c.Message
+	}
 	if q := s.Qualification; q != nil {
 		v.qualified, v.granted = q.Verdict == v1alpha1.QualificationQualified, q.Granted
 		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified

@@ -123,7 +123,10 @@ type deploymentPlan struct {
 	// quota, upToDate, weights and eligibility are the QuotaReserved, ReplicasUpToDate, WeightsReady
 	// and EndpointEligibility conditions.
 	quota, upToDate, weights, eligibility Condition
-	status                                workerv1.ModelDeploymentStatus
+	// podsCreated is the PodsCreated condition, written when podsCreatedKnown.
+	podsCreated      Condition
+	podsCreatedKnown bool
+	status           workerv1.ModelDeploymentStatus
 }
 
 // planDeployment renders every role and aggregates the observed ModelRoles into the deployment's
@@ -166,11 +169,27 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
 	p.eligibility = EligibilityCondition(eligibility)
+	p.podsCreated, p.podsCreatedKnown = observedPodsCreated(o)
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
 	p.status.Retirement = observedRetirement(md, o.roles)
 	return p, nil
+}
+
+// observedPodsCreated aggregates the PodsCreated conditions of the declared roles and the Elastic
+// EP head's role.
+func observedPodsCreated(o *deploymentObservation) (Condition, bool) {
+	var names []string
+	var roles []*v1alpha1.ModelRole
+	for _, role := range o.md.Spec.Roles {
+		names, roles = append(names, role.Name), append(roles, o.roles[role.Name])
+	}
+	if head := naming.ElasticHeadName(o.md.Name); o.roles[head] != nil {
+		names, roles = append(names, head), append(roles, o.roles[head])
+	}
+	carried, _ := refusedCondition(o.md.Status.ConditionedStatus)
+	return DeploymentPodsCreated(names, roles, carried)
 }
 
 // observedRetirement is the deployment's retirement operation, which the rollout controller keeps on
@@ -203,6 +222,9 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
 	xfn.SetCondition(rsp, EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
+	if p.podsCreatedKnown {
+		xfn.SetCondition(rsp, string(PodsCreatedConditionType), p.podsCreated.Status, p.podsCreated.Reason, p.podsCreated.Message)
+	}
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name
 	svc := RenderRoleService(ns, name, name, first, p.rendered[0], o.eligibilityActive(deploymentServiceResource, first))

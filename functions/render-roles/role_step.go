@@ -60,6 +60,8 @@ type roleObservation struct {
 	leaving map[int32]bool
 	// revisions are the observed revisions, other than the current one, the replicas run.
 	revisions map[string]runtime.RawExtension
+	// podsCreated is whether the role already carries a PodsCreated condition.
+	podsCreated bool
 }
 
 // observeRole reads the role, its replicas and the revisions they run; nil until Crossplane has
@@ -75,6 +77,7 @@ func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 	}
 	o := &roleObservation{namespace: xr.Resource.GetNamespace(), spec: role.Spec, replicas: map[int32]*v1alpha1.ModelReplica{},
 		composed: map[int32]bool{}, leaving: map[int32]bool{}, revisions: map[string]runtime.RawExtension{}}
+	o.podsCreated, _ = refusedCondition(role.Status.ConditionedStatus)
 	r := xfn.NewRequirements(req, rsp)
 	replicas, err := r.ByLabels(replicasRequirement, v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind, o.namespace,
 		naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))
@@ -164,6 +167,9 @@ type rolePlan struct {
 	composed  map[int32]v1alpha1.ModelReplicaSpec
 	revisions map[string]runtime.RawExtension
 	status    v1alpha1.ModelRoleStatus
+	// podsCreated is the role's PodsCreated condition, written when podsCreatedKnown.
+	podsCreated      Condition
+	podsCreatedKnown bool
 }
 
 // planRole keeps the revisions the replicas run and counts the role's instances.
@@ -180,9 +186,11 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	takesOver := map[string]bool{} // by revision, decoded once
 	quota := map[string]int32{}
 	qualifications := make([]*v1alpha1.Qualification, 0, o.spec.Replicas)
+	standing := make([]*v1alpha1.ModelReplica, 0, o.spec.Replicas)
 	for n := range o.spec.Replicas {
 		quota[o.slotState(n)]++
 		r := o.replicas[n]
+		standing = append(standing, r)
 		if r == nil {
 			qualifications = append(qualifications, nil)
 			continue
@@ -231,6 +239,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
 	slices.Sort(p.status.AssignedFlavors)
 	p.status.Eligible, p.status.Eligibility, p.status.EligibilityActive = RoleEligibility(qualifications)
+	p.podsCreated, p.podsCreatedKnown = RolePodsCreated(standing, o.podsCreated)
 	return p, nil
 }
 
@@ -294,6 +303,10 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 	}
 	if err := xfn.SetDesiredStatus(req, rsp, xr, &p.status); err != nil {
 		return err
+	}
+	if p.podsCreatedKnown {
+		c := p.podsCreated
+		xfn.SetCondition(rsp, string(PodsCreatedConditionType), c.Status, c.Reason, c.Message)
 	}
 	ready := *p.status.Ready == spec.Replicas
 	xfn.SetDesiredReady(rsp, ready)
