@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -30,19 +31,22 @@ const maxFlavorTolerations = 8
 var conditionTaintPrefixes = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
 
 // flavor is the type's ResourceFlavor: it selects the Nodes labelled as the type's and tolerates
-// their taints, which Kueue's admission adds to the Pods it admits through it.
-func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType) (*kueueac.ResourceFlavorApplyConfiguration, error) {
+// their taints, which Kueue's admission adds to the Pods it admits through it. Without a topology it
+// is named after the type; with one (topologyName not empty) Kueue keeps its spec immutable, so it
+// is named after the type and a hash of its spec, and a change of the nodes' taints is a new flavor.
+func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topologyName string) (*kueueac.ResourceFlavorApplyConfiguration, string, error) {
 	key := workerv1.InstanceTypeNodeLabel(it.Name)
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{key: "true"}); err != nil {
-		return nil, fmt.Errorf("listing the Nodes of InstanceType %s: %w", it.Name, err)
+		return nil, "", fmt.Errorf("listing the Nodes of InstanceType %s: %w", it.Name, err)
 	}
 	tolerations, dropped := Tolerations(nodes.Items)
 	if len(dropped) > 0 {
 		ctrl.LoggerFrom(ctx).Info("the type's nodes carry more taints than a ResourceFlavor can tolerate: its Pods cannot reach the nodes tainted so; give the nodes fewer distinct taint keys",
 			"instanceType", it.Name, "untolerated", dropped)
 	}
-	spec := kueueac.ResourceFlavorSpec().WithNodeLabels(map[string]string{key: "true"})
+	nodeLabels := map[string]string{key: "true"}
+	spec := kueueac.ResourceFlavorSpec().WithNodeLabels(nodeLabels)
 	for _, t := range tolerations {
 		ac := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithEffect(t.Effect)
 		if t.Value != "" {
@@ -50,7 +54,16 @@ func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType) (*ku
 		}
 		spec.WithTolerations(ac)
 	}
-	return kueueac.ResourceFlavor(it.Name).WithLabels(managedLabels).WithSpec(spec), nil
+	name := it.Name
+	if topologyName != "" {
+		spec.WithTopologyName(kueue.TopologyReference(topologyName))
+		name = hashedName(it.Name, struct {
+			NodeLabels   map[string]string
+			Tolerations  []corev1.Toleration
+			TopologyName string
+		}{nodeLabels, tolerations, topologyName})
+	}
+	return kueueac.ResourceFlavor(name).WithLabels(ownedLabels(it.Name)).WithSpec(spec), name, nil
 }
 
 // Tolerations tolerate the NoSchedule and NoExecute taints of the nodes, but those Kubernetes sets

@@ -40,8 +40,9 @@ const (
 )
 
 // Reconciler publishes every InstanceType's entrance, and gives every selected type its
-// ResourceFlavor and ClusterQueue (named after the type) and a LocalQueue named by its entrance in
-// each namespace whose deployments name it.
+// ResourceFlavor and ClusterQueue (named after the type; the flavor with a hash too when the type
+// asks for a Topology, which it then also gets) and a LocalQueue named by its entrance in each
+// namespace whose deployments name it.
 type Reconciler struct {
 	Client client.Client
 	// Selector picks the InstanceTypes whose queues mdplane manages; everything when empty.
@@ -167,11 +168,19 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	if err != nil {
 		return err
 	}
-	flavor, err := r.flavor(ctx, it)
+	var topologyName string
+	if levels := topologyLevels(ctx, it); levels != nil {
+		tp := topology(it.Name, levels)
+		topologyName = *tp.Name
+		if err := r.apply(ctx, "Topology", topologyName, tp); err != nil {
+			return err
+		}
+	}
+	flavor, flavorName, err := r.flavor(ctx, it, topologyName)
 	if err != nil {
 		return err
 	}
-	if err := r.apply(ctx, "ResourceFlavor", it.Name, flavor); err != nil {
+	if err := r.apply(ctx, "ResourceFlavor", flavorName, flavor); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(quotas))
@@ -180,7 +189,7 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	}
 	sort.Strings(names)
 	group := kueueac.ResourceGroup()
-	flavorQuotas := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(it.Name))
+	flavorQuotas := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(flavorName))
 	for _, name := range names {
 		group.WithCoveredResources(corev1.ResourceName(name))
 		flavorQuotas.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(name)).WithNominalQuota(quotas[corev1.ResourceName(name)]))
@@ -189,7 +198,10 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 		WithNamespaceSelector(metav1ac.LabelSelector()).
 		WithResourceGroups(group.WithFlavors(flavorQuotas)).
 		WithAdmissionChecksStrategy(checks))
-	return r.apply(ctx, "ClusterQueue", it.Name, cq)
+	if err := r.apply(ctx, "ClusterQueue", it.Name, cq); err != nil {
+		return err
+	}
+	return r.deleteReplaced(ctx, it.Name, flavorName, topologyName)
 }
 
 // Quotas is the capacity an InstanceType's ClusterQueue offers: its whole accelerators, and CPU,

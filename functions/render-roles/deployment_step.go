@@ -155,7 +155,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		p.status.Roles = append(p.status.Roles, roleStatus(md, role, rendered[i], observed))
 		desiredReplicas[role.Name] = role.Replicas
 		quotaStates[role.Name] = observedQuota(observed)
-		shortages[role.Name] = TypeShortage(o.inputs.instanceTypes[role.InstanceType], wholeCards(role.Resources))
+		shortages[role.Name] = RoleShortage(o.inputs.instanceTypes[role.InstanceType], role)
 		rollouts[role.Name] = observedRollout(role, observed)
 		eligibility[role.Name] = ""
 		if observed != nil {

@@ -96,6 +96,22 @@ func TypeShortage(it *workerv1.InstanceType, cardsPerPod int64) string {
 	return ""
 }
 
+// RoleShortage is what a role's waiting instances are told: its InstanceType's shortage
+// (TypeShortage), and, for a role with topology.requiredLevel, that each replica's Pods must fit in
+// one domain of that level. Kueue's own word on a group no domain holds names the Topology, not the
+// level the role asked for.
+func RoleShortage(it *workerv1.InstanceType, role workerv1.ModelDeploymentRole) string {
+	var lacks []string
+	if lack := TypeShortage(it, wholeCards(role.Resources)); lack != "" {
+		lacks = append(lacks, lack)
+	}
+	if role.Topology != nil && role.Topology.RequiredLevel != "" {
+		size := max(role.Size, 1)
+		lacks = append(lacks, fmt.Sprintf("role %s needs the %d Pods of each replica within one domain of topology level %s", role.Name, size, role.Topology.RequiredLevel))
+	}
+	return strings.Join(lacks, "; ")
+}
+
 // QuotaCondition is the deployment's QuotaReserved condition from each role's desired replicas, its
 // instances counted by admission state, and what its InstanceType lacks (shortages, by role, from
 // TypeShortage; told only for a role with instances waiting in their queue or assembling). The

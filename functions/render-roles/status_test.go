@@ -134,6 +134,32 @@ func TestTypeShortage(t *testing.T) {
 	}
 }
 
+func TestRoleShortage(t *testing.T) {
+	full := &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h20"}, Spec: workerv1.InstanceTypeSpec{Acceleratable: true},
+		Status: workerv1.InstanceTypeStatus{Accelerator: &workerv1.CapacityView{Capacity: ptr.To(resource.MustParse("16")), Remaining: ptr.To(resource.MustParse("0"))}}}
+	roomy := full.DeepCopy()
+	roomy.Status.Accelerator.Remaining = ptr.To(resource.MustParse("16"))
+	racked := workerv1.ModelDeploymentRole{Name: "server", Size: 3, Topology: &workerv1.ModelDeploymentRoleTopology{RequiredLevel: "topology.gpustack.ai/rack"}}
+	for _, row := range []struct {
+		rule string
+		it   *workerv1.InstanceType
+		role workerv1.ModelDeploymentRole
+		want string
+	}{
+		{"a required level is named, with the Pods each replica fits in one domain of it", roomy, racked,
+			"role server needs the 3 Pods of each replica within one domain of topology level topology.gpustack.ai/rack"},
+		{"after the type's shortage", full, racked,
+			"InstanceType h20 has no free cards (0 of 16 free); role server needs the 3 Pods of each replica within one domain of topology level topology.gpustack.ai/rack"},
+		{"near miss: an empty required level names none", full, workerv1.ModelDeploymentRole{Name: "server", Topology: &workerv1.ModelDeploymentRoleTopology{}},
+			"InstanceType h20 has no free cards (0 of 16 free)"},
+		{"near miss: room and no topology say nothing", roomy, workerv1.ModelDeploymentRole{Name: "server"}, ""},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			assert.Equal(t, row.want, renderroles.RoleShortage(row.it, row.role))
+		})
+	}
+}
+
 func TestUpToDateCondition(t *testing.T) {
 	cases := []struct {
 		rule  string

@@ -21,6 +21,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/inventory"
+	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/test/cluster"
 )
 
@@ -586,6 +587,163 @@ func TestPlacementThroughFlavor(t *testing.T) {
 			}
 			if !slices.Equal(rf.Spec.Tolerations, want) {
 				t.Errorf("ResourceFlavor %s tolerates %v, want %v", name, rf.Spec.Tolerations, want)
+			}
+		}
+	})
+}
+
+// rackedDeployment is a deployment of one role of replicas groups of size Pods, each Pod with cards
+// accelerators, every group required within one domain of the rack level.
+func rackedDeployment(namespace, name, instanceType string, replicas, size, cards int) string {
+	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: %s, namespace: %s}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - name: server
+      replicas: %d
+      size: %d
+      instanceType: %s
+      resources: {accelerator: %d}
+      topology: {requiredLevel: %s}
+`, name, namespace, replicas, size, instanceType, cards, cluster.RackLabel)
+}
+
+// TestTopologyRequiredLevel: a managed type annotated with worker.gpustack.ai/topology-levels gets a
+// Kueue Topology (the rack level, then the hostname) and a flavor naming it, and Kueue's
+// Topology-Aware Scheduling honours roles[].topology.requiredLevel.
+//
+// Four nodes of 8 cards, two per rack: a replica of three 8-card Pods fits the type's 32-card quota
+// but no rack, so it waits, no Pod bound, its Workload saying the topology cannot fit it and the
+// deployment's QuotaReserved naming the level; two
+// replicas of two 8-card Pods each run, each replica's Pods in one rack.
+func TestTopologyRequiredLevel(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-topology"
+	const typeName = "topology-nvidia-b200-linux-amd64"
+	racks := map[string]string{"topology-b200-0": "rack-a", "topology-b200-1": "rack-a", "topology-b200-2": "rack-b", "topology-b200-3": "rack-b"}
+	t.Cleanup(func() {
+		tearDown(t, ctx, ns)
+		for name := range racks {
+			_ = stack.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+		_ = stack.Client.Delete(ctx, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}})
+	})
+	for name, rack := range racks {
+		if _, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: "NVIDIA-B200", GPUs: 8, Labels: map[string]string{cluster.RackLabel: rack}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applyManagedType(t, ns, typeName, `
+  acceleratable: true
+  os: linux
+  unitResources: {cpu: "4", ram: 16Gi}
+  localStorage: 10Gi
+  acceleratorGroup: nvidia-b200
+  arch: amd64`)
+	if _, err := stack.Kubectl("annotate", "instancetype", typeName, queues.AnnotationTopologyLevels+"="+cluster.RackLabel); err != nil {
+		t.Fatal(err)
+	}
+	awaitInstanceType(t, ctx, typeName, workerv1.InstanceTypePhaseActive)
+
+	var topologyName string
+	t.Run("the type's queue admits through a flavor naming a Topology of the rack and the hostname", func(t *testing.T) {
+		eventually(t, 2*time.Minute, "ClusterQueue "+typeName+" active on a topology flavor", func() error {
+			cq := &kueuev1beta2.ClusterQueue{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, cq); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(cq.Status.Conditions, kueuev1beta2.ClusterQueueActive) {
+				return fmt.Errorf("ClusterQueue not active: %+v", cq.Status.Conditions)
+			}
+			rf := &kueuev1beta2.ResourceFlavor{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: string(cq.Spec.ResourceGroups[0].Flavors[0].Name)}, rf); err != nil {
+				return err
+			}
+			if rf.Spec.TopologyName == nil {
+				return fmt.Errorf("ResourceFlavor %s names no topology", rf.Name)
+			}
+			tp := &kueuev1beta2.Topology{}
+			if err := stack.Client.Get(ctx, client.ObjectKey{Name: string(*rf.Spec.TopologyName)}, tp); err != nil {
+				return err
+			}
+			var levels []string
+			for _, l := range tp.Spec.Levels {
+				levels = append(levels, l.NodeLabel)
+			}
+			if want := []string{cluster.RackLabel, corev1.LabelHostname}; !slices.Equal(levels, want) {
+				return fmt.Errorf("Topology %s has levels %v, want %v", tp.Name, levels, want)
+			}
+			topologyName = tp.Name
+			return nil
+		})
+	})
+
+	t.Run("a replica no rack can hold waits with a message naming the level", func(t *testing.T) {
+		kubectlApply(t, rackedDeployment(ns, "wide", typeName, 1, 3, 8))
+		eventually(t, 3*time.Minute, "the replica's Workload refused for its topology", func() error {
+			wls, err := workloads(ctx, ns)
+			if err != nil {
+				return err
+			}
+			if len(wls) != 1 {
+				return fmt.Errorf("%d Workloads, want the replica's one", len(wls))
+			}
+			c := meta.FindStatusCondition(wls[0].Status.Conditions, kueuev1beta2.WorkloadQuotaReserved)
+			if c == nil || c.Status != metav1.ConditionFalse {
+				return fmt.Errorf("Workload %s QuotaReserved %+v, want False", wls[0].Name, c)
+			}
+			if want := fmt.Sprintf("topology %q allows to fit only 2 out of 3 pod(s)", topologyName); !strings.Contains(c.Message, want) {
+				return fmt.Errorf("Workload %s says %q, not %q", wls[0].Name, c.Message, want)
+			}
+			return nil
+		})
+		eventually(t, 2*time.Minute, "the deployment's QuotaReserved naming the level", func() error {
+			c, err := deploymentConditionOf(ctx, ns, "wide", "QuotaReserved")
+			if err != nil {
+				return err
+			}
+			if want := "within one domain of topology level " + cluster.RackLabel; c.Status != "False" || !strings.Contains(c.Message, want) {
+				return fmt.Errorf("QuotaReserved %+v, want False naming %q", c, want)
+			}
+			return nil
+		})
+		ps, err := pods(ctx, ns, "wide")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Spec.NodeName != "" {
+				t.Errorf("Pod %s is bound to %s, though its replica fits no rack", p.Name, p.Spec.NodeName)
+			}
+		}
+		tearDown(t, ctx, ns)
+	})
+
+	t.Run("each replica's Pods run within one rack", func(t *testing.T) {
+		kubectlApply(t, rackedDeployment(ns, "racked", typeName, 2, 2, 8))
+		eventually(t, 3*time.Minute, "the 4 Pods of racked running", func() error { return running(ctx, ns, "racked", 4) })
+		ps, err := pods(ctx, ns, "racked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := map[string][]string{}
+		for _, p := range ps {
+			group := p.Labels[workerv1.LabelPodGroupName]
+			rack, ok := racks[p.Spec.NodeName]
+			if !ok {
+				t.Errorf("Pod %s is bound to %s, not to one of the type's nodes", p.Name, p.Spec.NodeName)
+			}
+			groups[group] = append(groups[group], rack)
+		}
+		if len(groups) != 2 {
+			t.Fatalf("the Pods form groups %v, want two replicas", groups)
+		}
+		for group, in := range groups {
+			if len(in) != 2 || in[0] != in[1] {
+				t.Errorf("replica %s has its Pods in racks %v, want one rack", group, in)
 			}
 		}
 	})
