@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -47,6 +48,9 @@ type Engine struct {
 	materializers map[string]Materializer
 	// Skipped records steps whose Function is not built in, so callers can say so.
 	Skipped []string
+	// Required records the kinds the functions asked to read, so a caller can check Crossplane may
+	// read each of them.
+	Required map[schema.GroupVersionKind]bool
 }
 
 // Materializer returns the objects a controller creates for a rendered composite beyond what its
@@ -167,7 +171,7 @@ func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, c
 			e.Skipped = append(e.Skipped, fmt.Sprintf("%s step %s (function %s)", xr.GetKind(), step.Step, step.FunctionRef.Name))
 			continue
 		}
-		rsp, err := runStep(ctx, fn, &fnv1.RunFunctionRequest{
+		rsp, err := e.runStep(ctx, fn, &fnv1.RunFunctionRequest{
 			Meta:     &fnv1.RequestMeta{Tag: step.Step},
 			Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: observed}},
 			Desired:  desired,
@@ -188,7 +192,7 @@ func (e *Engine) renderOne(ctx context.Context, xr *unstructured.Unstructured, c
 }
 
 // runStep calls a step until its requirements settle, fetching them from cluster in between.
-func runStep(ctx context.Context, fn fnv1.FunctionRunnerServiceServer, req *fnv1.RunFunctionRequest, cluster []*unstructured.Unstructured) (*fnv1.RunFunctionResponse, error) {
+func (e *Engine) runStep(ctx context.Context, fn fnv1.FunctionRunnerServiceServer, req *fnv1.RunFunctionRequest, cluster []*unstructured.Unstructured) (*fnv1.RunFunctionResponse, error) {
 	var previous map[string]*fnv1.ResourceSelector
 	for i := range maxRequirementIterations {
 		rsp, err := fn.RunFunction(ctx, req)
@@ -207,6 +211,10 @@ func runStep(ctx context.Context, fn fnv1.FunctionRunnerServiceServer, req *fnv1
 		previous = wanted
 		req.RequiredResources = map[string]*fnv1.Resources{}
 		for name, sel := range wanted {
+			if e.Required == nil {
+				e.Required = map[schema.GroupVersionKind]bool{}
+			}
+			e.Required[schema.FromAPIVersionAndKind(sel.GetApiVersion(), sel.GetKind())] = true
 			items, err := fetch(cluster, sel)
 			if err != nil {
 				return nil, err

@@ -6,15 +6,18 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/mdplane/mdplane/functions"
+	"github.com/mdplane/mdplane/internal/pipeline"
+	"github.com/mdplane/mdplane/internal/schemacheck"
+	manifests "github.com/mdplane/mdplane/package"
 )
 
 // composedAnnotation marks an object a Composition's function composed, which Crossplane writes.
@@ -23,38 +26,46 @@ const composedAnnotation = "crossplane.io/composition-resource-name"
 // crossplaneVerbs are the verbs Crossplane uses on what it composes.
 var crossplaneVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
-// TestCrossplaneMayComposeEveryKind: every kind either function composes, in every golden render
-// and every example, is one Crossplane's ServiceAccount may get, list, watch, create, update, patch
-// and delete with the rights the stack gives it: its chart's ClusterRoles, the RBAC manager's, and
-// mdplane's package. A kind it may not write would leave a deployment composing forever on a real
-// install.
+// TestCrossplaneMayComposeEveryKind: every kind either function composes, in every golden case and
+// every example, is one Crossplane's ServiceAccount may get, list, watch, create, update, patch and
+// delete, and every kind they ask to read one it may get, list and watch, with the rights the stack
+// gives it: its chart's ClusterRoles, the RBAC manager's, and mdplane's package. A kind it may not
+// write or read would leave a deployment composing forever on a real install.
 func TestCrossplaneMayComposeEveryKind(t *testing.T) {
-	ctx := context.Background()
-	kinds := composedKinds(t)
-	if len(kinds) < 5 {
-		t.Fatalf("found only %v composed kinds: the goldens or examples did not render", kinds)
+	composed, required := functionKinds(t)
+	if len(composed) < 5 || len(required) < 5 {
+		t.Fatalf("found only %v composed and %v required kinds: the cases or examples did not render", composed, required)
 	}
-	for _, gvk := range kinds {
-		mapping, err := stack.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	for _, gvk := range composed {
+		crossplaneMay(t, gvk, crossplaneVerbs...)
+	}
+	for _, gvk := range required {
+		crossplaneMay(t, gvk, "get", "list", "watch")
+	}
+	t.Logf("Crossplane may write every composed kind %v and read every required kind %v", composed, required)
+}
+
+// crossplaneMay fails the test for each verb Crossplane may not use on the kind.
+func crossplaneMay(t *testing.T, gvk schema.GroupVersionKind, verbs ...string) {
+	t.Helper()
+	mapping, err := stack.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Errorf("%s: %v", gvk, err)
+		return
+	}
+	namespace := ""
+	if mapping.Scope.Name() == "namespace" {
+		namespace = "any-team"
+	}
+	for _, verb := range verbs {
+		allowed, reason, err := stack.CrossplaneMay(context.Background(), verb, mapping.Resource.Group, mapping.Resource.Resource, namespace)
 		if err != nil {
-			t.Errorf("%s: %v", gvk, err)
-			continue
+			t.Fatal(err)
 		}
-		namespace := ""
-		if mapping.Scope.Name() == "namespace" {
-			namespace = "any-team"
-		}
-		for _, verb := range crossplaneVerbs {
-			allowed, reason, err := stack.CrossplaneMay(ctx, verb, mapping.Resource.Group, mapping.Resource.Resource, namespace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !allowed {
-				t.Errorf("Crossplane may not %s %s (%s): %s", verb, mapping.Resource.GroupResource(), gvk.Kind, reason)
-			}
+		if !allowed {
+			t.Errorf("Crossplane may not %s %s (%s): %s", verb, mapping.Resource.GroupResource(), gvk.Kind, reason)
 		}
 	}
-	t.Logf("Crossplane may %s every composed kind: %v", strings.Join(crossplaneVerbs, ", "), kinds)
 }
 
 // TestCrossplaneCannotMintRights: what mdplane grants Crossplane lets it write the routers' Role
@@ -75,36 +86,51 @@ func TestCrossplaneCannotMintRights(t *testing.T) {
 	}
 }
 
-// composedKinds are the kinds of every object the functions composed in the goldens and in the
-// examples rendered offline, sorted.
-func composedKinds(t *testing.T) []schema.GroupVersionKind {
+// functionKinds renders every golden case (with the goldens' cluster) and the examples through the
+// Compositions' own functions, as `mdplane render` does, and returns the kinds of every object the
+// functions composed and of every object they asked to read, each sorted.
+func functionKinds(t *testing.T) (composed, required []schema.GroupVersionKind) {
 	t.Helper()
 	root := filepath.Join("..", "..")
-	var sources [][]byte
-	goldens, err := filepath.Glob(filepath.Join(root, "functions", "testdata", "golden", "*.yaml"))
-	if err != nil || len(goldens) == 0 {
-		t.Fatalf("no goldens: %v", err)
-	}
-	for _, g := range goldens {
-		raw, err := os.ReadFile(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sources = append(sources, raw)
-	}
-	cli, err := stack.CLI()
+	checker, err := schemacheck.ForPackage(manifests.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := exec.Command(cli, "render", "-f", filepath.Join(root, "examples"))
-	out, err := render.Output()
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
 	if err != nil {
-		t.Fatalf("mdplane render -f examples: %v", err)
+		t.Fatal(err)
 	}
-	sources = append(sources, out)
+	cases, err := filepath.Glob(filepath.Join(root, "functions", "testdata", "cases", "*.yaml"))
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	examples, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	sets := [][]string{examples}
+	for _, c := range cases {
+		sets = append(sets, []string{c, filepath.Join(root, "functions", "testdata", "cluster.yaml")})
+	}
 	seen := map[schema.GroupVersionKind]bool{}
-	for _, src := range sources {
-		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(src), 4096)
+	for _, files := range sets {
+		var docs []schemacheck.Document
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more, err := schemacheck.SplitDocuments(f, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, more...)
+		}
+		out, msgs, err := engine.RenderDocuments(context.Background(), checker, docs)
+		if err != nil || len(msgs) > 0 {
+			t.Fatalf("rendering %v: %v %v", files, err, msgs)
+		}
+		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 		for {
 			obj := &unstructured.Unstructured{}
 			if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
@@ -117,10 +143,16 @@ func composedKinds(t *testing.T) []schema.GroupVersionKind {
 			}
 		}
 	}
-	kinds := make([]schema.GroupVersionKind, 0, len(seen))
 	for k := range seen {
-		kinds = append(kinds, k)
+		composed = append(composed, k)
 	}
-	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
-	return kinds
+	for k := range engine.Required {
+		required = append(required, k)
+	}
+	byName := func(kinds []schema.GroupVersionKind) {
+		sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
+	}
+	byName(composed)
+	byName(required)
+	return composed, required
 }
