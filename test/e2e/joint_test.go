@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -117,16 +118,20 @@ func running(ctx context.Context, namespace, deployment string, want int) error 
 // setQuota sets the nvidia.com/gpu quota of a ClusterQueue.
 func setQuota(t *testing.T, ctx context.Context, clusterQueue string, gpus int64) {
 	t.Helper()
-	cq := &kueuev1beta2.ClusterQueue{}
-	if err := stack.Client.Get(ctx, client.ObjectKey{Name: clusterQueue}, cq); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
-		if r.Name == "nvidia.com/gpu" {
-			cq.Spec.ResourceGroups[0].Flavors[0].Resources[i].NominalQuota = *resource.NewQuantity(gpus, resource.DecimalSI)
+	// Kueue writes the queue's status all the while: read again on a conflict, as any client would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cq := &kueuev1beta2.ClusterQueue{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: clusterQueue}, cq); err != nil {
+			return err
 		}
-	}
-	if err := stack.Client.Update(ctx, cq); err != nil {
+		for i, r := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
+			if r.Name == "nvidia.com/gpu" {
+				cq.Spec.ResourceGroups[0].Flavors[0].Resources[i].NominalQuota = *resource.NewQuantity(gpus, resource.DecimalSI)
+			}
+		}
+		return stack.Client.Update(ctx, cq)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
