@@ -33,7 +33,7 @@ func (c *planCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	edited, err := readAll(c.Files)
+	edited, err := schemacheck.ReadFiles(c.Files...)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (c *planCmd) Run(e *env) error {
 	var stored []schemacheck.Document
 	var live *clusterState
 	if len(c.Old) > 0 {
-		if stored, err = readAll(c.Old); err != nil {
+		if stored, err = schemacheck.ReadFiles(c.Old...); err != nil {
 			return err
 		}
 	} else {

@@ -34,7 +34,7 @@ func (c *renderCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	docs, err := readAll(c.Files)
+	docs, err := schemacheck.ReadFiles(c.Files...)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -25,7 +23,7 @@ func (c *schemaCheckCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	old, err := readAll(c.Old)
+	old, err := schemacheck.ReadFiles(c.Old...)
 	if err != nil {
 		return err
 	}
@@ -33,7 +31,7 @@ func (c *schemaCheckCmd) Run(e *env) error {
 	for _, d := range old {
 		stored[schemacheck.Key(d.Object)] = d.Object
 	}
-	docs, err := readAll(c.Files)
+	docs, err := schemacheck.ReadFiles(c.Files...)
 	if err != nil {
 		return err
 	}
@@ -62,49 +60,4 @@ func (c *schemaCheckCmd) Run(e *env) error {
 		return errViolations
 	}
 	return nil
-}
-
-// readDocuments reads the objects of a manifest file, or of every manifest file directly in a
-// directory, in name order.
-func readDocuments(name string) ([]schemacheck.Document, error) {
-	info, err := os.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		return schemacheck.SplitDocuments(name, data)
-	}
-	entries, err := os.ReadDir(name)
-	if err != nil {
-		return nil, err
-	}
-	var docs []schemacheck.Document
-	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); e.IsDir() || ext != ".yaml" && ext != ".yml" && ext != ".json" {
-			continue
-		}
-		more, err := readDocuments(filepath.Join(name, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, more...)
-	}
-	return docs, nil
-}
-
-// readAll reads the objects of every manifest file or directory named, in order.
-func readAll(names []string) ([]schemacheck.Document, error) {
-	var docs []schemacheck.Document
-	for _, name := range names {
-		more, err := readDocuments(name)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, more...)
-	}
-	return docs, nil
 }

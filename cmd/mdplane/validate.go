@@ -22,11 +22,11 @@ func (c *validateCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	docs, err := readAll(c.Files)
+	docs, err := schemacheck.ReadFiles(c.Files...)
 	if err != nil {
 		return err
 	}
-	stored, err := readAll(c.Old)
+	stored, err := schemacheck.ReadFiles(c.Old...)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -104,27 +103,16 @@ func functionKinds(t *testing.T) (composed, required []schema.GroupVersionKind) 
 	if err != nil || len(cases) == 0 {
 		t.Fatalf("no golden cases: %v", err)
 	}
-	examples, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
-	if err != nil || len(examples) == 0 {
-		t.Fatalf("no examples: %v", err)
-	}
-	sets := [][]string{examples}
+	// The examples as `mdplane render -f examples` reads them; each case with the goldens' cluster.
+	sets := [][]string{{filepath.Join(root, "examples")}}
 	for _, c := range cases {
 		sets = append(sets, []string{c, filepath.Join(root, "functions", "testdata", "cluster.yaml")})
 	}
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, files := range sets {
-		var docs []schemacheck.Document
-		for _, f := range files {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			more, err := schemacheck.SplitDocuments(f, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, more...)
+		docs, err := schemacheck.ReadFiles(files...)
+		if err != nil {
+			t.Fatal(err)
 		}
 		out, msgs, err := engine.RenderDocuments(context.Background(), checker, docs)
 		if err != nil || len(msgs) > 0 {
