@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -164,7 +162,8 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 }
 
 // Defaulter sets the one default a schema cannot reach: a role's accelerator count, 1 on an
-// acceleratable InstanceType.
+// acceleratable InstanceType (apis/validation.DeploymentDefaults, which `mdplane validate` and
+// `render` run too).
 type Defaulter struct {
 	Reader Reader
 }
@@ -182,30 +181,20 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	// Patch only what is defaulted: the object carries fields (spec.crossplane) the Go type does not.
-	var patches []jsonpatch.JsonPatchOperation
-	for i, role := range md.Spec.Roles {
-		it, ok := types[role.InstanceType]
-		if !ok || !it.Spec.Acceleratable {
-			continue
-		}
-		res := role.Resources
-		// One card, or on an Elastic EP role one card per tensor-parallel rank.
-		cards := "1"
-		if role.ElasticEP != nil {
-			cards = strconv.Itoa(engine.ElasticTensorParallel(role.ExtraArgs))
-		}
-		switch {
-		case res == nil:
-			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources", i), map[string]any{"accelerator": cards}))
-		case res.Accelerator == nil && res.AcceleratorSlicedMemoryPercentage == nil && res.AcceleratorSlicedCoresPercentage == nil && res.AcceleratorPartitionedProfile == "":
-			patches = append(patches, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/roles/%d/resources/accelerator", i), cards))
-		}
-	}
-	if len(patches) == 0 {
+	defaults := validation.DeploymentDefaults(md, types)
+	if len(defaults) == 0 {
 		return admission.Allowed("")
 	}
-	return admission.Patched("defaulted the accelerator count from the InstanceType", patches...)
+	return admission.Patched("defaulted the accelerator count from the InstanceType", patches(defaults)...)
+}
+
+// patches are the defaults as "add" operations: only what is defaulted is patched.
+func patches(defaults []validation.Default) []jsonpatch.JsonPatchOperation {
+	out := make([]jsonpatch.JsonPatchOperation, 0, len(defaults))
+	for _, d := range defaults {
+		out = append(out, jsonpatch.NewOperation("add", d.Pointer, d.Value))
+	}
+	return out
 }
 
 // BackendValidator refuses the KVCacheBackend edits its schema cannot judge, and warns of a fabric
@@ -287,9 +276,9 @@ func (ArtifactDefaulter) Handle(_ context.Context, req admission.Request) admiss
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	pointer, revision := validation.ArtifactRevisionDefault(a, old)
-	if pointer == "" {
+	defaults := validation.ArtifactDefaults(a, old)
+	if len(defaults) == 0 {
 		return admission.Allowed("")
 	}
-	return admission.Patched("defaulted the hub revision", jsonpatch.NewOperation("add", pointer, revision))
+	return admission.Patched("defaulted the hub revision", patches(defaults)...)
 }

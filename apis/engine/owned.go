@@ -105,6 +105,20 @@ var hubArgs = map[workerv1.Engine][]string{
 var ArtifactEnv = []string{"HF_TOKEN", "HF_ENDPOINT", "HF_HOME", "MODELSCOPE_API_TOKEN", "MODELSCOPE_DOMAIN",
 	"MODELSCOPE_CACHE", "VLLM_USE_MODELSCOPE", "SGLANG_USE_MODELSCOPE"}
 
+// ArtifactOwnsEnv reports whether an artifact's delivery owns a variable on an engine:
+// SGLANG_USE_MODELSCOPE is SGLang's own switch, rendered only there, so on vLLM it is the role's.
+func ArtifactOwnsEnv(e workerv1.Engine, name string) bool {
+	if name == "SGLANG_USE_MODELSCOPE" && e != workerv1.EngineSGLang {
+		return false
+	}
+	for _, owned := range ArtifactEnv {
+		if owned == name {
+			return true
+		}
+	}
+	return false
+}
+
 // ArtifactPaths are where an artifact's weights and the engine's download cache are mounted.
 var ArtifactPaths = []string{"/var/lib/gpustack/model", "/var/lib/gpustack/model-cache"}
 

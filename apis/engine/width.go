@@ -24,6 +24,15 @@ var widthFlags = map[workerv1.Engine]struct{ dpLocal, dpRank, nnodes, dpAttentio
 	},
 }
 
+// sglangMoEDataParallel is SGLang's MoE data-parallel degree.
+var sglangMoEDataParallel = []string{"--moe-dp-size"}
+
+// narrowsByMoE reports an SGLang MoE data-parallel degree above 1.
+func narrowsByMoE(e workerv1.Engine, args []string) bool {
+	n, _, ok := readDegree(e, args, sglangMoEDataParallel, 1)
+	return e == workerv1.EngineSGLang && ok && n > 1
+}
+
 // WidthFlagBounds are the width flags whose value admission reads, each with the least value the
 // engine accepts: a host may run no local data-parallel rank (a headless front end), but an engine
 // spans at least one host.
@@ -54,8 +63,9 @@ type Width struct {
 // vLLM: one engine's world is tensor × pipeline × prefill-context-parallel ranks (decode context
 // parallelism reuses the tensor ranks), times the data-parallel ranks on this host: the declared
 // local count, one for an external rank, else the whole data-parallel degree (the flag, or
-// VLLM_DP_SIZE when the flag does not drive data parallelism). SGLang: tensor × pipeline ×
-// data-parallel, where data-parallel attention splits the tensor ranks instead of adding any.
+// VLLM_DP_SIZE when the command line does not drive data parallelism); a local count of 0 counts
+// as undeclared. SGLang: tensor × pipeline × data-parallel, where data-parallel attention or an
+// MoE data-parallel degree splits the tensor ranks instead of adding any.
 // --nnodes spreads the ranks over that many hosts, one host per member.
 func MemberWidth(e workerv1.Engine, args []string, env []workerv1.ModelDeploymentEnvVar) Width {
 	d := degreeFlags[e]
@@ -96,20 +106,30 @@ func dataParallelOnMember(e workerv1.Engine, args []string, env []workerv1.Model
 	d, w := degreeFlags[e], widthFlags[e]
 	switch e {
 	case workerv1.EngineVLLM:
-		if local, how, ok := readDegree(e, args, w.dpLocal, 0); ok {
+		// A local count of 0 is the engine's sentinel for data parallelism placed from outside, not
+		// a member without ranks: it counts as undeclared, so the whole degree is judged.
+		local, how, declared := readDegree(e, args, w.dpLocal, 0)
+		if declared && local > 0 {
 			return local, "data-parallel local", how, true
 		}
 		if HasFlag(e, args, w.dpRank...) {
 			return 1, "data-parallel", "one external rank per member", true
 		}
-		if dp, how, ok := readDegree(e, args, d.dp, 1); ok && dp > 1 {
-			return dp, "data-parallel", how, true
+		if dp, dpHow, ok := readDegree(e, args, d.dp, 1); ok && dp > 1 {
+			if declared {
+				dpHow += fmt.Sprintf(", %s 0 placing none of it", how)
+			}
+			return dp, "data-parallel", dpHow, true
 		}
-		if dp, ok := envDegree(env, "VLLM_DP_SIZE"); ok && dp > 1 {
+		// VLLM_DP_SIZE is read only where the command line does not drive data parallelism; a
+		// declared local count drives it.
+		if dp, ok := envDegree(env, "VLLM_DP_SIZE"); ok && dp > 1 && !declared {
 			return dp, "data-parallel", "VLLM_DP_SIZE", true
 		}
 	case workerv1.EngineSGLang:
-		if dp, how, ok := readDegree(e, args, d.dp, 1); ok && !HasFlag(e, args, w.dpAttention...) {
+		// Data-parallel attention and an MoE data-parallel degree place the data-parallel ranks
+		// inside the tensor ranks: they narrow the tensor group instead of adding cards.
+		if dp, how, ok := readDegree(e, args, d.dp, 1); ok && !HasFlag(e, args, w.dpAttention...) && !narrowsByMoE(e, args) {
 			return dp, "data-parallel", how, true
 		}
 	}

@@ -334,6 +334,7 @@ func validateArtifactKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeplo
 		return errs
 	}
 	if !role.TakesOver() {
+		errs = append(errs, validateServedAliases(md, role, path)...)
 		for j, arg := range role.ExtraArgs {
 			if flag, hub := engine.HubArg(e, arg); hub {
 				errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), arg, fmt.Sprintf(
@@ -341,7 +342,7 @@ func validateArtifactKeys(md *workerv1.ModelDeployment, role workerv1.ModelDeplo
 			}
 		}
 		for j, env := range role.Env {
-			if slices.Contains(engine.ArtifactEnv, env.Name) {
+			if engine.ArtifactOwnsEnv(e, env.Name) {
 				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("name"), env.Name, fmt.Sprintf(
 					"%s is owned by the delivery of spec.model.artifactRef; remove it (the artifact's secretRef carries the hub token, the Settings the endpoint)", env.Name)))
 			}
@@ -1066,4 +1067,41 @@ func validateCadence(md, old *workerv1.ModelDeployment) field.ErrorList {
 	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(workerv1.AnnotationRolloutCadence), v,
 		[]string{string(workerv1.RolloutCadenceAdmission) + " (the default: the next old replica leaves once the replacement is admitted)",
 			string(workerv1.RolloutCadenceCapacity) + " (once the replacement is Ready)"})}
+}
+
+// validateServedAliases: while an artifact delivers the weights, the model is served under
+// spec.model.name alone. vLLM's --served-model-name takes several names; an alias beside the name
+// is refused, since clients and the router address the one name.
+func validateServedAliases(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole, path *field.Path) field.ErrorList {
+	if md.Spec.Engine.Name != workerv1.EngineVLLM {
+		return nil // SGLang's --served-model-name takes one name
+	}
+	var errs field.ErrorList
+	for _, j := range servedAliasIndexes(role.ExtraArgs) {
+		errs = append(errs, field.Invalid(path.Child("extraArgs").Index(j), role.ExtraArgs[j], fmt.Sprintf(
+			"with spec.model.artifactRef the model is served as spec.model.name (%q) alone, and --served-model-name here also serves %q; remove the alias (or the flag: mdplane renders it)",
+			md.Spec.Model.Name, role.ExtraArgs[j])))
+	}
+	return errs
+}
+
+// servedAliasIndexes are the indexes of the names after the first that vLLM's last
+// --served-model-name reads: a spelling with = takes one name, a bare one every following
+// argument up to the next option.
+func servedAliasIndexes(args []string) []int {
+	var out []int
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		name, ok := engine.OptionName(workerv1.EngineVLLM, args[i])
+		if !ok || name != "--served-model-name" {
+			continue
+		}
+		out = nil
+		if strings.Contains(args[i], "=") {
+			continue
+		}
+		for k := i + 2; k < len(args) && !strings.HasPrefix(args[k], "-"); k++ {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -50,3 +50,49 @@ func TestOnARoleCarryingElasticEpSizeInstanceTypeResourcesAndCommandAreFrozen(t 
 		})
 	}
 }
+
+// TestAnElasticRoleWithoutACardCountIsJudgedAsTheClusterStoresIt: offline, as on the cluster, an
+// Elastic EP role that names no card count is given one card per tensor-parallel rank before the
+// rules read it, on a create and on the stored version of an update, and renders as if it had
+// named them; a count that differs from the tensor-parallel size is still refused.
+func TestAnElasticRoleWithoutACardCountIsJudgedAsTheClusterStoresIt(t *testing.T) {
+	example, err := os.ReadFile("../../examples/elastic-ep.yaml")
+	assert.NoError(t, err)
+	omitted := strings.Replace(string(example), "      resources:\n        accelerator: 2\n", "", 1)
+	assert.NotEqual(t, string(example), omitted)
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"omitted.yaml": omitted,
+		"one.yaml":     strings.Replace(string(example), "accelerator: 2", "accelerator: 1", 1),
+		"grown.yaml":   strings.Replace(omitted, "width: 3", "width: 4", 1),
+	} {
+		writeFile(t, filepath.Join(dir, name), text)
+	}
+	const cluster = "../../examples/cluster.yaml"
+	cases := []struct {
+		rule    string
+		args    []string
+		refusal string
+	}{
+		{"a create that names no count is admitted", []string{"validate", "-f", filepath.Join(dir, "omitted.yaml")}, ""},
+		{"an update of a stored version that named none is admitted", []string{"validate", "-f", filepath.Join(dir, "grown.yaml"), "--old", filepath.Join(dir, "omitted.yaml")}, ""},
+		{"a count other than the tensor-parallel size is refused", []string{"validate", "-f", filepath.Join(dir, "one.yaml")}, "its tensor-parallel size is 2, so request accelerator: 2"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			code, out, errOut := runCLI(append(c.args, "-f", cluster)...)
+			if c.refusal == "" {
+				assert.Equal(t, 0, code, out+errOut)
+				return
+			}
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errOut, c.refusal)
+		})
+	}
+	t.Run("it renders as the role that names its cards", func(t *testing.T) {
+		code, defaulted, errOut := runCLI("render", "-f", filepath.Join(dir, "omitted.yaml"), "-f", cluster)
+		assert.Equal(t, 0, code, errOut)
+		_, named, _ := runCLI("render", "-f", "../../examples/elastic-ep.yaml", "-f", cluster)
+		assert.Equal(t, named, defaulted)
+	})
+}

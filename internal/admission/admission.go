@@ -1,13 +1,13 @@
 // Package admission judges manifests offline the way a cluster admits them: the API server's schema
-// validation first, then mdplane's admission rules (ModelDeployments with the InstanceTypes and KV
-// cache objects the manifests carry, KVCacheBackends, ModelArtifacts with their revision default),
-// with the Settings of the mdplane-settings EnvironmentConfig among them (all defaults when absent;
-// a bad value is a refusal of that document, as the EnvironmentConfig webhook refuses it).
+// validation first, then the mutating webhooks' defaults, then mdplane's admission rules
+// (ModelDeployments with the InstanceTypes and KV cache objects the manifests carry,
+// KVCacheBackends, ModelArtifacts), with the Settings of the mdplane-settings EnvironmentConfig
+// among them (all defaults when absent; a bad value is a refusal of that document, as the
+// EnvironmentConfig webhook refuses it).
 package admission
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,6 +78,9 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	if len(refusals) > 0 {
 		return objects, refusals, nil // the rules below read objects the schema would have refused
 	}
+	if err := defaultDeployments(docs, objects, cluster.InstanceTypes); err != nil {
+		return nil, nil, err
+	}
 	s, refused := judgeSettings(docs, objects)
 	if len(refused) > 0 {
 		return objects, refused, nil // the rules below read the Settings
@@ -121,11 +124,27 @@ func judgeDeployment(checker *schemacheck.Checker, obj, prev *unstructured.Unstr
 	if prev == nil {
 		return validation.ValidateCreate(md, cluster), nil
 	}
-	stored := &workerv1.ModelDeployment{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(checker.Default(prev).Object, stored); err != nil {
+	stored, err := storedDeployment(checker, prev, cluster.InstanceTypes)
+	if err != nil {
 		return nil, err
 	}
 	return validation.ValidateUpdate(md, stored, cluster), nil
+}
+
+// storedDeployment is prev as the cluster stored it: the mutating webhook defaulted it at its
+// create, so a stored manifest that omits a role's card count holds the count the edit is given.
+// The defaults only fill what is unset: a version read back from the cluster is left as it is.
+func storedDeployment(checker *schemacheck.Checker, prev *unstructured.Unstructured, types map[string]*workerv1.InstanceType) (*workerv1.ModelDeployment, error) {
+	obj := checker.Default(prev)
+	stored := &workerv1.ModelDeployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, stored); err != nil {
+		return nil, err
+	}
+	if err := validation.ApplyDefaults(obj.Object, validation.DeploymentDefaults(stored, types)); err != nil {
+		return nil, err
+	}
+	stored = &workerv1.ModelDeployment{}
+	return stored, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, stored)
 }
 
 // kindRules are the webhooks of the kinds judged alone (without the other documents), by kind.
@@ -224,8 +243,7 @@ func artifacts(checker *schemacheck.Checker, obj, prev *unstructured.Unstructure
 	return a, stored, nil
 }
 
-// defaultArtifact writes the hub revision the mutating webhook would write into obj, when it is a
-// ModelArtifact.
+// defaultArtifact writes what the mutating webhook would write into obj, when it is a ModelArtifact.
 func defaultArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstructured) error {
 	if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelArtifactKind) {
 		return nil
@@ -234,11 +252,26 @@ func defaultArtifact(checker *schemacheck.Checker, obj, prev *unstructured.Unstr
 	if err != nil {
 		return err
 	}
-	pointer, revision := validation.ArtifactRevisionDefault(a, stored)
-	if pointer == "" {
-		return nil
+	return validation.ApplyDefaults(obj.Object, validation.ArtifactDefaults(a, stored))
+}
+
+// defaultDeployments writes what the mutating webhook would write into each ModelDeployment among
+// objects, with the InstanceTypes among the documents (the webhook reads them from the cluster), so
+// the rules and the render judge the object a cluster stores.
+func defaultDeployments(docs []schemacheck.Document, objects []*unstructured.Unstructured, types map[string]*workerv1.InstanceType) error {
+	for i, obj := range objects {
+		if obj.GroupVersionKind() != workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind) {
+			continue
+		}
+		md := &workerv1.ModelDeployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, md); err != nil {
+			return fmt.Errorf("%s: %w", docs[i].Source, err)
+		}
+		if err := validation.ApplyDefaults(obj.Object, validation.DeploymentDefaults(md, types)); err != nil {
+			return fmt.Errorf("%s: %w", docs[i].Source, err)
+		}
 	}
-	return unstructured.SetNestedField(obj.Object, revision, strings.Split(strings.TrimPrefix(pointer, "/"), "/")...)
+	return nil
 }
 
 // cacheObjects are the KV cache Bindings, pools and backends among the judged documents.
