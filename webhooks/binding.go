@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,28 +15,25 @@ import (
 
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/tenantclaim"
 )
 
 // ValidateBindingPath is where the KVCachePoolBinding webhook is served.
 const ValidateBindingPath = "/validate-worker-gpustack-ai-v1-kvcachepoolbinding"
 
-// admittedWindow is how long an admitted Binding holds its domain here before its create is surely
-// on the API server: two creates racing through this server cannot both take one domain.
-const admittedWindow = 30 * time.Second
-
 // BindingValidator refuses a KVCachePoolBinding whose domain name another Binding on the same master
-// already declares (validation.ValidateBinding), reading the stored Bindings, pools and backends
-// uncached.
+// already declares (validation.ValidateBinding), reading the stored Bindings and pools uncached, and
+// takes the domain's claim (package tenantclaim) for the Binding it admits: the claim, not this
+// process's memory, is what keeps two creates racing through different replicas from both taking
+// one domain. A Binding whose pool does not exist yet is admitted unclaimed; the controller claims
+// for it once the pool exists.
 type BindingValidator struct {
 	Reader client.Reader
-
-	mu       sync.Mutex
-	admitted map[string]admittedBinding // master/domain -> the Binding admitted for it lately
-}
-
-type admittedBinding struct {
-	binding workerv1.KVCachePoolBinding
-	at      time.Time
+	// Claims writes the claim Leases, in Namespace (the operator's).
+	Claims    client.Writer
+	Namespace string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Handle answers one admission review of a KVCachePoolBinding.
@@ -61,36 +57,53 @@ func (v *BindingValidator) Handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	backendOf := func(pool string) string { return backends[pool] }
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	stored.Items = append(stored.Items, v.recent(time.Now())...)
 	if errs := validation.ValidateBinding(b, stored.Items, backendOf); len(errs) > 0 {
 		return invalid(workerv1.KVCachePoolBindingKind, b.Name, errs)
 	}
-	if master := backendOf(b.Spec.PoolRef.Name); master != "" {
-		v.admitted[master+"/"+validation.DomainName(b)] = admittedBinding{binding: *b, at: time.Now()}
+	backend := backendOf(b.Spec.PoolRef.Name)
+	if backend == "" {
+		return admission.Allowed(fmt.Sprintf("KVCachePool %q does not exist yet: the domain is claimed when it does", b.Spec.PoolRef.Name))
 	}
-	return admission.Allowed("")
+	return v.claim(ctx, b, backend, req.DryRun != nil && *req.DryRun)
 }
 
-// recent are the Bindings admitted within the window, dropping the older ones. Caller holds mu.
-func (v *BindingValidator) recent(now time.Time) []workerv1.KVCachePoolBinding {
-	if v.admitted == nil {
-		v.admitted = map[string]admittedBinding{}
+// claim takes the Binding's domain claim on backend, or on a dry run only reads whether it would.
+func (v *BindingValidator) claim(ctx context.Context, b *workerv1.KVCachePoolBinding, backend string, dryRun bool) admission.Response {
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
 	}
-	var out []workerv1.KVCachePoolBinding
-	for key, a := range v.admitted {
-		if now.Sub(a.at) > admittedWindow {
-			delete(v.admitted, key)
-			continue
-		}
-		out = append(out, a.binding)
+	c := tenantclaim.For(v.Namespace, backend, b)
+	declares := tenantclaim.BindingDeclares(v.Reader, backend, c.Domain)
+	var out tenantclaim.Outcome
+	var err error
+	if dryRun {
+		out, err = tenantclaim.Peek(ctx, v.Reader, c, declares, now())
+	} else {
+		out, err = tenantclaim.Take(ctx, v.Reader, v.Claims, c, declares, now())
 	}
-	return out
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if out.Held {
+		return admission.Allowed("")
+	}
+	return invalid(workerv1.KVCachePoolBindingKind, b.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "domain", "name"), c.Domain, taken(c, out))})
 }
 
-// poolBackends maps each KVCachePool to the KVCacheBackend serving it, when that backend exists.
+// taken says who holds the claim and the ways out.
+func taken(c tenantclaim.Claim, out tenantclaim.Outcome) string {
+	if out.InFlight {
+		return fmt.Sprintf("KVCachePoolBinding %s took domain %q on KVCacheBackend %q moments ago (claim Lease %s/%s) and its create may still be stored; "+
+			"a domain name is the tenant the backend's master keys blocks by, so two Bindings would share one tenant; name another domain, "+
+			"or create this one again after %s if that create failed", out.Holder, c.Domain, c.Backend, c.Namespace, out.Lease, tenantclaim.InFlight)
+	}
+	return fmt.Sprintf("KVCachePoolBinding %s already claims domain %q on KVCacheBackend %q (claim Lease %s/%s), and a domain name is the tenant the backend's master keys blocks by, "+
+		"so two Bindings would share one tenant; name another domain, or reference Binding %s to share its blocks", out.Holder, c.Domain, c.Backend, c.Namespace, out.Lease, out.Holder)
+}
+
+// poolBackends maps each KVCachePool to the KVCacheBackend it names: the master its Bindings' domains
+// are unique on, known (and frozen) with the pool whether or not the backend exists yet.
 func (v *BindingValidator) poolBackends(ctx context.Context) (map[string]string, error) {
 	var pools workerv1.KVCachePoolList
 	if err := v.Reader.List(ctx, &pools); err != nil {
@@ -98,14 +111,7 @@ func (v *BindingValidator) poolBackends(ctx context.Context) (map[string]string,
 	}
 	out := map[string]string{}
 	for _, p := range pools.Items {
-		if len(p.Spec.Backends) == 0 {
-			continue
-		}
-		found, err := get(ctx, v.Reader, client.ObjectKey{Name: p.Spec.Backends[0]}, &workerv1.KVCacheBackend{})
-		if err != nil {
-			return nil, err
-		}
-		if found {
+		if len(p.Spec.Backends) > 0 {
 			out[p.Name] = p.Spec.Backends[0]
 		}
 	}

@@ -189,24 +189,3 @@ func TestArtifactDefaulterPatchesTheRevision(t *testing.T) {
 	assert.True(t, rsp.Allowed)
 	assert.Empty(t, rsp.Patches, "near miss: a revision given")
 }
-
-func TestBindingValidatorRefusesATakenDomainEvenBeforeTheFirstCreateIsStored(t *testing.T) {
-	pool := &workerv1.KVCachePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: workerv1.KVCachePoolSpec{Backends: []string{"mooncake"}}}
-	backend := &workerv1.KVCacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "mooncake"}}
-	binding := func(namespace string) map[string]any {
-		var b map[string]any
-		require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"worker.gpustack.ai/v1","kind":"KVCachePoolBinding",
- "metadata":{"name":"cache","namespace":"`+namespace+`"},
- "spec":{"poolRef":{"name":"pool"},"domain":{"name":"chat","blockSize":64,"dtype":"bfloat16"},"quota":{"ceiling":"1Gi"}}}`), &b))
-		return b
-	}
-	v := &webhooks.BindingValidator{Reader: reader(t, pool, backend)}
-	assert.True(t, v.Handle(context.Background(), request(t, admissionv1.Create, binding("team-a"))).Allowed)
-	// team-a's create is not stored yet (the fake holds no Binding): the admitted one still counts.
-	rsp := v.Handle(context.Background(), request(t, admissionv1.Create, binding("team-b")))
-	require.False(t, rsp.Allowed)
-	assert.Equal(t, metav1.StatusReasonInvalid, rsp.Result.Reason)
-	assert.Contains(t, rsp.Result.Message, `KVCachePoolBinding team-a/cache (pool "pool") already declares domain "chat"`)
-	// A retried create of the admitted Binding itself is no rival of its own.
-	assert.True(t, v.Handle(context.Background(), request(t, admissionv1.Create, binding("team-a"))).Allowed)
-}

@@ -92,6 +92,7 @@ func main() {
 	flag.Parse()
 	o.certs.namespace = o.namespace
 	o.controllers.artifacts.Namespace = o.namespace
+	o.controllers.namespace = o.namespace
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	if err := run(o); err != nil {
 		ctrl.Log.WithName("mdplane-controllers").Error(err, "exiting")
@@ -118,7 +119,7 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("setting up the webhook certificates: %w", err)
 		}
-		if err := serveWebhooks(mgr, ready); err != nil {
+		if err := serveWebhooks(mgr, ready, o.namespace); err != nil {
 			return err
 		}
 	}
@@ -215,8 +216,8 @@ func addControllers(mgr manager.Manager, o controllerOptions) error {
 
 // serveWebhooks registers the admission webhooks once the serving certificate is in place (the
 // webhook server starts with its first registration, and cannot start without its certificate), and
-// reports ready only then.
-func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
+// reports ready only then. The domain claims of KVCachePoolBindings are Leases in namespace.
+func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}, namespace string) error {
 	registered := make(chan struct{})
 	go func() {
 		<-certsReady
@@ -229,7 +230,8 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}) error {
 		register(webhooks.ValidatePath, &webhooks.Validator{Reader: reader})
 		register(webhooks.MutatePath, &webhooks.Defaulter{Reader: reader})
 		register(webhooks.ValidateBackendPath, webhooks.BackendValidator{Reader: reader})
-		register(webhooks.ValidateBindingPath, &webhooks.BindingValidator{Reader: reader})
+		// The claim Leases are written, never read, through the manager's client: reads are uncached.
+		register(webhooks.ValidateBindingPath, &webhooks.BindingValidator{Reader: reader, Claims: mgr.GetClient(), Namespace: namespace})
 		register(webhooks.ValidateArtifactPath, webhooks.ArtifactValidator{})
 		register(webhooks.MutateArtifactPath, webhooks.ArtifactDefaulter{})
 		register(webhooks.ValidateSettingsPath, &webhooks.SettingsValidator{Reader: reader})
@@ -257,6 +259,7 @@ type controllerOptions struct {
 	drain                    rollout.DrainScraper
 	probeDial                string
 	inventory, poolEndpoints bool
+	namespace                string // the process's own: the domain claim Leases
 }
 
 // setupControllers registers the cache indexes, every controller and the AdmissionCheck installer.
@@ -289,6 +292,9 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: o.artifacts, Settings: mgr.GetAPIReader()}},
 	}
+	// Whoever publishes the pools' endpoints, the domain claims are mdplane's: its webhook takes them.
+	controllers = append(controllers, controller{"the KVCachePoolBinding domain claims", &kvcachepools.ClaimReconciler{Client: mgr.GetClient(),
+		Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}})
 	if o.poolEndpoints {
 		controllers = append(controllers, controller{"the KVCachePool endpoints", &kvcachepools.Reconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}}})
 	}

@@ -3,6 +3,9 @@ package kvcache
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -48,12 +51,20 @@ func ResolveDomain(md *workerv1.ModelDeployment, binding *workerv1.KVCachePoolBi
 	if binding == nil {
 		return Domain{KVCache: md.Status.KVCache, Registered: bindingNotFound(md.Namespace, name)}, nil
 	}
+	if lost := unclaimed(binding); lost != nil {
+		return Domain{KVCache: md.Status.KVCache, Registered: bindingNotReady(md.Namespace, name, lost)}, nil
+	}
 	poolName := binding.Spec.PoolRef.Name
 	if pool == nil {
 		return Domain{}, fmt.Errorf("KVCachePoolBinding %s/%s names KVCachePool %s, which does not exist", md.Namespace, name, poolName)
 	}
 	if pool.Status.ClientEndpoint == "" {
 		return Domain{}, fmt.Errorf("KVCachePool %s has not published status.clientEndpoint yet, so no cache client can be configured; the render waits for the pool", poolName)
+	}
+	if !holdsClaim(binding) {
+		return Domain{}, fmt.Errorf("KVCachePoolBinding %s/%s does not hold the claim of its domain on the master yet (no %s=True condition): "+
+			"mdplane-controllers takes the claim and reports it, and the render waits for it; if it stays so, check that mdplane-controllers runs",
+			md.Namespace, name, workerv1.BindingDomainClaimed)
 	}
 	domain := binding.Spec.Domain
 	if domain.Name == "" {
@@ -65,6 +76,30 @@ func ResolveDomain(md *workerv1.ModelDeployment, binding *workerv1.KVCachePoolBi
 		Registered: Condition{"True", "Registered", fmt.Sprintf("reuse domain %q is registered through KVCachePoolBinding %s/%s on KVCachePool %s",
 			domain.Name, md.Namespace, name, poolName)},
 	}, nil
+}
+
+// unclaimed is the Binding's DomainClaimed condition when it says another Binding holds the domain
+// on the master: such a Binding is unusable, since its domain is another tenant's.
+func unclaimed(b *workerv1.KVCachePoolBinding) *metav1.Condition {
+	c := meta.FindStatusCondition(b.Status.Conditions, workerv1.BindingDomainClaimed)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return c
+}
+
+// holdsClaim reports a Binding whose claim the claims controller confirmed. Only that proves the
+// domain is this Binding's alone: a Binding admitted before its pool existed was not claimed at
+// admission, and the controller takes its claim only once the pool appears.
+func holdsClaim(b *workerv1.KVCachePoolBinding) bool {
+	return meta.IsStatusConditionTrue(b.Status.Conditions, workerv1.BindingDomainClaimed)
+}
+
+// bindingNotReady says the Binding does not hold its domain, and passes on the Binding's own way out.
+func bindingNotReady(namespace, name string, claim *metav1.Condition) Condition {
+	return Condition{"False", "BindingNotReady", fmt.Sprintf(
+		"KVCachePoolBinding %s/%s does not hold its domain on the master (its %s condition: %s), so the roles render without a cache client",
+		namespace, name, workerv1.BindingDomainClaimed, claim.Message)}
 }
 
 // bindingNotFound names the Binding, its namespace, what the render did instead, and the ways out:

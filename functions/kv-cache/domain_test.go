@@ -50,11 +50,21 @@ func TestResolveDomain(t *testing.T) {
 			md: cached(nil), wantStatus: "False", wantReason: "BindingNotFound"},
 		{name: "a lost Binding keeps the status.kvCache the deployment carries",
 			md: cached(lastEcho), wantStatus: "False", wantReason: "BindingNotFound", wantEcho: lastEcho},
-		{name: "a Binding that exists registers its domain and configures the client",
-			md: cached(nil), binding: binding("chat"), pool: pool, wantStatus: "True", wantReason: "Registered", wantClient: true, wantEcho: lastEcho},
+		{name: "a Binding holding its claim registers its domain and configures the client",
+			md: cached(nil), binding: holding(binding("chat")), pool: pool, wantStatus: "True", wantReason: "Registered", wantClient: true, wantEcho: lastEcho},
+		{name: "a Binding whose claim is not confirmed yet waits: the render fails until the claims controller reports it",
+			md: cached(nil), binding: binding("chat"), pool: pool, wantErr: "does not hold the claim of its domain on the master yet"},
+		{name: "a Binding whose claim is Unknown waits as an unconfirmed one does",
+			md: cached(nil), binding: claimed(binding("chat"), metav1.ConditionUnknown, workerv1.ReasonMasterUnknown), pool: pool, wantErr: "does not hold the claim of its domain on the master yet"},
 		{name: "a Binding declaring no domain name registers domain default",
-			md: cached(nil), binding: binding(""), pool: pool, wantStatus: "True", wantReason: "Registered", wantClient: true,
+			md: cached(nil), binding: holding(binding("")), pool: pool, wantStatus: "True", wantReason: "Registered", wantClient: true,
 			wantEcho: &workerv1.KVCacheStatus{Binding: "team-dram", Pool: "dram", Domain: &workerv1.KVCacheDomain{Name: "default", BlockSize: 16, Dtype: "bfloat16"}}},
+		{name: "a Binding another Binding's claim beat on the master is BindingNotReady with no cache client",
+			md: cached(nil), binding: claimed(binding("chat"), metav1.ConditionFalse, workerv1.ReasonDomainTaken), pool: pool, wantStatus: "False", wantReason: "BindingNotReady"},
+		{name: "an unclaimed Binding keeps the status.kvCache the deployment carries, as a lost one does",
+			md: cached(lastEcho), binding: claimed(binding("chat"), metav1.ConditionFalse, workerv1.ReasonDomainTaken), pool: pool, wantStatus: "False", wantReason: "BindingNotReady", wantEcho: lastEcho},
+		{name: "near miss: a Binding whose master is not known yet is judged by its pool, not its claim",
+			md: cached(nil), binding: claimed(binding("chat"), metav1.ConditionUnknown, workerv1.ReasonMasterUnknown), wantErr: "names KVCachePool dram, which does not exist"},
 		{name: "a deployment without spec.kvCache is NotApplicable",
 			md: &workerv1.ModelDeployment{}, wantStatus: "True", wantReason: "NotApplicable"},
 		{name: "a Binding naming a missing pool still fails the render",
@@ -74,6 +84,33 @@ func TestResolveDomain(t *testing.T) {
 			assert.Equal(t, row.wantClient, d.Binding != nil)
 			assert.Equal(t, row.wantEcho, d.KVCache)
 		})
+	}
+}
+
+// holding is b with the claim the claims controller confirmed.
+func holding(b *workerv1.KVCachePoolBinding) *workerv1.KVCachePoolBinding {
+	return claimed(b, metav1.ConditionTrue, workerv1.ReasonDomainClaimed)
+}
+
+func claimed(b *workerv1.KVCachePoolBinding, status metav1.ConditionStatus, reason string) *workerv1.KVCachePoolBinding {
+	b.Status.Conditions = []metav1.Condition{{Type: workerv1.BindingDomainClaimed, Status: status, Reason: reason,
+		Message: "KVCachePoolBinding team-b/team-dram already claims domain \"chat\""}}
+	return b
+}
+
+// TestUnclaimedBindingMessage: the message names the Binding and passes on its own condition, which
+// names the holder and the ways out.
+func TestUnclaimedBindingMessage(t *testing.T) {
+	md := &workerv1.ModelDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "team-a"},
+		Spec:       workerv1.ModelDeploymentSpec{KVCache: &workerv1.ModelDeploymentKVCache{PoolRef: workerv1.KVCachePoolBindingReference{Name: "team-dram"}}},
+	}
+	b := claimed(&workerv1.KVCachePoolBinding{ObjectMeta: metav1.ObjectMeta{Name: "team-dram", Namespace: "team-a"}}, metav1.ConditionFalse, workerv1.ReasonDomainTaken)
+	d, err := kvcache.ResolveDomain(md, b, nil)
+	require.NoError(t, err)
+	for _, part := range []string{"KVCachePoolBinding team-a/team-dram does not hold its domain", "DomainClaimed",
+		`team-b/team-dram already claims domain "chat"`, "without a cache client"} {
+		assert.Contains(t, d.Registered.Message, part)
 	}
 }
 
@@ -121,7 +158,8 @@ spec:
 		{name: "a Binding and its pool are Registered and render the client",
 			required: map[string]*fnv1.Resources{
 				"binding": {Items: []*fnv1.Resource{res(t, `{apiVersion: worker.gpustack.ai/v1, kind: KVCachePoolBinding, metadata: {name: team-dram, namespace: team-a},
-				  spec: {poolRef: {name: dram}, domain: {name: chat, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}}`)}},
+				  spec: {poolRef: {name: dram}, domain: {name: chat, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}},
+				  status: {conditions: [{type: DomainClaimed, status: "True", reason: Claimed, message: m, lastTransitionTime: "2026-01-01T00:00:00Z"}]}}`)}},
 				"pool": {Items: []*fnv1.Resource{res(t, `{apiVersion: worker.gpustack.ai/v1, kind: KVCachePool, metadata: {name: dram},
 				  spec: {backends: [m], quota: {total: 1Ti}}, status: {clientEndpoint: "mooncake-master:50051"}}`)}},
 				"backend": {Items: []*fnv1.Resource{res(t, `{apiVersion: worker.gpustack.ai/v1, kind: KVCacheBackend, metadata: {name: m},

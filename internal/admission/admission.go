@@ -9,6 +9,8 @@ package admission
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +20,7 @@ import (
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/schemacheck"
+	"github.com/mdplane/mdplane/internal/tenantclaim"
 )
 
 // Refusal is one reason an object would not be admitted.
@@ -87,6 +90,7 @@ func Judge(checker *schemacheck.Checker, docs, stored []schemacheck.Document) ([
 	}
 	cluster.Settings = &s
 	refusals = append(refusals, judgeBindings(docs, objects, stored, cache)...)
+	claimDomains(objects, cache)
 	for i, d := range docs {
 		obj := objects[i]
 		if judge, ok := kindRules[obj.GroupVersionKind()]; ok {
@@ -327,10 +331,33 @@ func judgeBindings(docs []schemacheck.Document, objects []*unstructured.Unstruct
 	return refusals
 }
 
-// backendOf names the backend of a pool among the documents, "" when either is absent.
+// claimDomains writes on each Binding the DomainClaimed condition mdplane-controllers would: the
+// render uses only a Binding holding its claim. Bindings the documents admit hold distinct domains
+// per master (judgeBindings refuses the rest), so each one whose pool is among them holds its claim;
+// a condition the document already carries is kept.
+func claimDomains(objects []*unstructured.Unstructured, cache cacheObjects) {
+	for _, obj := range objects {
+		b, ok := asBinding(obj)
+		if !ok || meta.FindStatusCondition(b.Status.Conditions, workerv1.BindingDomainClaimed) != nil {
+			continue
+		}
+		c := tenantclaim.Condition(b, "", tenantclaim.Outcome{}, metav1.Time{})
+		if backend := cache.backendOf(b.Spec.PoolRef.Name); backend != "" {
+			c = tenantclaim.Condition(b, tenantclaim.Name(backend, validation.DomainName(b)), tenantclaim.Outcome{Held: true}, metav1.Time{})
+		}
+		b.Status.Conditions = append(b.Status.Conditions, c)
+		// A decoded Binding's status converts back and sets: neither can fail.
+		status, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&b.Status)
+		_ = unstructured.SetNestedField(obj.Object, status, "status")
+		cache.bindings[b.Namespace+"/"+b.Name] = b
+	}
+}
+
+// backendOf names the backend a pool among the documents names, "" when the pool is absent: the
+// backend is the master a domain is unique on, known with the pool, as the webhook judges it.
 func (c cacheObjects) backendOf(pool string) string {
 	p := c.pools[pool]
-	if p == nil || len(p.Spec.Backends) == 0 || c.backends[p.Spec.Backends[0]] == nil {
+	if p == nil || len(p.Spec.Backends) == 0 {
 		return ""
 	}
 	return p.Spec.Backends[0]

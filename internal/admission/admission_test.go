@@ -160,3 +160,47 @@ spec:
 	refusals, _ = judge("models/qwen")
 	assert.Empty(t, refusals, "near miss: a path inside the volume")
 }
+
+// TestJudgeClaimsTheDomainsAsTheController: the offline judge writes on each admitted Binding the
+// DomainClaimed condition mdplane-controllers would, since the render uses only a Binding holding
+// its claim: True with its pool among the documents, Unknown without it; a condition the document
+// carries is kept.
+func TestJudgeClaimsTheDomainsAsTheController(t *testing.T) {
+	judged := func(t *testing.T, text string) map[string]any {
+		t.Helper()
+		checker, err := schemacheck.ForPackage(manifests.FS)
+		require.NoError(t, err)
+		docs, err := schemacheck.SplitDocuments("claims.yaml", []byte(text))
+		require.NoError(t, err)
+		objects, refusals, err := admission.Judge(checker, docs, nil)
+		require.NoError(t, err)
+		require.Empty(t, refusals)
+		for _, o := range objects {
+			if o.GetKind() == "KVCachePoolBinding" {
+				conditions, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+				require.Len(t, conditions, 1)
+				return conditions[0].(map[string]any)
+			}
+		}
+		t.Fatal("no Binding judged")
+		return nil
+	}
+	binding := strings.SplitN(strings.SplitN(cacheChain, "kind: KVCachePoolBinding", 2)[1], "---", 2)[0]
+	binding = "apiVersion: worker.gpustack.ai/v1\nkind: KVCachePoolBinding" + binding
+
+	for _, row := range []struct {
+		name, text, status, reason string
+	}{
+		{"a Binding whose pool is among the documents holds its claim", strings.Replace(cacheChain, "SECOND", "TCP", 1), "True", "Claimed"},
+		{"near miss: a Binding without its pool does not know its master", binding, "Unknown", "MasterUnknown"},
+		{"a condition the document carries is kept", binding + "status:\n  conditions:\n  - {type: DomainClaimed, status: \"False\", reason: DomainTaken, message: m, lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
+			"False", "DomainTaken"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			c := judged(t, row.text)
+			assert.Equal(t, "DomainClaimed", c["type"])
+			assert.Equal(t, row.status, c["status"])
+			assert.Equal(t, row.reason, c["reason"])
+		})
+	}
+}

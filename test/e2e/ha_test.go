@@ -113,14 +113,7 @@ spec:
 // the response.
 func reviewDirectly(t *testing.T, ctx context.Context, address, manifest string) *admissionv1.AdmissionResponse {
 	t.Helper()
-	secret := &corev1.Secret{}
-	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: "mdplane-webhook-cert"}, secret); err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(secret.Data["ca.crt"]) {
-		t.Fatal("no CA in the webhook certificate Secret")
-	}
+	roots := webhookCA(t, ctx)
 	object, err := yaml.YAMLToJSON([]byte(manifest))
 	if err != nil {
 		t.Fatal(err)
@@ -191,4 +184,18 @@ func TestWebhooksServedByEither(t *testing.T) {
 		}
 	}
 	t.Logf("connections the balancer sent each replica: %v", stack.WebhookConnections())
+}
+
+// webhookCA is the CA the webhook replicas keep in their certificate Secret.
+func webhookCA(t *testing.T, ctx context.Context) *x509.CertPool {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: "mdplane-webhook-cert"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatal("no CA in the webhook certificate Secret")
+	}
+	return roots
 }

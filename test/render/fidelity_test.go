@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mdplane/mdplane/functions"
+	"github.com/mdplane/mdplane/internal/admission"
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
@@ -160,24 +161,29 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 	t.Logf("compared %d composites of %d deployments", levels, rendered)
 }
 
-// load reads manifest files as the API server would store them.
+// load reads manifest files as the API server would store them once admitted, with the status
+// mdplane-controllers writes before a render reads it (a Binding's domain claim).
 func load(t *testing.T, checker *schemacheck.Checker, files []string) (cluster, deployments []*unstructured.Unstructured) {
 	t.Helper()
+	var docs []schemacheck.Document
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := schemacheck.SplitDocuments(f, data)
+		more, err := schemacheck.SplitDocuments(f, data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range docs {
-			obj := checker.Default(d.Object)
-			cluster = append(cluster, obj)
-			if obj.GetKind() == "ModelDeployment" {
-				deployments = append(deployments, obj)
-			}
+		docs = append(docs, more...)
+	}
+	cluster, refusals, err := admission.Judge(checker, docs, nil)
+	if err != nil || len(refusals) > 0 {
+		t.Fatalf("admitting %v: %v %v", files, err, refusals)
+	}
+	for _, obj := range cluster {
+		if obj.GetKind() == "ModelDeployment" {
+			deployments = append(deployments, obj)
 		}
 	}
 	if len(deployments) == 0 {
