@@ -422,13 +422,13 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	if !routers.Renders(md.Spec.Router.Name) && md.Spec.Router.Name != workerv1.RouterLLMD {
 		return router{state: routerNotRendered}, nil
 	}
-	r, err := renderRouter(md, d)
-	if err != nil {
-		return router{state: routerNotRendered, err: err}, err
-	}
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		return router{}, err
+	}
+	r, err := renderRouter(md, d, routerEligibility(md, desired, observed))
+	if err != nil {
+		return router{state: routerNotRendered, err: err}, err
 	}
 	state := router{state: routerNotDeployed}
 	for key, obj := range r.Objects {
@@ -449,8 +449,30 @@ func composeRouter(req *fnv1.RunFunctionRequest, md *workerv1.ModelDeployment, d
 	return state, nil
 }
 
-// renderRouter renders the named router's objects on the one port every role serves on.
-func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, error) {
+// routerEligibility decides the eligibility term of the router's selectors from the roles whose
+// Services render-roles composed select on it and the terms the observed router already carries.
+func routerEligibility(md *workerv1.ModelDeployment, desired map[resource.Name]*resource.DesiredComposed, observed map[resource.Name]resource.ObservedComposed) routers.Eligibility {
+	e := routers.Eligibility{Roles: map[string]bool{}}
+	for _, role := range md.Spec.Roles {
+		if svc, ok := desired[resource.Name(naming.RoleServiceResource(role.Name))]; ok && svc.Resource != nil {
+			selector, _, _ := unstructured.NestedStringMap(svc.Resource.Object, "spec", "selector")
+			e.Roles[role.Name] = selector[workerv1.LabelEndpointEligible] == "true"
+		}
+	}
+	var deployment, configMap *unstructured.Unstructured
+	if seen := observed[naming.RouterDeploymentResource].Resource; seen != nil {
+		deployment = &seen.Unstructured
+	}
+	if seen := observed[routers.ConfigMapResource].Resource; seen != nil {
+		configMap = &seen.Unstructured
+	}
+	e.Kept = routers.KeptTerms(deployment, configMap)
+	return e
+}
+
+// renderRouter renders the named router's objects on the one port every role serves on, with the
+// eligibility term where eligibility puts it.
+func renderRouter(md *workerv1.ModelDeployment, d Deployment, eligibility routers.Eligibility) (*routers.Router, error) {
 	port, err := routers.ServingPort(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles)
 	if err != nil {
 		return nil, err
@@ -459,9 +481,9 @@ func renderRouter(md *workerv1.ModelDeployment, d Deployment) (*routers.Router, 
 	images := routers.Images{Router: s.RouterImageRef(), Proxy: s.RouterProxyImageRef()}
 	if md.Spec.Router.Name == workerv1.RouterLLMD {
 		shared := engine.RendersAscendLeg(md.Spec.Engine.Name, md.Spec.Router, md.Spec.Roles, d.Manufacturers)
-		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, shared, images)
+		return routers.RenderLLMD(md, port, len(ascendProducers(d)) > 0, shared, eligibility, images)
 	}
-	return routers.Render(md.Namespace, md.Name, md.Spec.Engine.Name, md.Spec.Router, d.Roles, port, images)
+	return routers.Render(md.Namespace, md.Name, md.Spec.Engine.Name, md.Spec.Router, d.Roles, port, eligibility, images)
 }
 
 // setRouterStatus reports RouterReady and status.router and, once the router serves, makes it the

@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -16,7 +20,10 @@ import (
 
 // TestLLMDRouterOnTheStack: a prefill/decode deployment under llm-d-router gets its router, whose
 // Deployment runs on KWOK; the deployment's endpoint moves to the router only once a router replica
-// is Ready, and RouterReady and the roleSummary's router count say so.
+// is Ready, and RouterReady and the roleSummary's router count say so. Routers follow endpoint
+// eligibility as the role Services do: once qualified, llm-d-router's endpoint selector and a
+// vllm-router's --selector carry the eligibility term, so a replica whose member reports not ready
+// (disqualified, its label removed) leaves the router's discovery while the healthy ones stay.
 func TestLLMDRouterOnTheStack(t *testing.T) {
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-l")
@@ -32,6 +39,16 @@ spec:
   roles:
     - {name: prefill, kind: Prefill, `+a10g+`}
     - {name: decode, kind: Decode, `+a10g+`}
+---
+apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: argv, namespace: team-l}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  router: {name: vllm-router}
+  roles:
+    - {name: server, replicas: 2, `+a10g+`}
 `)
 	md := &unstructured.Unstructured{}
 	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
@@ -71,7 +88,130 @@ spec:
 	if got := []string{router.Spec.Template.Spec.Containers[0].Name, router.Spec.Template.Spec.Containers[1].Name}; got[0] != "envoy" || got[1] != "epp" {
 		t.Errorf("router containers %v, want envoy then epp", got)
 	}
-	if _, err := stack.Kubectl("delete", "modeldeployment", "routed", "-n", "team-l", "--wait=false"); err != nil {
+	routerLeavesOutDisqualified(t, ctx, "team-l", "routed", "decode", llmdSelector)
+	routerLeavesOutDisqualified(t, ctx, "team-l", "argv", "server", argvSelector)
+	if _, err := stack.Kubectl("delete", "modeldeployment", "routed", "argv", "-n", "team-l", "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// selectorReader reads the discovery selector a deployment's router was rendered with.
+type selectorReader func(ctx context.Context, namespace, deployment string) (labels.Selector, error)
+
+// llmdSelector is llm-d-router's endpoint selector, from its ConfigMap.
+func llmdSelector(ctx context.Context, namespace, deployment string) (labels.Selector, error) {
+	cm := &corev1.ConfigMap{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-router"}, cm); err != nil {
+		return nil, err
+	}
+	return labels.Parse(cm.Data["endpoint-selector"])
+}
+
+// argvSelector is an argv router's --selector, its labels one per argument after the flag.
+func argvSelector(ctx context.Context, namespace, deployment string) (labels.Selector, error) {
+	d := &appsv1.Deployment{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-router"}, d); err != nil {
+		return nil, err
+	}
+	set := labels.Set{}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for i, a := range args {
+		if a != "--selector" {
+			continue
+		}
+		for _, l := range args[i+1:] {
+			k, v, ok := strings.Cut(l, "=")
+			if strings.HasPrefix(l, "-") || !ok {
+				break
+			}
+			set[k] = v
+		}
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("router %s-router has no --selector in %v", deployment, args)
+	}
+	return labels.SelectorFromSet(set), nil
+}
+
+// selectedEngines are the names of a deployment's standing engine Pods (not the router's) the
+// router's selector selects, and the selector as it reads.
+func selectedEngines(ctx context.Context, namespace, deployment string, read selectorReader) ([]string, string, error) {
+	sel, err := read(ctx, namespace, deployment)
+	if err != nil {
+		return nil, "", err
+	}
+	ps, err := pods(ctx, namespace, deployment)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []string
+	for _, p := range ps {
+		if _, router := p.Labels["modeldeployment.gpustack.ai/router"]; !router && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, sel.String(), nil
+}
+
+// routerLeavesOutDisqualified waits for the router's selector to carry the eligibility term over
+// every qualified engine Pod, then reports one Pod of role not ready and waits for the router's
+// selector to leave it out while it still selects the others.
+func routerLeavesOutDisqualified(t *testing.T, ctx context.Context, namespace, deployment, role string, read selectorReader) {
+	t.Helper()
+	var engines []corev1.Pod
+	eventually(t, 2*time.Minute, deployment+"'s router selects its qualified engines on the eligibility term", func() error {
+		ps, err := pods(ctx, namespace, deployment)
+		if err != nil {
+			return err
+		}
+		engines = engines[:0]
+		var want []string
+		for _, p := range ps {
+			if _, router := p.Labels["modeldeployment.gpustack.ai/router"]; router || p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Labels[workerv1.LabelEndpointEligible] != "true" {
+				return fmt.Errorf("Pod %s is not labelled eligible yet", p.Name)
+			}
+			engines = append(engines, p)
+			want = append(want, p.Name)
+		}
+		slices.Sort(want)
+		got, sel, err := selectedEngines(ctx, namespace, deployment, read)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(sel, workerv1.LabelEndpointEligible+"=true") || !slices.Equal(got, want) {
+			return fmt.Errorf("router selector %q selects %v, want the eligibility term over %v", sel, got, want)
+		}
+		return nil
+	})
+	victim := engines[slices.IndexFunc(engines, func(p corev1.Pod) bool { return p.Labels[workerv1.LabelComponent] == role })]
+	orig := victim.DeepCopy()
+	for i, c := range victim.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			victim.Status.Conditions[i].Status, victim.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, metav1.Now()
+		}
+	}
+	if err := stack.Client.Status().Patch(ctx, &victim, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	var healthy []string
+	for _, p := range engines {
+		if p.Name != victim.Name {
+			healthy = append(healthy, p.Name)
+		}
+	}
+	slices.Sort(healthy)
+	eventually(t, 30*time.Second, deployment+"'s router leaves out the disqualified "+victim.Name+" and keeps the healthy "+strings.Join(healthy, ", "), func() error {
+		got, sel, err := selectedEngines(ctx, namespace, deployment, read)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got, healthy) {
+			return fmt.Errorf("router selector %q selects %v, want %v", sel, got, healthy)
+		}
+		return nil
+	})
 }

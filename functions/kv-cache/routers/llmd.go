@@ -28,19 +28,24 @@ const (
 	keyExtraArgs        = "extra-args.json"
 )
 
+// ConfigMapResource is the composition resource name of llm-d-router's ConfigMap.
+const ConfigMapResource = "router-configmap"
+
 // RenderLLMD renders llm-d-router's objects: the <md>-router ConfigMap holding the EPP and Envoy
 // documents, a Deployment running Envoy in front of the EPP, and the Service and RBAC every router
 // has. The Pod template carries the hash of the ConfigMap's data, so any configuration edit rolls
 // the router and nothing else (a replica count is not in the data) does. noKVEvents is true when a
 // block-producing role publishes no KV events (vLLM-Ascend); sharedTransfer when both halves of the
-// pair carry one transfer document (vLLM-Ascend's leg: llmd.Deployment.SharedTransfer). images are the Settings' (the EPP's
-// only when spec.router.image is unset).
-func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents, sharedTransfer bool, images Images) (*Router, error) {
+// pair carry one transfer document (vLLM-Ascend's leg: llmd.Deployment.SharedTransfer). eligibility
+// decides whether the endpoint selector leaves out the replicas qualification withdrew. images are
+// the Settings' (the EPP's only when spec.router.image is unset).
+func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents, sharedTransfer bool, eligibility Eligibility, images Images) (*Router, error) {
 	r := md.Spec.Router
 	d := llmd.Deployment{
 		Namespace: md.Namespace, Name: md.Name, Model: md.Spec.Model.Name, Engine: md.Spec.Engine.Name,
 		Roles: md.Spec.Roles, ServingPort: servingPort, DisaggregationThresholdTokens: r.DisaggregationThresholdTokens,
 		NoKVEvents: noKVEvents, SharedTransfer: sharedTransfer,
+		Eligible: eligibility.selects(ConfigMapKeyEndpointSelector, md.Spec.Roles),
 	}
 	epp, err := llmd.EPP(d)
 	if err != nil {
@@ -64,7 +69,7 @@ func RenderLLMD(md *workerv1.ModelDeployment, servingPort int32, noKVEvents, sha
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}
 		return routerDeployment(meta, r, []corev1.Container{envoyContainer(r, images.Proxy), eppContainer(r, name, images.Router)}, volumes, hash)
 	})
-	objs["router-configmap"] = &corev1.ConfigMap{
+	objs[ConfigMapResource] = &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: md.Namespace, Labels: Labels(md.Name, r.Name)},
 		Data:       data,

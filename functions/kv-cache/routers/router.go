@@ -67,13 +67,14 @@ func Renders(name workerv1.RouterName) bool {
 
 // Render renders the objects of a vllm-router or sglang-gateway router: a Deployment whose
 // router discovers the roles' leaders by label, its Service, and the ServiceAccount, Role and
-// RoleBinding that let it watch Pods. servingPort is the port every role serves on.
-func Render(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, images Images) (*Router, error) {
+// RoleBinding that let it watch Pods. servingPort is the port every role serves on; eligibility
+// decides which selectors leave out the replicas qualification withdrew.
+func Render(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, eligibility Eligibility, images Images) (*Router, error) {
 	command, ok := routerCommands[r.Name]
 	if !ok {
 		return nil, fmt.Errorf("spec.router.name %q is not an argv router", r.Name)
 	}
-	container := routerContainerOf(r, command, routerArgs(namespace, deployment, e, r, roles, servingPort), images.Router)
+	container := routerContainerOf(r, command, routerArgs(namespace, deployment, e, r, roles, servingPort, eligibility), images.Router)
 	hash, err := configHash(container)
 	if err != nil {
 		return nil, err
@@ -124,8 +125,9 @@ func Labels(deployment string, router workerv1.RouterName) map[string]string {
 }
 
 // routerArgs are the router's own flags, then the user's extraArgs: where it listens, where it
-// discovers the roles' leaders, and the prefill/decode selectors of a declared pair.
-func routerArgs(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32) []string {
+// discovers the roles' leaders, and the prefill/decode selectors of a declared pair, each with the
+// eligibility term once eligibility says so.
+func routerArgs(namespace, deployment string, e workerv1.Engine, r *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, servingPort int32, eligibility Eligibility) []string {
 	args := []string{"--host=0.0.0.0", "--port=" + strconv.Itoa(Port),
 		"--prometheus-host=0.0.0.0", "--prometheus-port=" + strconv.Itoa(routerMetricsPort)}
 	if r.RequestTimeoutSeconds != nil {
@@ -142,10 +144,16 @@ func routerArgs(namespace, deployment string, e workerv1.Engine, r *workerv1.Mod
 			flag = "--vllm-pd-disaggregation"
 		}
 		args = append(args, flag)
-		args = append(args, selectorArgs("--prefill-selector", leaderLabels(deployment, workerv1.RoleKindPrefill))...)
-		args = append(args, selectorArgs("--decode-selector", leaderLabels(deployment, workerv1.RoleKindDecode))...)
+		for _, s := range []struct {
+			flag string
+			kind workerv1.RoleKind
+		}{{prefillSelectorFlag, workerv1.RoleKindPrefill}, {decodeSelectorFlag, workerv1.RoleKindDecode}} {
+			eligible := eligibility.selects(s.flag, rolesOfKind(roles, s.kind))
+			args = append(args, selectorArgs(s.flag, leaderLabels(deployment, s.kind, eligible))...)
+		}
 	} else {
-		args = append(args, selectorArgs("--selector", serverLabels(deployment, llmd.ServesEveryMember(e, roles)))...)
+		eligible := eligibility.selects(selectorFlag, roles)
+		args = append(args, selectorArgs(selectorFlag, serverLabels(deployment, llmd.ServesEveryMember(e, roles), eligible))...)
 	}
 	return append(args, r.ExtraArgs...)
 }
@@ -200,10 +208,10 @@ func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter,
 	}
 }
 
-// leaderLabels select the leaders of a deployment's roles, of one kind when kind is set. Router Pods
-// carry no member index, so they never select themselves.
-func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
-	l := naming.Leaders(naming.DeploymentLabels(deployment))
+// leaderLabels select the leaders of a deployment's roles of one kind, only the eligible ones when
+// eligible. Router Pods carry no member index, so they never select themselves.
+func leaderLabels(deployment string, kind workerv1.RoleKind, eligible bool) map[string]string {
+	l := naming.Serving(naming.DeploymentLabels(deployment), false, eligible)
 	if kind != "" {
 		l[workerv1.LabelRoleKind] = kind.RouterSpelling()
 	}
@@ -212,9 +220,9 @@ func leaderLabels(deployment string, kind workerv1.RoleKind) map[string]string {
 
 // serverLabels select the serving members of a deployment's Server roles: their leaders, or, when a
 // role serves through every rank (External DP), every member labelled to serve, which includes the
-// leaders of the leader-served replicas beside it.
-func serverLabels(deployment string, everyMember bool) map[string]string {
-	return naming.Serving(naming.DeploymentLabels(deployment), everyMember, false)
+// leaders of the leader-served replicas beside it; only the eligible ones when eligible.
+func serverLabels(deployment string, everyMember, eligible bool) map[string]string {
+	return naming.Serving(naming.DeploymentLabels(deployment), everyMember, eligible)
 }
 
 // selectorArgs spells a selector one label per argument, sorted.

@@ -39,31 +39,33 @@ type Deployment struct {
 	// (vLLM-Ascend's leg): the EPP then selects only the Pods the pairing controller routes, which
 	// share one configuration of it.
 	SharedTransfer bool
+	// Eligible is true when the EPP selects only the endpoints qualification leaves eligible
+	// (workerv1.LabelEndpointEligible), as the role Services do.
+	Eligible bool
 }
 
 // Selector is the selector the EPP discovers d's endpoints with (ConfigMap key endpoint-selector):
 // the deployment's leaders, or its serving members when a Server role serves through every rank
-// (External DP), never the router's own Pods; under a shared transfer document only the Pods routed
-// to (workerv1.LabelTransferRouted). Order is fixed.
+// (External DP), only the eligible ones when Eligible, never the router's own Pods; under a shared
+// transfer document only the Pods routed to (workerv1.LabelTransferRouted). Order is fixed.
 func (d Deployment) Selector() string {
-	terms := endpointTerms(d.Name, ServesEveryMember(d.Engine, d.Roles))
+	terms := endpointTerms(d.Name, ServesEveryMember(d.Engine, d.Roles), d.Eligible)
 	if d.SharedTransfer {
 		terms = append(terms, workerv1.LabelTransferRouted+"=true")
 	}
 	return strings.Join(terms, ",")
 }
 
-func endpointTerms(deployment string, everyMember bool) []string {
+func endpointTerms(deployment string, everyMember, eligible bool) []string {
 	serving := workerv1.LabelMemberIndex + "=0"
 	if everyMember {
 		serving = workerv1.LabelServes + "=true"
 	}
-	return []string{
-		workerv1.LabelName + "=" + workerv1.NameModelDeployment,
-		workerv1.LabelInstance + "=" + deployment,
-		serving,
-		"!" + labelRouter,
+	terms := []string{workerv1.LabelName + "=" + workerv1.NameModelDeployment, workerv1.LabelInstance + "=" + deployment, serving}
+	if eligible {
+		terms = append(terms, workerv1.LabelEndpointEligible+"=true")
 	}
+	return append(terms, "!"+labelRouter)
 }
 
 // ServesEveryMember reports whether any role of a deployment serves through every member of a
