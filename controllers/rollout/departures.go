@@ -33,6 +33,12 @@ import (
 // A replica being deleted (a scale-down, a retirement) has its own Pods deleted at once rather than
 // left to the garbage collector, whose view of composite kinds lags by its discovery period. Only the
 // replica's own Pods go (by controller reference): a replacement in the same slot is never touched.
+// Its leaving was already said on the deployment by whoever deleted it (ReplicaLeaving), so its
+// members going say nothing more.
+//
+// The deployment hears of each departure and restart once, by the replica events' triggers: a member
+// with a deletion timestamp is ReplicaLeaving (ReplicaEvicted when an eviction deletes it), and a
+// member whose containers' restart count rose is ReplicaRestarted.
 type Departures struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -64,6 +70,9 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := d.reportRestarts(ctx, replica, own); err != nil {
+		return reconcile.Result{}, err
+	}
 	lost := lostMember(own)
 	if lost == nil && role != nil && outsideRollout(role) {
 		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
@@ -80,7 +89,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if waitsBehind(replacing, replica.Spec.Ordinal) {
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	return reconcile.Result{}, d.rebuild(ctx, replica, lost)
+	return d.rebuild(ctx, replica, lost)
 }
 
 // role reads the replica's ModelRole, nil when it is gone.
@@ -111,20 +120,36 @@ func waitsBehind(replacing string, ordinal int32) bool {
 	return replacing != "" && replacing != strconv.Itoa(int(ordinal))
 }
 
-// rebuild retires a replica that lost a member, and says why on the deployment.
-func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) error {
+// rebuild retires a replica that lost a member, and says why on the deployment: once, by the
+// pass whose delete took. The delete carries the replica's resourceVersion, so a pass reading a
+// cache that has not yet seen an earlier pass's delete (the member's Pod events come in a burst)
+// is refused rather than deleting it again and telling it twice; a replica gone already is not
+// told either. A refusal for a newer replica read again: requeue.
+func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) (reconcile.Result, error) {
 	reason, why := d.departureReason(ctx, replica, lost)
-	ctrl.LoggerFrom(ctx).Info("a member left; retiring the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
-	if err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
+	err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID, ResourceVersion: &replica.ResourceVersion})
+	switch {
+	case apierrors.IsNotFound(err):
+		return reconcile.Result{}, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
 	}
+	ctrl.LoggerFrom(ctx).Info("a member left; retired the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
+	d.event(ctx, replica, reason, "Rebuild",
+		"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
+		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
+	return reconcile.Result{}, nil
+}
+
+// event records a Warning event on the replica's deployment, where a person looks; none when it
+// is gone.
+func (d *Departures) event(ctx context.Context, replica *v1alpha1.ModelReplica, reason, action, note string, args ...any) {
 	md := &workerv1.ModelDeployment{}
 	if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: replica.Spec.DeploymentName}, md); err == nil {
-		d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, "Rebuild",
-			"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
-			replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
+		d.Recorder.Eventf(md, nil, corev1.EventTypeWarning, reason, action, note, args...)
 	}
-	return nil
 }
 
 // deletePods deletes a departing replica's standing Pods at once.
@@ -163,7 +188,8 @@ func lostMember(own []corev1.Pod) *corev1.Pod {
 }
 
 // departureReason names the path a member left by: Kueue evicting or preempting the group, the
-// eviction API (a drain), or a plain deletion.
+// eviction API (a drain), or any other deletion; an Elastic EP member that ended leaves too, as
+// the rebuild deletes it. None of these restarts a container, so none is ReplicaRestarted.
 func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) (reason, why string) {
 	wl := &kueue.Workload{}
 	name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
@@ -178,7 +204,7 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 		}
 	}
 	if lost.DeletionTimestamp == nil {
-		return "ReplicaRestarted", "the Pod ended in phase " + string(lost.Status.Phase)
+		return "ReplicaLeaving", "the Pod ended in phase " + string(lost.Status.Phase)
 	}
-	return "ReplicaRestarted", "the Pod was deleted"
+	return "ReplicaLeaving", "the Pod was deleted"
 }

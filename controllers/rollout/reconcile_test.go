@@ -85,6 +85,20 @@ func leavingPod(p *corev1.Pod) {
 	p.Finalizers = []string{"kueue.x-k8s.io/managed"}
 }
 
+// restartedPod reports its engine container restarted n times, as the kubelet counts it.
+func restartedPod(n int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: n}}
+	}
+}
+
+// reportedPod carries the restart count a ReplicaRestarted event last told of.
+func reportedPod(count string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Annotations = map[string]string{AnnotationRestartsReported: count}
+	}
+}
+
 func drainedPod(p *corev1.Pod) {
 	leavingPod(p)
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}
@@ -351,6 +365,9 @@ func TestDeparturesReconcile(t *testing.T) {
 	rebuilt := func(why string) string {
 		return "replica r1 of role server lost member md-server-r1-a-m0 (" + why + "); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the 30s kv_lease_duration window, then its siblings lose them"
 	}
+	restarted := func(n int) string {
+		return "replica r1 of role server has restarted " + strconv.Itoa(n) + " time(s) (member md-server-r1-a-m0); the cache blocks it held stay leased for the 30s kv_lease_duration window, then its siblings lose them"
+	}
 	cases := []struct {
 		rule    string
 		objs    []client.Object
@@ -364,9 +381,29 @@ func TestDeparturesReconcile(t *testing.T) {
 			objs: []client.Object{r1, memberOf(r1, func(p *corev1.Pod) {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 			}), groupOf(1, true)}, replica: r1},
-		{rule: "a member deleted retires the whole replica: ReplicaRestarted",
+		{rule: "a member with a deletion timestamp retires the whole replica: ReplicaLeaving",
 			objs: []client.Object{r1, memberOf(r1, leavingPod), groupOf(1, true)}, replica: r1, retired: true,
-			events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+			events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
+		{rule: "a leaving member that had restarted is told as leaving, not restarted",
+			objs: []client.Object{r1, memberOf(r1, leavingPod, restartedPod(2)), groupOf(1, true)}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
+		{rule: "a container restart is ReplicaRestarted, and the replica stays",
+			objs: []client.Object{r1, memberOf(r1, readyPod, restartedPod(1)), groupOf(1, true)}, replica: r1,
+			events: []string{"Warning ReplicaRestarted " + restarted(1)}},
+		{rule: "the restart count is the sum over the containers, sidecars included",
+			objs: []client.Object{r1, memberOf(r1, restartedPod(1), func(p *corev1.Pod) {
+				p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "routing-proxy", RestartCount: 2}}
+			}), groupOf(1, true)}, replica: r1,
+			events: []string{"Warning ReplicaRestarted " + restarted(3)}},
+		{rule: "a restart count rising past the one reported is told again",
+			objs:    []client.Object{r1, memberOf(r1, restartedPod(2), reportedPod("1")), groupOf(1, true)},
+			replica: r1, events: []string{"Warning ReplicaRestarted " + restarted(2)}},
+		{rule: "near miss: a restart count already reported says nothing",
+			objs:    []client.Object{r1, memberOf(r1, restartedPod(2), reportedPod("2")), groupOf(1, true)},
+			replica: r1},
+		{rule: "near miss: no container restarted says nothing",
+			objs:    []client.Object{r1, memberOf(r1, readyPod), groupOf(1, true)},
+			replica: r1},
 		{rule: "Kueue evicting the group is ReplicaEvicted",
 			objs: []client.Object{r1, memberOf(r1, leavingPod), evicted}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaEvicted " + rebuilt("Kueue evicted its group: Preempted: Preempted to accommodate a workload")}},
@@ -378,10 +415,10 @@ func TestDeparturesReconcile(t *testing.T) {
 			replica: r1, requeue: 5 * time.Second},
 		{rule: "the replica in flight itself is rebuilt",
 			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
-			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod was deleted")}},
+			replica: r1, retired: true, events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
 		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
 			objs:    []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
-			replica: r1, retired: true, events: []string{"Warning ReplicaRestarted " + rebuilt("the Pod ended in phase Failed")}},
+			replica: r1, retired: true, events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod ended in phase Failed")}},
 		{rule: "a member of an ordinary role that ended is left as it is",
 			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
 			replica: r1},
@@ -396,6 +433,16 @@ func TestDeparturesReconcile(t *testing.T) {
 				func() *corev1.Pod { p := memberOf(replicaAt(1, "b")); p.Name = "replacement"; return p }(),
 			},
 			replica: r1, pods: map[string]bool{"md-server-r1-a-m0": false, "replacement": true}},
+		{rule: "near miss: a member leaving with its retired replica says nothing more (its retirement said ReplicaLeaving)",
+			objs: []client.Object{
+				func() *v1alpha1.ModelReplica {
+					r := replicaAt(1, "a")
+					r.DeletionTimestamp, r.Finalizers = &metav1.Time{Time: time.Now()}, []string{"foregroundDeletion"}
+					return r
+				}(),
+				memberOf(r1, leavingPod, restartedPod(1)),
+			},
+			replica: r1, pods: map[string]bool{"md-server-r1-a-m0": false}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

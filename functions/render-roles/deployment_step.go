@@ -492,6 +492,7 @@ func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.Model
 	}
 	r.Replacing = observed.Annotations[workerv1.AnnotationReplacing] != ""
 	r.Gate = observed.Annotations[workerv1.AnnotationReplacementGate]
+	r.Held = observed.Annotations[workerv1.AnnotationRolloutHeld]
 	r.OlderCompatible = int64(ptr.Deref(observed.Status.OlderCompatible, 0))
 	return r
 }

@@ -191,16 +191,31 @@ type RoleRollout struct {
 	OlderCompatible int64
 	// Gate is the gate the role's next departure waits at (workerv1.AnnotationReplacementGate).
 	Gate string
+	// Held is the role's rollout hold (workerv1.AnnotationRolloutHeld: a reason, a colon, a message).
+	Held string
+}
+
+// RolloutHeldByCache is the reason a role's outdated replicas stay while its deployment's KV cache
+// connection is unresolved: the cache step writes it on the role's rollout-held annotation, and the
+// rollout controller replaces no outdated replica of a role carrying it.
+const RolloutHeldByCache = "RolloutHeldByCache"
+
+// HeldByCache reports whether a rollout-held annotation value is a cache hold.
+func HeldByCache(held string) bool {
+	return strings.HasPrefix(held, RolloutHeldByCache+":") || held == RolloutHeldByCache
 }
 
 // UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired
 // replicas are up to date, False with RolloutHeldByWeights while the weights hold (weightsHeld, the
-// hold's annotation value) keeps new Pods from being created, ReplacementInProgress while a
-// replacement is in flight and RolloutInProgress otherwise, Unknown before any role has reported.
+// hold's annotation value) keeps new Pods from being created, RolloutHeldByCache while a role with
+// instances behind carries the cache hold (its outdated replicas are not replaced),
+// ReplacementInProgress while a replacement is in flight and RolloutInProgress otherwise, Unknown
+// before any role has reported.
 func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Condition {
 	var desired, upToDate, older int64
 	var observed, replacing bool
 	var behind, gates []string
+	cacheHeld, cacheHeldRole := "", "" // the cache hold of the first role, by name, with instances behind
 	for name, r := range roles {
 		switch r.Gate {
 		case workerv1.ReplacementGateAdmitted:
@@ -216,6 +231,9 @@ func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Conditi
 		upToDate += n
 		if n < int64(r.Desired) {
 			behind = append(behind, fmt.Sprintf("%s %d of %d", name, n, r.Desired))
+			if HeldByCache(r.Held) && (cacheHeldRole == "" || name < cacheHeldRole) {
+				cacheHeld, cacheHeldRole = r.Held, name
+			}
 		}
 	}
 	if !observed && weightsHeld == "" {
@@ -235,6 +253,12 @@ func UpToDateCondition(roles map[string]RoleRollout, weightsHeld string) Conditi
 	if weightsHeld != "" {
 		_, why, _ := strings.Cut(weightsHeld, ": ")
 		return Condition{"False", RolloutHeldByWeights, message + "; no Pod is created until the weights can be delivered: " + why}
+	}
+	if cacheHeld != "" {
+		// The hold outranks a replacement in flight: the rollout controller starts no departure
+		// while it stands, so nothing more turns over until the connection resolves.
+		_, why, _ := strings.Cut(cacheHeld, ": ")
+		return Condition{"False", RolloutHeldByCache, message + "; the outdated replicas keep serving with the cache client they have until the KV cache connection resolves: " + why}
 	}
 	if replacing {
 		waits := ""

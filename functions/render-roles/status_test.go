@@ -188,6 +188,27 @@ func TestUpToDateCondition(t *testing.T) {
 			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 1 instances run the current configuration (s 0 of 1); no Pod is created until the weights can be delivered: ArtifactNotFound: gone"}},
 		{"older compatible instances are up to date, and told apart", map[string]renderroles.RoleRollout{"s": {Desired: 3, UpToDate: 3, Observed: true, OlderCompatible: 2}}, "",
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 3 instances run the current configuration; 2 of them on an older compatible render baseline, kept in place until modeldeployment.gpustack.ai/min-render-version rises above it"}},
+		{"held by the cache: the outdated instances stay while the KV cache connection is unresolved", map[string]renderroles.RoleRollout{
+			"s": {Desired: 3, UpToDate: 1, Observed: true, Held: "RolloutHeldByCache: BindingNotFound: KVCachePoolBinding ns/b does not exist"}}, "",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByCache", Message: "1 of 3 instances run the current configuration (s 1 of 3); the outdated replicas keep serving with the cache client they have until the KV cache connection resolves: BindingNotFound: KVCachePoolBinding ns/b does not exist"}},
+		{"the cache hold outranks a replacement in flight: no further departure starts", map[string]renderroles.RoleRollout{
+			"s": {Desired: 2, UpToDate: 0, Observed: true, Replacing: true, Gate: workerv1.ReplacementGateAdmitted, Held: "RolloutHeldByCache: BindingNotFound: gone"}}, "",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByCache", Message: "0 of 2 instances run the current configuration (s 0 of 2); the outdated replicas keep serving with the cache client they have until the KV cache connection resolves: BindingNotFound: gone"}},
+		{"the cache hold named is the first held role's, by name", map[string]renderroles.RoleRollout{
+			"p": {Desired: 1, UpToDate: 0, Observed: true, Held: "RolloutHeldByCache: BindingNotFound: p's"},
+			"d": {Desired: 1, UpToDate: 0, Observed: true, Held: "RolloutHeldByCache: BindingNotFound: d's"}}, "",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByCache", Message: "0 of 2 instances run the current configuration (d 0 of 1, p 0 of 1); the outdated replicas keep serving with the cache client they have until the KV cache connection resolves: BindingNotFound: d's"}},
+		{"near miss: a cache hold with no rollout pending is up to date", map[string]renderroles.RoleRollout{
+			"s": {Desired: 2, UpToDate: 2, Observed: true, Held: "RolloutHeldByCache: BindingNotFound: gone"}}, "",
+			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 2 instances run the current configuration"}},
+		{"near miss: a cache hold on a current role does not hold another role's rollout", map[string]renderroles.RoleRollout{
+			"p": {Desired: 1, UpToDate: 1, Observed: true, Held: "RolloutHeldByCache: BindingNotFound: gone"},
+			"d": {Desired: 2, UpToDate: 1, Observed: true}}, "",
+			renderroles.Condition{Status: "False", Reason: "RolloutInProgress", Message: "2 of 3 instances run the current configuration (d 1 of 2)"}},
+		{"near miss: the weights hold outranks the cache hold", map[string]renderroles.RoleRollout{
+			"s": {Desired: 1, UpToDate: 0, Observed: true, Held: "RolloutHeldByWeights: ClaimNotBound: claim w is Pending"}},
+			"RolloutHeldByWeights: ClaimNotBound: claim w is Pending",
+			renderroles.Condition{Status: "False", Reason: "RolloutHeldByWeights", Message: "0 of 1 instances run the current configuration (s 0 of 1); no Pod is created until the weights can be delivered: ClaimNotBound: claim w is Pending"}},
 		{"a weights hold with every instance current is up to date", map[string]renderroles.RoleRollout{"s": {Desired: 1, UpToDate: 1, Observed: true}},
 			"RolloutHeldByWeights: ArtifactNotResolved: revalidating",
 			renderroles.Condition{Status: "True", Reason: "UpToDate", Message: "all 1 instances run the current configuration"}},

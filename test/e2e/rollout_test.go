@@ -498,8 +498,8 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, time.Minute, "a ReplicaRestarted event naming the replica and the lease window", func() error {
-		return eventSeen(ctx, ns, "ReplicaRestarted", "replica r0", "30s")
+	eventually(t, time.Minute, "a ReplicaLeaving event naming the replica and the lease window", func() error {
+		return eventSeen(ctx, ns, "ReplicaLeaving", "replica r0", "lost member", "30s")
 	})
 
 	// The eviction API (what a drain uses) is a departure too, reported as an eviction.
