@@ -286,8 +286,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the transfer pairing", &pairing.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-pairing")}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain}},
-		// The observation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
-		{"the Elastic EP observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
+		// The observation and operation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
+		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine(o.probeDial)}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: o.artifacts, Settings: mgr.GetAPIReader()}},

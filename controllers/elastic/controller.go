@@ -3,6 +3,9 @@ package elastic
 import (
 	"context"
 	"encoding/json"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -29,11 +33,18 @@ const (
 	ObservationKey   = "observation.json"
 )
 
-// Reconciler writes each Elastic EP deployment's observation ConfigMap, only when its content
-// changes. ConfigMaps are read uncached (Reader): mdplane-controllers caches none of the cluster's.
+// passBudget bounds a whole resize pass, the engine's answer included.
+const passBudget = 3 * time.Minute
+
+// Reconciler resizes each Elastic EP deployment's engine to its width and writes its observation
+// ConfigMap, its operation record and its ElasticResize condition. ConfigMaps are read uncached
+// (Reader): mdplane-controllers caches none of the cluster's.
 type Reconciler struct {
 	Client client.Client
 	Reader client.Reader
+	// Engine speaks to the masters; Now is the clock (time.Now when nil).
+	Engine *Engine
+	Now    func() time.Time
 }
 
 // SetupWithManager watches the deployments and their replicas and Pods, by deployment.
@@ -49,14 +60,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("elastic_observation").
 		For(&workerv1.ModelDeployment{}).
 		Watches(&v1alpha1.ModelReplica{}, toDeployment).
-		// A Pod's coming and going moves the master's UID; its status churn moves nothing read here.
+		// A Pod's coming and going moves the master's UID, its readiness and address whether a resize
+		// may be sent; the rest of its status churn moves nothing read here.
 		Watches(&corev1.Pod{}, toDeployment, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+			old, cur, ok := pods(e)
+			return ok && (old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil ||
+				podReady(*old) != podReady(*cur) || old.Status.PodIP != cur.Status.PodIP)
 		}})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 
-// Reconcile writes the observation of one deployment carrying elasticEp; any other is left alone.
+func pods(e event.UpdateEvent) (*corev1.Pod, *corev1.Pod, bool) {
+	old, ok1 := e.ObjectOld.(*corev1.Pod)
+	cur, ok2 := e.ObjectNew.(*corev1.Pod)
+	return old, cur, ok1 && ok2
+}
+
+// Reconcile resizes and observes one deployment carrying elasticEp; any other is left alone.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	md := &workerv1.ModelDeployment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, md); err != nil {
@@ -70,16 +91,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, replicas, client.InNamespace(md.Namespace), client.MatchingLabels(naming.RoleLabels(md.Name, role.Name))); err != nil {
 		return reconcile.Result{}, err
 	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(md.Namespace), client.MatchingFields{index.PodDeployment: md.Name},
-		client.MatchingLabels{workerv1.LabelComponent: role.Name}); err != nil {
-		return reconcile.Result{}, err
-	}
-	doc, err := json.Marshal(Observe(md, role, replicas.Items, pods.Items))
+	members, err := r.pods(ctx, md, role.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.write(ctx, md, string(doc))
+	heads, err := r.pods(ctx, md, naming.ElasticHeadName(md.Name))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	store := &records{client: r.Client, reader: r.Reader, md: md}
+	rec, err := store.load(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	pass, cancel := context.WithTimeout(ctx, passBudget)
+	defer cancel()
+	d := newDeployment(md, role, replicas.Items, members, heads)
+	res, passErr := resizer{engine: r.Engine, now: r.now(), save: store.save}.pass(pass, d, rec)
+	o := Observe(md, role, replicas.Items, members)
+	o.overlay(d, res)
+	doc, err := json.Marshal(o)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.write(ctx, md, string(doc)); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.condition(ctx, md, ResizeCondition(res.rec)); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: res.requeue}, passErr
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+// pods are the deployment's Pods of one role (component).
+func (r *Reconciler) pods(ctx context.Context, md *workerv1.ModelDeployment, component string) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	err := r.Client.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingFields{index.PodDeployment: md.Name},
+		client.MatchingLabels{workerv1.LabelComponent: component})
+	return list.Items, err
+}
+
+// condition writes the deployment's ElasticResize condition when it says something new. Crossplane
+// and the functions write the other conditions: the patch is bound to the version read.
+func (r *Reconciler) condition(ctx context.Context, md *workerv1.ModelDeployment, c xpv2.Condition) error {
+	if have := md.Status.GetCondition(c.Type); sameCondition(have, c) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(md.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	md.Status.SetConditions(stamped(c, md.Generation))
+	return r.Client.Status().Patch(ctx, md, patch)
 }
 
 // write creates the ConfigMap, or updates it when its document moved.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // Layer is one layer of the observation document, its keys spelled as §1.7 writes them.
@@ -28,20 +27,21 @@ type Observation struct {
 	Allocated          Layer  `json:"allocated"`
 	Ray                Layer  `json:"ray"`
 	Effective          Layer  `json:"effective"`
-	// State is the resize operation's state; mdplane sends no resize, so it records none.
+	// State is the operation record's state, empty without one.
 	State string `json:"state"`
 	// Reason is the current hold, in words.
 	Reason string `json:"reason"`
-	// StableWidth is the last proven width; mdplane proves none, so it stays 0.
+	// StableWidth is the data-parallel size the engine last stood at: its boot width, or the target
+	// of a resize it answered as applied; 0 while unknown (a resize in flight or its answer lost).
 	StableWidth int `json:"stableWidth"`
 }
 
 // The reasons of the layers mdplane cannot read: it has no device ledger, no view of the Ray cluster
-// and sends no request to the engine.
+// and sends no forward to each rank.
 const (
 	AllocatedUnknown = "mdplane keeps no device ledger: a member's whole-GPU allocation is not verified beyond its Kueue admission"
 	RayUnknown       = "mdplane does not read the Ray cluster: the members' registration with the head is not observed"
-	EffectiveUnknown = "mdplane sends no request to the engine: the width it runs is not proven"
+	EffectiveUnknown = "mdplane sends no forward to each rank: the width the engine runs is not proven beyond its answer to the resize (stableWidth)"
 )
 
 // RoleOf is the deployment's role carrying elasticEp, nil without one.
@@ -70,10 +70,9 @@ func Observe(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentRole, r
 		}
 	}
 	o.Admitted = Layer{Known: true, Value: admitted}
-	boot := ""
 	for _, p := range pods {
 		if p.DeletionTimestamp == nil && p.Labels[workerv1.LabelPodOrdinal] == "0" {
-			o.MasterUID, boot = string(p.UID), p.Annotations[renderroles.AnnotationElasticBootWidth]
+			o.MasterUID = string(p.UID)
 		}
 	}
 	switch {
@@ -81,8 +80,19 @@ func Observe(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentRole, r
 		o.Reason = "the master (ordinal 0) has no Pod yet"
 	case admitted < width:
 		o.Reason = fmt.Sprintf("%d of %d members are admitted", admitted, width)
-	case boot != "" && boot != fmt.Sprint(width):
-		o.Reason = fmt.Sprintf("the master booted at width %s and the spec asks %d: mdplane sends no native resize (POST /scale_elastic_ep) in this release, so the new members join Ray but the engine does not use them", boot, width)
 	}
 	return o
+}
+
+// overlay adds a resize pass's outcome: the record's state, the engine's width and the hold.
+func (o *Observation) overlay(d deployment, res passResult) {
+	if res.rec != nil {
+		o.State = res.rec.State
+	}
+	if d.master != nil {
+		o.StableWidth = engineWidth(d.master, res.rec)
+	}
+	if res.hold != "" {
+		o.Reason = res.hold
+	}
 }

@@ -40,8 +40,8 @@ func TestObserve(t *testing.T) {
 		{"no master yet", nil, nil, 0, "the master (ordinal 0) has no Pod yet"},
 		{"members not admitted yet", []v1alpha1.ModelReplica{replica(0, true), replica(1, true), replica(2, false)}, []corev1.Pod{master("m", "3")},
 			2, "2 of 3 members are admitted"},
-		{"a width grown past the master's boot width is not resized", []v1alpha1.ModelReplica{replica(0, true), replica(1, true), replica(2, true)},
-			[]corev1.Pod{master("m", "2")}, 3, "mdplane sends no native resize"},
+		{"a width grown past the master's boot width is the resize pass's to judge", []v1alpha1.ModelReplica{replica(0, true), replica(1, true), replica(2, true)},
+			[]corev1.Pod{master("m", "2")}, 3, ""},
 		{"every member admitted at the boot width", []v1alpha1.ModelReplica{replica(0, true), replica(1, true), replica(2, true), replica(3, true)},
 			[]corev1.Pod{master("m", "3")}, 3, ""},
 	}

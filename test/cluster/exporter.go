@@ -8,7 +8,7 @@ import (
 // Exporter stands in for the engine of every Pod on the stack, whose KWOK addresses lead nowhere:
 // mdplane-controllers dials it for each Pod it scrapes or probes (--metrics-scrape-dial-override, a
 // test-only flag). It answers /metrics with the body set for the Pod address the request names as
-// its host, else with Default, else 404; and a group-forward probe's completion (vLLM's
+// its host, else with Default, else 404; an Elastic EP master's resize routes through Elastic; and a group-forward probe's completion (vLLM's
 // /v1/completions, SGLang's /generate) with an empty answer bound to no request, so the probe's leg
 // stays Unknown as no engine answered it, wherever the machine's network would have led the Pod's
 // address (a sandbox answering every address with 404 made it Failed).
@@ -18,6 +18,8 @@ type Exporter struct {
 	// Default answers for the Pods no test set a body for: on the stack, every engine's drain gauges
 	// at 0, so a scale-down's drain read finds a seated replica idle (a test may make it busy).
 	Default string
+	// Elastic answers the Elastic EP masters' native resize routes.
+	Elastic ElasticEngine
 }
 
 // IdleGauges are vLLM's and SGLang's drain gauges (functions/render-roles DrainGauges), all 0.
@@ -49,6 +51,10 @@ func (e *Exporter) Forget(podAddress string) {
 }
 
 func (e *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.Elastic.serves(r.URL.Path) {
+		e.Elastic.ServeHTTP(w, r)
+		return
+	}
 	e.mu.Lock()
 	body, ok := e.bodies[r.Host]
 	if !ok && e.Default != "" {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +22,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/elastic"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/snapshot/scrape"
 )
 
 // applyCPUType creates a CPU-only InstanceType labelled ownQueuesLabel (its queues are the test's,
@@ -153,10 +156,48 @@ func observation(ctx context.Context, namespace, deployment string) (elastic.Obs
 	return o, err
 }
 
+// operationRecord reads a deployment's operation record.
+func operationRecord(t *testing.T, ctx context.Context, namespace, deployment string) elastic.Operation {
+	t.Helper()
+	var rec elastic.Operation
+	md, err := modelDeployment(ctx, namespace, deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: elastic.OperationName(string(md.UID))}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels[elastic.LabelOperation] != "true" || metav1.GetControllerOf(cm) == nil || metav1.GetControllerOf(cm).UID != md.UID {
+		t.Errorf("the operation record is not labelled or not controlled by the deployment: %v %v", cm.Labels, cm.OwnerReferences)
+	}
+	if err := json.Unmarshal([]byte(cm.Data[elastic.OperationKey]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// awaitResizeCondition waits until the deployment's ElasticResize condition holds what.
+func awaitResizeCondition(t *testing.T, ctx context.Context, namespace, deployment, what string, holds func(xpv2.Condition) bool) {
+	t.Helper()
+	eventually(t, time.Minute, "ElasticResize: "+what, func() error {
+		md, err := modelDeployment(ctx, namespace, deployment)
+		if err != nil {
+			return err
+		}
+		if c := md.Status.GetCondition(elastic.ConditionResize); !holds(c) {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+}
+
 // TestElasticEP: an Elastic EP deployment of width 2 runs a CPU-only Ray head (admitted through its
 // type's queue) and two members: the master wrapped with the data-parallel flags of its boot width,
 // the worker joining Ray; the head Service and the observation ConfigMap are there. Width 2 → 3 adds
-// one member and replaces none; an env edit replaces nothing; a size edit and a width decrease are
+// one member and replaces none, and once it is Ready the master's (fake) engine is asked to resize:
+// its refusal is reported in ElasticResize and the operation record, the command is asked again
+// after its backoff and applied, and the observation follows; an env edit replaces nothing; a size edit and a width decrease are
 // refused with the spec's messages.
 func TestElasticEP(t *testing.T) {
 	ctx := context.Background()
@@ -228,6 +269,14 @@ spec:
 		}
 		return out
 	}
+	awaitResizeCondition(t, ctx, ns, md, "no scale command at the boot width", func(c xpv2.Condition) bool {
+		return c.Status == corev1.ConditionTrue && c.Message == elastic.NoRefusalMessage
+	})
+	// The fake engine on the master refuses the first resize: the refusal is reported, then the
+	// command is asked again after its backoff and applied.
+	address := net.JoinHostPort(master.Status.PodIP, master.Annotations[scrape.AnnotationPort])
+	const refusal = "engine core busy: the collective is draining"
+	stack.MetricsExporter.Elastic.Refuse(address, refusal)
 	before := uids(members)
 	kubectlApply(t, manifest(3, ""))
 	head3, members := elasticRunning(t, ctx, ns, md, 3)
@@ -242,12 +291,34 @@ spec:
 	if members["0"].Annotations[renderroles.AnnotationElasticBootWidth] != "2" {
 		t.Error("the master's boot width moved with the width")
 	}
-	eventually(t, time.Minute, "the observation follows the width: desired 3, all admitted, the resize named as not sent", func() error {
+	awaitResizeCondition(t, ctx, ns, md, "the engine's refusal reported, the resize not abandoned", func(c xpv2.Condition) bool {
+		return c.Status == corev1.ConditionTrue && c.Reason == elastic.ReasonNoRefusal &&
+			strings.Contains(c.Message, "the engine refused attempt 1 of 5: HTTP 503: "+refusal)
+	})
+	if rec := operationRecord(t, ctx, ns, md); rec.State != elastic.StateRecorded || rec.Width != (elastic.Widths{Old: 2, Target: 3}) ||
+		!strings.Contains(rec.LastError, refusal) || rec.Master.UID != string(master.UID) {
+		t.Errorf("the operation record after a refusal: %+v", rec)
+	}
+	stack.MetricsExporter.Elastic.Refuse(address, "")
+	awaitResizeCondition(t, ctx, ns, md, "the resize applied once asked again", func(c xpv2.Condition) bool {
+		return c.Status == corev1.ConditionTrue && strings.Contains(c.Message, "the engine resized from 2 to 3 data-parallel engines")
+	})
+	rec := operationRecord(t, ctx, ns, md)
+	calls := stack.MetricsExporter.Elastic.Calls(address)
+	if rec.State != elastic.StateCompleted || len(calls) != rec.Attempts+1 || rec.Attempts < 1 {
+		t.Errorf("the record %+v after the engine received %d commands: each attempt asks once", rec, len(calls))
+	}
+	for _, body := range calls {
+		if body["new_data_parallel_size"] != float64(3) || body["drain_timeout"] != float64(120) {
+			t.Errorf("the engine was asked %v", body)
+		}
+	}
+	eventually(t, time.Minute, "the observation follows the resize: desired 3, all admitted, completed at width 3", func() error {
 		o, err := observation(ctx, ns, md)
 		if err != nil {
 			return err
 		}
-		if o.Desired.Value != 3 || o.Admitted.Value != 3 || !strings.Contains(o.Reason, "mdplane sends no native resize") {
+		if o.Desired.Value != 3 || o.Admitted.Value != 3 || o.State != elastic.StateCompleted || o.StableWidth != 3 || o.Reason != "" {
 			return fmt.Errorf("observation %+v", o)
 		}
 		return nil
