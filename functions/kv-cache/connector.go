@@ -132,16 +132,17 @@ func (a *Amendment) sglang(c roleCache) {
 	a.transferEnv(c)
 }
 
-// sglangStore points SGLang's HiCache at the pool; its client is configured through the environment.
+// sglangStore points SGLang's HiCache at the pool; its client is configured through the environment
+// alone. SGLang reads its store configuration from the extra-config argument, else the config-path
+// file, else the environment, and the first two fill every key they lack with built-in defaults (a
+// 4 GiB segment, a localhost identity): rendering either, even to carry only the weights' tag, would
+// replace the whole environment configuration. So neither is rendered and SGLang's keys carry no
+// weights tag.
 func (a *Amendment) sglangStore(c roleCache) {
 	b := c.d.Binding
 	a.Args = append(a.Args, "--hicache-storage-backend", "mooncake")
-	if c.d.CachePrefix != "" {
-		// The tag alone: with no master or client address in the document, SGLang keeps reading
-		// its store configuration from the environment.
-		tag, _ := json.Marshal(map[string]string{"extra_backend_tag": c.d.CachePrefix})
-		a.Args = append(a.Args, "--hicache-storage-backend-extra-config", string(tag))
-	}
+	// The host-memory tier under the store, the first of SGLang's two cache switches; a decode half
+	// gets the other, its retraction backup (sglangPair).
 	if c.role.Kind != workerv1.RoleKindDecode && !engine.HasFlag(c.d.Engine, c.role.EngineArgs(), "--enable-hierarchical-cache") {
 		a.Args = append(a.Args, "--enable-hierarchical-cache")
 	}
@@ -179,6 +180,8 @@ func (a *Amendment) sglangPair(c roleCache) {
 		a.Ports = append(a.Ports, corev1.ContainerPort{Name: "bootstrap", ContainerPort: engine.BootstrapPort, Protocol: corev1.ProtocolTCP})
 		a.Annotations = map[string]string{AnnotationSGLangBoot: strconv.Itoa(engine.BootstrapPort)}
 	case !engine.HasFlag(c.d.Engine, c.role.EngineArgs(), "--disaggregation-decode-retraction-backup"):
+		// The second cache switch: a decode half keeps a retracted request's KV in host memory
+		// rather than recomputing it. It follows the pair, bound to a pool or not.
 		a.Args = append(a.Args, "--disaggregation-decode-retraction-backup", "cpu_tensor")
 	}
 }

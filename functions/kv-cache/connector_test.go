@@ -361,8 +361,7 @@ func TestVLLMAscendRoleRules(t *testing.T) {
 	})
 }
 
-// TestCachePrefix: vLLM-Ascend's AscendStoreConnector takes no cache prefix; SGLang's store gets the
-// identity as its backend tag, in a document without addresses.
+// TestCachePrefix: vLLM-Ascend's AscendStoreConnector takes no cache prefix.
 func TestCachePrefix(t *testing.T) {
 	const id = "m-0123456789abcdef0123456789abcdef"
 	d := ascendPair()
@@ -373,11 +372,115 @@ func TestCachePrefix(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), "AscendStoreConnector")
 	assert.NotContains(t, string(raw), "cache_prefix")
+}
 
-	sg := kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: binding, CachePrefix: id}
-	a := kvcache.RenderRole(sg, role("s", workerv1.RoleKindServer))
-	assert.Equal(t, []string{"--hicache-storage-backend", "mooncake", "--hicache-storage-backend-extra-config", `{"extra_backend_tag":"` + id + `"}`},
-		a.Args[:4])
-	sg.CachePrefix = ""
-	assert.NotContains(t, kvcache.RenderRole(sg, role("s", workerv1.RoleKindServer)).Args, "--hicache-storage-backend-extra-config", "no artifact: no tag")
+// TestSGLangStoreConfiguration: SGLang reads its store configuration from the extra-config
+// argument, else the config-path file, else the environment, and either of the first two replaces
+// the whole environment configuration with defaults. So neither is rendered, not even to carry the
+// weights' tag.
+func TestSGLangStoreConfiguration(t *testing.T) {
+	const id = "m-0123456789abcdef0123456789abcdef"
+	withArtifact := func(e workerv1.Engine) kvcache.Deployment {
+		return kvcache.Deployment{Engine: e, Binding: binding, CachePrefix: id}
+	}
+	pair := []workerv1.ModelDeploymentRole{role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)}
+	for _, tc := range []struct {
+		name string
+		d    kvcache.Deployment
+		role workerv1.ModelDeploymentRole
+	}{
+		{"a server with an artifact gets no extra-config and no config path", withArtifact(workerv1.EngineSGLang), role("s", workerv1.RoleKindServer)},
+		{"a prefill half with an artifact gets none either",
+			kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: binding, CachePrefix: id, Roles: pair}, pair[0]},
+		{"a decode half with an artifact gets none either",
+			kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: binding, CachePrefix: id, Roles: pair}, pair[1]},
+		{"without an artifact, none", kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: binding}, role("s", workerv1.RoleKindServer)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := kvcache.RenderRole(tc.d, tc.role)
+			assert.Contains(t, a.Args, "--hicache-storage-backend", "the store is still bound")
+			assert.NotContains(t, a.Args, "--hicache-storage-backend-extra-config")
+			for _, arg := range a.Args {
+				assert.NotContains(t, arg, id, "the weights' tag travels nowhere on SGLang")
+			}
+			for _, e := range a.Env {
+				assert.NotContains(t, []string{"SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "MOONCAKE_CONFIG_PATH"}, e.Name)
+			}
+			assert.Empty(t, a.Volumes, "no file to point a path at")
+		})
+	}
+	t.Run("near miss: native vLLM's store keys its blocks by the weights' cache prefix", func(t *testing.T) {
+		doc := transferConfig(t, kvcache.RenderRole(withArtifact(workerv1.EngineVLLM), role("s", workerv1.RoleKindServer)))
+		assert.Equal(t, map[string]any{"cache_prefix": id}, doc["kv_connector_extra_config"])
+	})
+}
+
+// TestSGLangCacheSwitches: SGLang's two defaulted cache switches are the hierarchical (host-memory)
+// cache under a bound store on every role but a decode half, and the decode half's retraction backup
+// to host memory, which follows the declared pair; a switch the user sets in any spelling is left to
+// the user.
+func TestSGLangCacheSwitches(t *testing.T) {
+	const hierarchical, backup = "--enable-hierarchical-cache", "--disaggregation-decode-retraction-backup"
+	pair := []workerv1.ModelDeploymentRole{role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode)}
+	sglang := func(b *kvcache.Binding, roles ...workerv1.ModelDeploymentRole) kvcache.Deployment {
+		return kvcache.Deployment{Engine: workerv1.EngineSGLang, Binding: b, Roles: roles}
+	}
+	withArgs := func(r workerv1.ModelDeploymentRole, args ...string) workerv1.ModelDeploymentRole {
+		r.ExtraArgs = args
+		return r
+	}
+	count := func(args []string, flag string) int {
+		n := 0
+		for _, a := range args {
+			if a == flag {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name                 string
+		d                    kvcache.Deployment
+		role                 workerv1.ModelDeploymentRole
+		hierarchical, backup bool
+	}{
+		{"a bound server defaults the hierarchical cache", sglang(binding), role("s", workerv1.RoleKindServer), true, false},
+		{"a bound prefill half defaults the hierarchical cache", sglang(binding, pair...), pair[0], true, false},
+		{"near miss: an unbound server gets no hierarchical cache", sglang(nil), role("s", workerv1.RoleKindServer), false, false},
+		{"near miss: a bound decode half gets no hierarchical cache, its backup instead", sglang(binding, pair...), pair[1], false, true},
+		{"the user's own hierarchical cache wins, abbreviated too",
+			sglang(binding), withArgs(role("s", workerv1.RoleKindServer), "--enable-hierarchical"), false, false},
+		{"a decode half defaults the retraction backup, bound or not", sglang(nil, pair...), pair[1], false, true},
+		{"near miss: a prefill half gets no retraction backup", sglang(nil, pair...), pair[0], false, false},
+		{"near miss: a lone decode role is no half and gets no retraction backup", sglang(binding, pair[1]), pair[1], false, false},
+		{"the user's own retraction backup wins, abbreviated too",
+			sglang(binding, pair...), withArgs(pair[1], "--disaggregation-decode-retraction=cpu_tensor"), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := kvcache.RenderRole(tc.d, tc.role)
+			assert.Equal(t, b2i(tc.hierarchical), count(a.Args, hierarchical), hierarchical)
+			assert.Equal(t, b2i(tc.backup), count(a.Args, backup), backup)
+			if tc.backup {
+				i := indexOf(a.Args, backup)
+				require.Less(t, i+1, len(a.Args))
+				assert.Equal(t, "cpu_tensor", a.Args[i+1])
+			}
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
 }

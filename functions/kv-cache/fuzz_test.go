@@ -22,7 +22,7 @@ var (
 )
 
 // documentFlags are the arguments whose value is a JSON document the cache step writes.
-var documentFlags = []string{"--kv-transfer-config", "--kv-events-config", "--hicache-storage-backend-extra-config"}
+var documentFlags = []string{"--kv-transfer-config", "--kv-events-config"}
 
 // FuzzConnector renders one role's cache client (kvcache.RenderRole: the --kv-transfer-config
 // document, the Mooncake client JSON, SGLang's store and pair flags, the transfer environment) from
@@ -36,7 +36,9 @@ var documentFlags = []string{"--kv-transfer-config", "--kv-events-config", "--hi
 //   - every document it writes (the flags' JSON values, the client-config annotation) is valid JSON;
 //   - the inputs that must appear do, exactly: the endpoint as master_server_address (vLLM) or
 //     MOONCAKE_MASTER (SGLang), the tenant, the store protocol, the dtype as --kv-cache-dtype's value,
-//     the cache prefix as cache_prefix (vLLM) or extra_backend_tag (SGLang);
+//     the cache prefix as cache_prefix (native vLLM);
+//   - SGLang's store is configured by the environment alone: neither the extra-config argument nor
+//     the config-path variable is rendered, since either replaces that configuration with defaults;
 //   - the user wins: no variable the step only defaults, and no flag it does not own, is rendered
 //     when the role sets it itself;
 //   - a take-over role and an encoder get nothing.
@@ -125,8 +127,8 @@ func FuzzConnector(f *testing.F) {
 			if env(a, "MOONCAKE_MASTER") != endpoint || env(a, "MOONCAKE_PROTOCOL") != want || hasEnv(a, "MOONCAKE_TENANT_ID") != (tenant != "") || env(a, "MOONCAKE_TENANT_ID") != tenant {
 				t.Fatalf("the store environment %v does not carry endpoint %q, protocol %q and tenant %q", a.Env, endpoint, want, tenant)
 			}
-			if extra := docs["--hicache-storage-backend-extra-config"]; (cachePrefix != "") != (extra != nil) || extra != nil && extra["extra_backend_tag"] != cachePrefix {
-				t.Fatalf("the backend's extra config %v does not carry the tag %q", extra, cachePrefix)
+			if _, extra := flagValue(a.Args, "--hicache-storage-backend-extra-config"); extra || hasEnv(a, "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH") {
+				t.Fatalf("SGLang's store is given a configuration source other than the environment: %v %v", a.Args, a.Env)
 			}
 		}
 	})

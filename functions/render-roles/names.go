@@ -23,7 +23,9 @@ import (
 //	4: the wait-for-worker container of a managed multi-member role; the serving label
 //	   (modeldeployment.gpustack.ai/serves) on every replica's leader and on
 //	   every member of an External-DP Server role.
-const RenderVersion = 4
+//	5: SGLang's store configured by the environment alone: no --hicache-storage-backend-extra-config
+//	   (the weights' tag) on a role with a model artifact and a KV cache.
+const RenderVersion = 5
 
 // MinSupportedRenderVersion is the oldest render baseline this release keeps running in place.
 const MinSupportedRenderVersion = 1
