@@ -110,6 +110,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 		addresses = append(addresses, a)
 		stack.MetricsExporter.Set(a, vllmMetrics(3+i, 1, 10))
 	}
+	routerSettles(t, ctx, ns, "snap", argvSelector)
 	var router corev1.Pod
 	eventually(t, 3*time.Minute, "the router Pod Ready", func() error {
 		list := &corev1.PodList{}

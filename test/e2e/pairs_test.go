@@ -43,6 +43,7 @@ spec:
 	kubectlApply(t, manifest(2))
 	runningPods(t, ctx, ns, name, "prefill", 2)
 	runningPods(t, ctx, ns, name, "decode", 2)
+	routerSettles(t, ctx, ns, name, llmdSelector)
 
 	selector := routerSelector(t, ctx, ns, name)
 	if !strings.Contains(selector.String(), workerv1.LabelTransferRouted+"=true") {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -211,6 +212,41 @@ func routerLeavesOutDisqualified(t *testing.T, ctx context.Context, namespace, d
 		}
 		if !slices.Equal(got, healthy) {
 			return fmt.Errorf("router selector %q selects %v, want %v", sel, got, healthy)
+		}
+		return nil
+	})
+}
+
+// routerSettles waits until a deployment's router carries the eligibility term (read by read) and
+// has rolled onto it: its roles' qualification activates after they first serve, and the router
+// then rolls once, so a test that watches the router's Pods or reads them by address starts after.
+func routerSettles(t *testing.T, ctx context.Context, namespace, deployment string, read selectorReader) {
+	t.Helper()
+	eventually(t, 3*time.Minute, deployment+"'s router rolled onto the eligibility term", func() error {
+		sel, err := read(ctx, namespace, deployment)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(sel.String(), workerv1.LabelEndpointEligible+"=true") {
+			return fmt.Errorf("router selector %q has no eligibility term yet", sel)
+		}
+		d := &appsv1.Deployment{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-router"}, d); err != nil {
+			return err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.Replicas != want || d.Status.AvailableReplicas != want {
+			return fmt.Errorf("router Deployment rolling: generation %d observed %d, %d updated, %d in all, %d available of %d",
+				d.Generation, d.Status.ObservedGeneration, d.Status.UpdatedReplicas, d.Status.Replicas, d.Status.AvailableReplicas, want)
+		}
+		list := &corev1.PodList{}
+		if err := stack.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("router Pod %s still leaving", p.Name)
+			}
 		}
 		return nil
 	})
