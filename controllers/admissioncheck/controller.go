@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,15 +163,19 @@ func (r *Reconciler) readSet(ctx context.Context, md *workerv1.ModelDeployment) 
 	return set, members, nil
 }
 
-// act makes a plan's writes in order, then counts and reports what they did.
+// verdictWriters bounds the writes of one verdict in flight at once. A set of hundreds turns Ready
+// in one judgment, and its members' writes made one after another would take the round trips of
+// them all; the API server's priority and fairness, not this bound, paces a busy cluster.
+const verdictWriters = 16
+
+// act makes a plan's writes, each member's in order and the members' side by side, then counts and
+// reports what they did.
 func (r *Reconciler) act(ctx context.Context, md *workerv1.ModelDeployment, p plan) error {
 	if p.log != "" {
 		ctrl.LoggerFrom(ctx).Info(p.log, "deployment", md.Name)
 	}
-	for _, w := range p.writes {
-		if err := r.write(ctx, w); err != nil {
-			return err
-		}
+	if err := r.writeAll(ctx, p.writes); err != nil {
+		return err
 	}
 	if p.parked {
 		setsParked.Inc()
@@ -185,6 +190,34 @@ func (r *Reconciler) act(ctx context.Context, md *workerv1.ModelDeployment, p pl
 		r.Recorder.Eventf(md, nil, p.event.eventType, p.event.reason, p.event.action, "%s", p.event.message)
 	}
 	return nil
+}
+
+// writeAll applies writes: those of one Workload in their order (a parked member's check before its
+// deactivation), those of different Workloads concurrently, at most verdictWriters at once. The
+// first error is returned once every started write has ended; the reconcile is then retried, and
+// what was written already is not written again (an unchanged state writes nothing).
+func (r *Reconciler) writeAll(ctx context.Context, writes []write) error {
+	var order []string
+	byWorkload := map[string][]write{}
+	for _, w := range writes {
+		if _, seen := byWorkload[w.workload.Name]; !seen {
+			order = append(order, w.workload.Name)
+		}
+		byWorkload[w.workload.Name] = append(byWorkload[w.workload.Name], w)
+	}
+	var g errgroup.Group
+	g.SetLimit(verdictWriters)
+	for _, name := range order {
+		g.Go(func() error {
+			for _, w := range byWorkload[name] {
+				if err := r.write(ctx, w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // write applies one write of a plan: a check state, or a Workload's activation.

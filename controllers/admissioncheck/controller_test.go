@@ -3,6 +3,7 @@ package admissioncheck
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,11 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -228,4 +231,47 @@ func getWorkload(t *testing.T, c client.Client, name string) *kueue.Workload {
 	wl := &kueue.Workload{}
 	require.NoError(t, c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: name}, wl))
 	return wl
+}
+
+// TestASetTurnsReadyWithItsWritesSideBySide: the verdict of a set turning Ready is written to its
+// members concurrently, verdictWriters at once, not one round trip after another. Each write waits
+// until all of them are in flight (or a shared deadline passes, which one-after-another writes would
+// reach), so the test fails if the writes are made in turn.
+func TestASetTurnsReadyWithItsWritesSideBySide(t *testing.T) {
+	objs := []client.Object{deployment(verdictWriters)}
+	for i := range verdictWriters {
+		name := "g" + strconv.Itoa(i)
+		objs = append(objs, member(int32(i), name), held(name, t0))
+	}
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	all := make(chan struct{})
+	deadline := make(chan struct{})
+	time.AfterFunc(10*time.Second, func() { close(deadline) })
+	c := interceptor.NewClient(fakecluster.Builder(objs...).Build(), interceptor.Funcs{
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			if inFlight == verdictWriters {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-deadline:
+			}
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		},
+	})
+	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "g0"}})
+	require.NoError(t, err)
+	assert.Equal(t, verdictWriters, most, "writes in flight at once")
+	for i := range verdictWriters {
+		assert.Equal(t, kueue.CheckStateReady, CheckState(getWorkload(t, c, "g"+strconv.Itoa(i)), CheckName).State)
+	}
 }
