@@ -130,7 +130,9 @@ func elasticRunning(t *testing.T, ctx context.Context, namespace, deployment str
 		}
 		for _, p := range members {
 			if p.Spec.NodeName == "" || !ready(p) {
-				return fmt.Errorf("member %s not running and Ready yet", p.Name)
+				// The Pod's own words: which condition holds it, and since when.
+				return fmt.Errorf("member %s not running and Ready yet (node %q, phase %s, conditions %+v)",
+					p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
 			}
 		}
 		return nil
