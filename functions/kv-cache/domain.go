@@ -18,8 +18,8 @@ type Condition struct {
 }
 
 // RolloutHeldByCache is the reason a role's outdated replicas are not replaced while its deployment's
-// KV cache Binding is unresolved (related-facts §1.5, the ReplicasUpToDate reasons).
-const RolloutHeldByCache = "RolloutHeldByCache"
+// KV cache Binding is unresolved.
+const RolloutHeldByCache = workerv1.ReasonRolloutHeldByCache
 
 // rolloutHeldByWeights is render-roles' hold (renderroles.RolloutHeldByWeights): while the weights
 // cannot be delivered no Pod is created at all, so the cache hold does not replace it.

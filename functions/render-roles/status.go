@@ -198,7 +198,7 @@ type RoleRollout struct {
 // RolloutHeldByCache is the reason a role's outdated replicas stay while its deployment's KV cache
 // connection is unresolved: the cache step writes it on the role's rollout-held annotation, and the
 // rollout controller replaces no outdated replica of a role carrying it.
-const RolloutHeldByCache = "RolloutHeldByCache"
+const RolloutHeldByCache = workerv1.ReasonRolloutHeldByCache
 
 // HeldByCache reports whether a rollout-held annotation value is a cache hold.
 func HeldByCache(held string) bool {

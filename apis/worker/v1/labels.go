@@ -47,6 +47,9 @@ const (
 	// reason, a colon, a message); the cache step writes it in the same apply as the configuration
 	// that made them outdated, so the rollout controller never sees one without the other.
 	AnnotationRolloutHeld = "worker.gpustack.ai/rollout-held"
+	// ReasonRolloutHeldByCache opens the rollout-held value the cache step writes while a
+	// deployment's KV cache connection is unresolved; ReplicasUpToDate reports it as its reason.
+	ReasonRolloutHeldByCache = "RolloutHeldByCache"
 
 	// AnnotationRetirement on a ModelRole holds the deployment's retirement operation targeting one
 	// of the role's replicas, as JSON (workerv1.Retirement); the deployment step lifts it into
