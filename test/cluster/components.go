@@ -220,14 +220,21 @@ const (
 
 // kwokStages are the stages KWOK plays: nodes turn Ready and keep a heartbeat; Pods bound to them
 // run and turn Ready (at once, or after the ReadyDelayEnv a container declares), complete, and go
-// away when deleted.
+// away when deleted. The heartbeat is a kubelet's: a node Lease renewed every quarter of
+// kwokNodeLease, the status rewritten every ten minutes or so. KWOK's status-only heartbeat (every
+// 20 to 45 s, its delay started again by any write to the Node) left gaps past the
+// kube-controller-manager's 50 s grace, which marked the node's Pods not Ready for good: no kubelet
+// is there to mark them Ready again.
 var kwokStages = []string{
 	"kustomize/stage/node/fast/node-initialize.yaml",
-	"kustomize/stage/node/heartbeat/node-heartbeat.yaml",
+	"kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 	"kustomize/stage/pod/fast/pod-ready.yaml",
 	"kustomize/stage/pod/fast/pod-complete.yaml",
 	"kustomize/stage/pod/fast/pod-delete.yaml",
 }
+
+// kwokNodeLease is the duration of the fake nodes' Leases, in seconds: a kubelet's default.
+const kwokNodeLease = 40
 
 // ReadyDelayEnv is the env a container of a Pod (a role's env) declares to delay the Pod's turning
 // Ready by a duration ("4s"): how a test holds an engine's readiness back.
@@ -269,6 +276,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
 		"--node-ip=127.0.0.1", "--cidr=10.244.0.0/16",
+		"--node-lease-duration-seconds=" + strconv.Itoa(kwokNodeLease),
 	})
 	if err != nil {
 		return err

@@ -172,7 +172,7 @@ spec:
 	eventually(t, 30*time.Second, "WeightsReady True/Mounted", func() error {
 		return conditionIs(ctx, ns, name, "WeightsReady", "True", "Mounted")
 	})
-	// KWOK's heartbeat (every 20 to 45 s) has had its turn by now and kept the images.
+	// KWOK's node stages, which write the conditions, have kept the images.
 	if names, err := nodeImages(ctx, node); err != nil {
 		t.Fatal(err)
 	} else if !slices.Contains(names, reference) {

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	var err error
 	stack, err = cluster.Start(ctx, cluster.Options{
+		// MDPLANE_E2E_AUDIT=1 keeps an audit log of every write (logs/audit.log in the stack's
+		// directory, kept when a test fails): who wrote what, when, to diagnose a failure.
+		Audit:                  os.Getenv("MDPLANE_E2E_AUDIT") != "",
 		CrossplanePollInterval: 5 * time.Second,
 		// Short enough for a test to watch a set being parked, long enough for the others to finish
 		// holding a set on purpose.
