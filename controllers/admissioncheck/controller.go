@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -47,26 +48,54 @@ type Reconciler struct {
 	ParkAfter time.Duration
 }
 
-// SetupWithManager watches Workloads, and deployments so that a scale or an edit re-judges their set.
+// Judgment is what one reconcile judges: the whole set of a deployment, or a lone Workload whose
+// Pods name no deployment. Keying the queue by set, not by member, makes the events of a set's
+// hundreds of members (each reserving quota, each admitted) wait as one item while a judgment runs:
+// one judgment per set change, not one per member event, each of which would read the whole set.
+type Judgment struct {
+	Namespace string
+	// Deployment names the ModelDeployment whose set is judged.
+	Deployment string
+	// Workload names a Workload no deployment's Pods claim; set only when Deployment is empty.
+	Workload string
+}
+
+// SetupWithManager watches Workloads, each mapped to its set, and deployments, so that a scale or an
+// edit re-judges their set.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	return builder.TypedControllerManagedBy[Judgment](mgr).
 		Named("joint_admission_workload").
-		For(&kueue.Workload{}).
-		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(r.workloadsOfDeployment)).
+		Watches(&kueue.Workload{}, handler.TypedEnqueueRequestsFromMapFunc(r.judgmentOf)).
+		Watches(&workerv1.ModelDeployment{}, handler.TypedEnqueueRequestsFromMapFunc(judgmentOfDeployment)).
 		Complete(r)
 }
 
-// workloadsOfDeployment maps a deployment to the Workloads of its groups.
-func (r *Reconciler) workloadsOfDeployment(ctx context.Context, obj client.Object) []reconcile.Request {
-	groups, err := r.groups(ctx, obj.GetNamespace(), obj.GetName())
-	if err != nil {
-		return nil
+// judgmentOf maps a Workload to the set its Pods belong to, or to itself when their Pods name no
+// deployment (or are gone).
+func (r *Reconciler) judgmentOf(ctx context.Context, obj client.Object) []Judgment {
+	deployment, err := r.deploymentNameOf(ctx, obj.GetNamespace(), obj.GetName())
+	if err != nil || deployment == "" {
+		return []Judgment{{Namespace: obj.GetNamespace(), Workload: obj.GetName()}}
 	}
-	var reqs []reconcile.Request
-	for name := range groups {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
+	return []Judgment{{Namespace: obj.GetNamespace(), Deployment: deployment}}
+}
+
+// judgmentOfDeployment maps a deployment to its set.
+func judgmentOfDeployment(_ context.Context, obj client.Object) []Judgment {
+	return []Judgment{{Namespace: obj.GetNamespace(), Deployment: obj.GetName()}}
+}
+
+// deploymentNameOf names the deployment a group's Pods belong to, "" when none does.
+func (r *Reconciler) deploymentNameOf(ctx context.Context, namespace, group string) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodGroup: group},
+		client.MatchingLabels(naming.Managed()), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
+		return "", err
 	}
-	return reqs
+	if len(pods.Items) == 0 {
+		return "", nil
+	}
+	return pods.Items[0].Labels[workerv1.LabelInstance], nil
 }
 
 // groupKey is a group's place in its deployment.
@@ -94,10 +123,10 @@ func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (
 	return out, nil
 }
 
-// Reconcile judges the set the Workload belongs to and writes the verdict on every member: it reads
+// Reconcile judges a set (or a lone Workload) and writes the verdict on every member: it reads
 // everything first (observe), decides with a pure function (decide), then writes (act).
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	o, err := r.observe(ctx, req.NamespacedName)
+func (r *Reconciler) Reconcile(ctx context.Context, j Judgment) (reconcile.Result, error) {
+	o, err := r.observe(ctx, j)
 	if o == nil || err != nil {
 		return reconcile.Result{}, err
 	}
@@ -108,28 +137,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
-// observe reads a Workload, its deployment and the deployment's set; nil when the Workload is gone
-// or its ClusterQueue does not ask for this check (yet).
-func (r *Reconciler) observe(ctx context.Context, key types.NamespacedName) (*observed, error) {
-	wl := &kueue.Workload{}
-	if err := r.Client.Get(ctx, key, wl); err != nil {
+// observe reads what a judgment judges: a lone Workload, or a deployment and its set. Nil when there
+// is nothing to judge: the Workload or the deployment is gone (a deleted deployment's groups are
+// never admitted: their Pods are going), or no member's ClusterQueue asks for this check (yet).
+func (r *Reconciler) observe(ctx context.Context, j Judgment) (*observed, error) {
+	if j.Deployment == "" {
+		return r.observeLone(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Workload})
+	}
+	md := &workerv1.ModelDeployment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Deployment}, md); err != nil {
 		return nil, client.IgnoreNotFound(err)
-	}
-	if CheckState(wl, CheckName) == nil && wl.Annotations[workerv1.AnnotationParkedGeneration] == "" {
-		return nil, nil
-	}
-	md, err := r.deploymentOf(ctx, wl)
-	if err != nil || md == nil {
-		return &observed{workload: wl}, err
 	}
 	set, members, err := r.readSet(ctx, md)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := members[wl.Name]; !ok {
-		members[wl.Name] = wl // a member whose Pods are gone still gets the set's verdict
+	if !slices.ContainsFunc(slices.Collect(maps.Values(members)), judged) {
+		return nil, nil
 	}
-	return &observed{workload: wl, deployment: md, set: set, members: members}, nil
+	return &observed{deployment: md, set: set, members: members}, nil
+}
+
+// observeLone reads a Workload no deployment claims; nil when it is gone or does not ask for the
+// check. Its Pods are looked up again: a group whose Pods appeared since its event is a set's.
+func (r *Reconciler) observeLone(ctx context.Context, key types.NamespacedName) (*observed, error) {
+	wl := &kueue.Workload{}
+	if err := r.Client.Get(ctx, key, wl); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !judged(wl) {
+		return nil, nil
+	}
+	if deployment, err := r.deploymentNameOf(ctx, key.Namespace, key.Name); err != nil || deployment != "" {
+		return nil, err // its set's judgment, queued by the Pods' deployment, writes it
+	}
+	return &observed{lone: wl}, nil
+}
+
+// judged reports whether a Workload is this check's to write: its ClusterQueue asks for the check,
+// or parking deactivated it.
+func judged(wl *kueue.Workload) bool {
+	return CheckState(wl, CheckName) != nil || wl.Annotations[workerv1.AnnotationParkedGeneration] != ""
 }
 
 // readSet reads the replicas each role declares and each group's Workload, by group name.
@@ -226,25 +274,6 @@ func (r *Reconciler) write(ctx context.Context, w write) error {
 		return r.setCheck(ctx, w.workload, *w.check)
 	}
 	return r.setActive(ctx, w.workload, *w.active, w.parkedGeneration)
-}
-
-// deploymentOf finds the deployment a Workload's Pods belong to, or nil when it is not a
-// deployment's replica group (or the deployment is gone).
-func (r *Reconciler) deploymentOf(ctx context.Context, wl *kueue.Workload) (*workerv1.ModelDeployment, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(wl.Namespace), client.MatchingFields{index.PodGroup: wl.Name},
-		client.MatchingLabels(naming.Managed()), client.Limit(1)); err != nil {
-		return nil, err
-	}
-	if len(pods.Items) == 0 || pods.Items[0].Labels[workerv1.LabelInstance] == "" {
-		return nil, nil
-	}
-	md := &workerv1.ModelDeployment{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: wl.Namespace, Name: pods.Items[0].Labels[workerv1.LabelInstance]}, md)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return md, err
 }
 
 // setCheck applies this check's state on a Workload under the controller's field owner.

@@ -79,6 +79,9 @@ func TestReconcile(t *testing.T) {
 		{rule: "a Workload that is not a deployment's replica group is Ready at once",
 			objs:   []client.Object{queued("a")},
 			checks: map[string]string{"a": "Ready: not a ModelDeployment replica group; nothing to hold it for"}},
+		{rule: "the groups of a deleted deployment are not admitted: their Pods are going",
+			objs:   []client.Object{member(0, "a"), queued("a")},
+			checks: map[string]string{"a": ""}},
 		{rule: "a deployment of one replica group is Ready at once",
 			objs:   []client.Object{deployment(1), member(0, "a"), queued("a")},
 			checks: map[string]string{"a": "Ready: the ModelDeployment declares a single replica group; nothing to hold it for"}},
@@ -154,7 +157,7 @@ func TestReconcile(t *testing.T) {
 			}
 			recorder := events.NewFakeRecorder(10)
 			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(tc.now), ParkAfter: DefaultParkAfter}
-			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "a"}})
+			res, err := r.Reconcile(context.Background(), judgmentOf(t, c, "a"))
 			require.NoError(t, err)
 			assert.Equal(t, tc.requeue, res.RequeueAfter)
 			for name, want := range tc.checks {
@@ -179,10 +182,22 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestEveryMemberEventQueuesItsSet: the events of a set's members all queue the same judgment, so the
+// work queue holds a set once however many of its members changed; a Workload no deployment's Pods
+// claim is judged alone.
+func TestEveryMemberEventQueuesItsSet(t *testing.T) {
+	c := fakecluster.Builder(deployment(2), member(0, "a"), member(1, "b"), queued("a"), queued("b"), queued("lone")).Build()
+	set := Judgment{Namespace: "team-a", Deployment: "md"}
+	assert.Equal(t, set, judgmentOf(t, c, "a"), "a member")
+	assert.Equal(t, set, judgmentOf(t, c, "b"), "another member of the same set")
+	assert.Equal(t, Judgment{Namespace: "team-a", Workload: "lone"}, judgmentOf(t, c, "lone"), "a Workload without a deployment's Pods")
+	assert.Equal(t, []Judgment{set}, judgmentOfDeployment(context.Background(), deployment(2)), "the deployment itself")
+}
+
 func TestAnUnchangedVerdictWritesNothing(t *testing.T) {
 	c := fakecluster.Builder(deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")).Build()
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "b"}}
+	req := judgmentOf(t, c, "b")
 	_, err := r.Reconcile(context.Background(), req)
 	require.NoError(t, err)
 	before := getWorkload(t, c, "a")
@@ -224,6 +239,14 @@ func TestTheCheckStaysActive(t *testing.T) {
 			assert.Equal(t, tc.reason, ac.Status.Conditions[0].Reason)
 		})
 	}
+}
+
+// judgmentOf is the judgment an event of the Workload name queues, as the controller maps it.
+func judgmentOf(t *testing.T, c client.Client, name string) Judgment {
+	t.Helper()
+	js := (&Reconciler{Client: c}).judgmentOf(context.Background(), &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}})
+	require.Len(t, js, 1)
+	return js[0]
 }
 
 func getWorkload(t *testing.T, c client.Client, name string) *kueue.Workload {
@@ -268,7 +291,7 @@ func TestASetTurnsReadyWithItsWritesSideBySide(t *testing.T) {
 		},
 	})
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
-	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "g0"}})
+	_, err := r.Reconcile(context.Background(), judgmentOf(t, c, "g0"))
 	require.NoError(t, err)
 	assert.Equal(t, verdictWriters, most, "writes in flight at once")
 	for i := range verdictWriters {

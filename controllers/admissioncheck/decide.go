@@ -16,11 +16,10 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// observed is what one reconcile reads: the Workload, the deployment its Pods belong to (nil when it
-// is not a deployment's replica group, or the deployment is gone), the deployment's set and the
-// set's Workloads by name.
+// observed is what one reconcile reads: a lone Workload no deployment claims, or a deployment, its
+// set and the set's Workloads by name.
 type observed struct {
-	workload   *kueue.Workload
+	lone       *kueue.Workload
 	deployment *workerv1.ModelDeployment
 	set        Set
 	members    map[string]*kueue.Workload
@@ -54,7 +53,7 @@ type event struct {
 // decide turns what a reconcile observed into its plan, at now.
 func decide(o observed, now time.Time, parkAfter time.Duration) plan {
 	if o.deployment == nil {
-		return plan{writes: checkWrites(now, []*kueue.Workload{o.workload}, kueue.CheckStateReady,
+		return plan{writes: checkWrites(now, []*kueue.Workload{o.lone}, kueue.CheckStateReady,
 			"not a ModelDeployment replica group; nothing to hold it for", false)}
 	}
 	members := slices.Collect(maps.Values(o.members))
