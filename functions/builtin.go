@@ -16,6 +16,7 @@ import (
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/internal/pipeline"
+	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -35,8 +36,8 @@ var Commands = map[string]string{
 
 // Materializers returns, keyed by apiVersion/kind, what mdplane's controllers create for a composite
 // beyond its composition: a ModelRole's ModelReplicas, which the rollout controller creates with the
-// same renderroles.NewReplica, and a ModelReplica's Pods and instance Service, which the members
-// controller creates with the same renderroles.Materialize.
+// same replicas.NewReplica, and a ModelReplica's Pods and instance Service, which the members
+// controller creates with the same replicas.Materialize.
 func Materializers() map[string]pipeline.Materializer {
 	return map[string]pipeline.Materializer{
 		v1alpha1.SchemeGroupVersion.String() + "/" + v1alpha1.ModelRoleKind:    materializeRole,
@@ -55,7 +56,7 @@ func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructur
 		return nil, nil // the rollout controller creates no replica while the weights cannot be delivered
 	}
 	for n := range role.Spec.Replicas {
-		objs = append(objs, renderroles.NewReplica(role, n))
+		objs = append(objs, replicas.NewReplica(role, n))
 	}
 	return owned(objs, role.UID)
 }
@@ -77,14 +78,14 @@ func materializeReplica(xr *unstructured.Unstructured, cluster []*unstructured.U
 			return nil, err
 		}
 		var err error
-		if revision, err = renderroles.ReadRevision(cr); err != nil {
+		if revision, err = replicas.ReadRevision(cr); err != nil {
 			return nil, err
 		}
 	}
 	if revision == nil {
 		return nil, fmt.Errorf("its revision %s/%s is not among the rendered objects", replica.Namespace, replica.Spec.RevisionName)
 	}
-	pods, svc := renderroles.Materialize(replica, revision)
+	pods, svc := replicas.Materialize(replica, revision)
 	var objs []any
 	if svc != nil {
 		objs = append(objs, svc)

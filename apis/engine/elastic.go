@@ -77,3 +77,7 @@ func ElasticOwnedEnvName(name string) bool {
 func ElasticTensorParallel(args []string) int {
 	return ReadDegrees(workerv1.EngineVLLM, args).TP
 }
+
+// ElasticHeadCommand is the Ray head's command, exactly: the head schedules no GPUs and labels
+// itself with its Pod's UID, as the members do.
+var ElasticHeadCommand = []string{"/bin/sh", "-ec", `ray start --head --include-dashboard=true --num-gpus=0 --port=6379 --dashboard-host=0.0.0.0 --labels=gpustack-pod-uid="$GPUSTACK_ELASTIC_POD_UID" --block`}

@@ -6,6 +6,14 @@ import "strconv"
 // the routing proxy amend it by this name.
 const MainContainer = "main"
 
+// WaitForWorkerContainer is the init container that holds a multi-member replica's leader back
+// until its workers are on the network; it is told its instance as the main container is.
+const WaitForWorkerContainer = "wait-for-worker"
+
+// ModelVolume is the weights volume of PVC, Node and Image delivery; placement reads a replica's
+// claim from it.
+const ModelVolume = "gpustack-model"
+
 // RoleServiceName is the name of a role's Service, which fronts its leaders, and of its ModelRole:
 // <md>-<role>.
 func RoleServiceName(deployment, role string) string { return deployment + "-" + role }

@@ -21,7 +21,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/controllers/rollout"
+	"github.com/mdplane/mdplane/internal/pacing"
 	"github.com/mdplane/mdplane/internal/plan"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 )
@@ -165,7 +165,7 @@ func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas [
 		}
 		rolePods = append(rolePods, p)
 		o, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32)
-		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil || rollout.Gated(&p) {
+		if err != nil || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil || pacing.Gated(&p) {
 			continue // a queued replica holds no reservation
 		}
 		held := live.Held[int32(o)]
@@ -181,7 +181,7 @@ func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas [
 		}
 		live.Held[int32(o)] = held
 	}
-	live.Slots = rollout.SlotsOf(edited, mine, rolePods, workloads)
+	live.Slots = pacing.SlotsOf(edited, mine, rolePods, workloads)
 	return live
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // The master's metrics annotations name its HTTP server: the resize is sent there.
@@ -93,7 +92,7 @@ func podReady(p corev1.Pod) bool {
 
 // bootWidth is the data-parallel size the master booted with, 0 when it does not say.
 func bootWidth(master *corev1.Pod) int {
-	n, err := strconv.Atoi(master.Annotations[renderroles.AnnotationElasticBootWidth])
+	n, err := strconv.Atoi(master.Annotations[workerv1.AnnotationElasticBootWidth])
 	if err != nil || n < 1 {
 		return 0
 	}

@@ -33,7 +33,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/qualification"
 	"github.com/mdplane/mdplane/controllers/retirement"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // DefaultWorkers is how many replicas are materialised at once: a 500-replica role's Pods are
@@ -58,7 +58,7 @@ const (
 )
 
 // Reconciler materialises ModelReplicas: it creates the member Pods and the instance Service a
-// replica's revision renders (renderroles.Materialize), each once and never updated, and reports the
+// replica's revision renders (replicas.Materialize), each once and never updated, and reports the
 // replica's members and its group's admission on its status.
 type Reconciler struct {
 	Client   client.Client
@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if wait := r.refused.wait(replica.UID); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil // a refused create is retried when its backoff ends
 	}
-	wantPods, wantService := renderroles.Materialize(replica, revision)
+	wantPods, wantService := replicas.Materialize(replica, revision)
 	var result reconcile.Result
 	// The Service and the members are created at once: one after another, a replica's creates took
 	// three round trips of a loaded API server, and the workers' concurrency bounded the Pods' pace.
@@ -250,7 +250,7 @@ func (r *Reconciler) weightsHeld(ctx context.Context, replica *v1alpha1.ModelRep
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]), nil
+	return workerv1.RolloutHeldBy(role.Annotations[workerv1.AnnotationRolloutHeld], workerv1.ReasonRolloutHeldByWeights), nil
 }
 
 // revision reads the RoleRevision a replica is stamped from: its ControllerRevision or, while that
@@ -267,14 +267,14 @@ func (r *Reconciler) revision(ctx context.Context, replica *v1alpha1.ModelReplic
 		role := &v1alpha1.ModelRole{}
 		err = r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: naming.RoleServiceName(spec.DeploymentName, spec.RoleName)}, role)
 		if err == nil && role.Spec.Revision == spec.Revision {
-			return renderroles.CurrentRevision(role.Spec), nil
+			return replicas.CurrentRevision(role.Spec), nil
 		}
 		return nil, client.IgnoreNotFound(err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	revision, err := renderroles.ReadRevision(cr)
+	revision, err := replicas.ReadRevision(cr)
 	if err == nil && revision.Revision != spec.Revision {
 		err = fmt.Errorf("revision %s/%s holds revision %q, not the %q the replica was created with", cr.Namespace, cr.Name, revision.Revision, spec.Revision)
 	}
@@ -370,11 +370,11 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		}
 		wl = nil
 	}
-	status := renderroles.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
+	status := replicas.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
 	status.ConditionedStatus = *replica.Status.ConditionedStatus.DeepCopy()
 	status.SetConditions(readiness(status))
 	if accepted {
-		status.SetConditions(renderroles.ReplicaPodsCreated(""))
+		status.SetConditions(replicas.ReplicaPodsCreated(""))
 	}
 	var recheck time.Duration
 	if status.Qualification, recheck, err = r.qualify(ctx, replica, pods, size); err != nil {
@@ -410,9 +410,9 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 func (r *Reconciler) refuse(ctx context.Context, replica *v1alpha1.ModelReplica, refusal error) (reconcile.Result, error) {
 	message := apiServerMessage(refusal)
 	result := reconcile.Result{RequeueAfter: r.refused.refused(replica.UID)}
-	r.Recorder.Eventf(r.deploymentOf(ctx, replica), replica, corev1.EventTypeWarning, string(renderroles.PodRefusedReason), "Create",
+	r.Recorder.Eventf(r.deploymentOf(ctx, replica), replica, corev1.EventTypeWarning, string(v1alpha1.PodRefusedReason), "Create",
 		"role %s replica %d: %s", replica.Spec.RoleName, replica.Spec.Ordinal, message)
-	condition := renderroles.ReplicaPodsCreated(message)
+	condition := replicas.ReplicaPodsCreated(message)
 	if replica.Status.GetCondition(condition.Type).Equal(condition) {
 		return result, nil
 	}
@@ -509,7 +509,7 @@ func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
 	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
 		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live, flavors: strings.Join(s.Flavors, ",")}
-	if c := s.GetCondition(renderroles.PodsCreatedConditionType); c.Reason != "" {
+	if c := s.GetCondition(v1alpha1.PodsCreatedConditionType); c.Reason != "" {
 		v.podsCreated = string(c.Status) + ": " + c.Message
 	}
 	if q := s.Qualification; q != nil {

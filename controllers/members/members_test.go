@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +27,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // The tests materialise slot 1 of role "server" of deployment "md" in team-a.
@@ -138,7 +137,7 @@ func TestMaterialize(t *testing.T) {
 		assert.Empty(t, podsOf(t, c))
 	})
 	t.Run("a replica of its role's current configuration is materialised before the revision is in the cache", func(t *testing.T) {
-		rev, err := renderroles.ReadRevision(revision(t, "rev1", 2))
+		rev, err := replicas.ReadRevision(revision(t, "rev1", 2))
 		require.NoError(t, err)
 		role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns},
 			Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Revision: "rev1", Size: 2, Template: rev.Template}}
@@ -227,21 +226,6 @@ func TestMaterialize(t *testing.T) {
 		reconcileReplica(t, r)
 		assert.Len(t, podsOf(t, c), 1)
 		assert.True(t, metav1.IsControlledBy(&podsOf(t, c)[0], replica(1)))
-	})
-	t.Run("a replica whose Pods Crossplane composed, when a ModelReplica was a composite, is taken over: its member kept, the missing one created", func(t *testing.T) {
-		composed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r1-m0", Namespace: ns,
-			Labels:      map[string]string{workerv1.LabelName: workerv1.NameModelDeployment, workerv1.LabelMemberIndex: "0"},
-			Annotations: map[string]string{xcrd.AnnotationKeyCompositionResourceName: "member-0"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
-				Name: "md-server-r1-abcde", UID: "replica-uid", Controller: ptr.To(true)}}}}
-		w := writes{}
-		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2), composed)
-		reconcileReplica(t, r)
-		pods := podsOf(t, c)
-		require.Len(t, pods, 2)
-		assert.Equal(t, 2, w["create"], "only the missing member, and the instance Service")
-		assert.Zero(t, w["update"]+w["patch"], "the composed member is left as it is")
-		assert.Contains(t, []string{pods[0].Name, pods[1].Name}, composed.Name)
 	})
 	t.Run("a member whose create the cache has not shown yet is not created again", func(t *testing.T) {
 		w := writes{}

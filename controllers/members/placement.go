@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/controllers/index"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // Image delivery's placement (router-artifact-drain.md §2.4, Scheduling row, Image column): a Pod
@@ -26,11 +26,11 @@ const (
 	preferredWeight = 100
 )
 
-// imageReference is the reference of a Pod's image weights volume (renderroles.ModelVolume), ""
+// imageReference is the reference of a Pod's image weights volume (naming.ModelVolume), ""
 // when its weights are not an image (no artifact, or another delivery).
 func imageReference(spec *corev1.PodSpec) string {
 	for _, v := range spec.Volumes {
-		if v.Name == renderroles.ModelVolume && v.Image != nil {
+		if v.Name == naming.ModelVolume && v.Image != nil {
 			return v.Image.Reference
 		}
 	}

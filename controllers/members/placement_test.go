@@ -18,7 +18,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 const weightsImage = "registry.example.com/models/qwen2.5-7b@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -39,7 +39,7 @@ func imageSpec(reference string, affinity *corev1.Affinity) corev1.PodSpec {
 		Containers: []corev1.Container{{Name: "main", Image: "vllm"}},
 		Volumes: []corev1.Volume{
 			{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: renderroles.ModelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: reference}}},
+			{Name: naming.ModelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: reference}}},
 		},
 	}
 }
@@ -130,7 +130,7 @@ func TestImagePlacement(t *testing.T) {
 		{
 			rule: "a claim's weights volume gets nothing",
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}, Volumes: []corev1.Volume{
-				{Name: renderroles.ModelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "weights"}}}}},
+				{Name: naming.ModelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "weights"}}}}},
 			nodes: []client.Object{node("gpu-a", weightsImage)},
 			want:  nil,
 		},
@@ -170,9 +170,9 @@ func TestImagePlacementAtCreation(t *testing.T) {
 	rev.Data.Raw = data
 	r, c, _ := newReconciler(t, writes{}, replica(2), rev, node("gpu-b", weightsImage), node("gpu-a", weightsImage), node("gpu-c"))
 	reconcileReplica(t, r)
-	decoded, err := renderroles.ReadRevision(rev)
+	decoded, err := replicas.ReadRevision(rev)
 	require.NoError(t, err)
-	rendered, _ := renderroles.Materialize(replica(2), decoded)
+	rendered, _ := replicas.Materialize(replica(2), decoded)
 	hashes := map[string]string{}
 	for _, pod := range rendered {
 		assert.Nil(t, pod.Spec.Affinity, "the revision's Pods carry no placement")

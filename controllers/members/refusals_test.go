@@ -25,7 +25,6 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
 // baselineRefusal is the API server's answer to a member under a namespace enforcing Pod Security
@@ -97,7 +96,7 @@ func (rc *refusingCluster) podsCreated(t *testing.T) xpv2.Condition {
 	t.Helper()
 	got := &v1alpha1.ModelReplica{}
 	require.NoError(t, rc.c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
-	return got.Status.GetCondition(renderroles.PodsCreatedConditionType)
+	return got.Status.GetCondition(v1alpha1.PodsCreatedConditionType)
 }
 
 func TestRefusedCreates(t *testing.T) {
@@ -127,12 +126,12 @@ func TestRefusedCreates(t *testing.T) {
 			}
 			require.NoError(t, err, "a refusal is reported, not failed")
 			assert.Equal(t, corev1.ConditionFalse, c.Status)
-			assert.Equal(t, renderroles.PodRefusedReason, c.Reason)
+			assert.Equal(t, v1alpha1.PodRefusedReason, c.Reason)
 			assert.Equal(t, tc.answer.Error(), c.Message, "the API server's own message")
 			require.Len(t, rc.log.events, 1)
 			e := rc.log.events[0]
 			assert.Equal(t, corev1.EventTypeWarning, e.eventtype)
-			assert.Equal(t, string(renderroles.PodRefusedReason), e.reason)
+			assert.Equal(t, string(v1alpha1.PodRefusedReason), e.reason)
 			assert.Equal(t, "role server replica 1: "+tc.answer.Error(), e.note)
 			ref, ok := e.regarding.(*corev1.ObjectReference)
 			require.True(t, ok, "recorded on the deployment, not on %T", e.regarding)
@@ -174,7 +173,7 @@ func TestRefusalClears(t *testing.T) {
 		require.NoError(t, err)
 		c := rc.podsCreated(t)
 		assert.Equal(t, corev1.ConditionTrue, c.Status)
-		assert.Equal(t, renderroles.PodsCreatedReason, c.Reason)
+		assert.Equal(t, v1alpha1.PodsCreatedReason, c.Reason)
 		assert.Equal(t, 0*time.Second, rc.r.refused.wait(replica(1).UID), "the backoff is forgotten")
 	})
 	t.Run("near miss: a replica never refused reports PodsCreated True with its members", func(t *testing.T) {

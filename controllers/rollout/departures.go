@@ -22,6 +22,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // Departures handles a replica losing a member and a replica being deleted.
@@ -74,7 +75,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	lost := lostMember(own)
-	if lost == nil && role != nil && outsideRollout(role) {
+	if lost == nil && role != nil && pacing.OutsideRollout(role) {
 		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
 		// Always: it leaves with its group's Workload and its ordinal is created again (§1.6 step 1).
 		lost = terminalMember(own)
@@ -139,7 +140,7 @@ func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica
 	ctrl.LoggerFrom(ctx).Info("a member left; retired the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
 	d.event(ctx, replica, reason, "Rebuild",
 		"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
-		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, LeaseWindow)
+		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, pacing.LeaseWindow)
 	return reconcile.Result{}, nil
 }
 

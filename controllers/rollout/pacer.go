@@ -34,17 +34,10 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
-	"github.com/mdplane/mdplane/controllers/qualification"
 	"github.com/mdplane/mdplane/controllers/retirement"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/pacing"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
-
-// admissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
-const admissionGate = "kueue.x-k8s.io/admission"
-
-// LeaseWindow is how long a departing replica's cache blocks stay leased to it (the Mooncake block
-// lease), named in every departure event.
-const LeaseWindow = "30s"
 
 // Pacer keeps a role's slots filled and turns its outdated replicas over one at a time behind Kueue
 // admission.
@@ -174,7 +167,7 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 const ReadinessPoll = time.Second
 
 // readinessPoll is the step's requeue delay: ReadinessPoll while it waits at the Ready gate.
-func readinessPoll(step Step) time.Duration {
+func readinessPoll(step pacing.Step) time.Duration {
 	if step.Gate == workerv1.ReplacementGateReady {
 		return ReadinessPoll
 	}
@@ -194,7 +187,7 @@ func sooner(a, b time.Duration) time.Duration {
 // they were read from (the cache's own objects: never written to).
 type observed struct {
 	role      *v1alpha1.ModelRole
-	slots     []Slot
+	slots     []pacing.Slot
 	occupied  map[int32]bool
 	replicas  []v1alpha1.ModelReplica
 	pods      []corev1.Pod
@@ -208,13 +201,13 @@ type observed struct {
 // create a replica in each vacant slot, patch the role's annotations once, then retire the replica
 // the step replaces.
 type pass struct {
-	scaledDown  []Slot
-	duplicates  []Slot             // second replicas of one slot: a create whose expectation expired before the cache showed it
+	scaledDown  []pacing.Slot
+	duplicates  []pacing.Slot      // second replicas of one slot: a create whose expectation expired before the cache showed it
 	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod or Workload left
 	departing   []int32            // declared ordinals without a standing replica whose departed one left Pods or its Workload
 	filled      []int32            // declared ordinals with a standing replica
 	annotations map[string]*string // changed annotations; nil removes one
-	step        Step
+	step        pacing.Step
 }
 
 // observe reads a role and its slots; nil when the role is gone, being deleted or not rendered yet.
@@ -247,7 +240,7 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 func decide(o observed) pass {
 	role := o.role
 	var d pass
-	kept := map[int32]Slot{}
+	kept := map[int32]pacing.Slot{}
 	for _, s := range o.slots {
 		if s.Ordinal >= role.Spec.Replicas {
 			d.scaledDown = append(d.scaledDown, s)
@@ -265,11 +258,11 @@ func decide(o observed) pass {
 	}
 	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
 	inFlight := remembered(role)
-	d.step = Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight, o.cadence)
+	d.step = pacing.Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight, o.cadence)
 	if held := role.Annotations[workerv1.AnnotationRolloutHeld]; d.step.Replace != "" && held != "" {
 		// A replacement would come up on a configuration without what its predecessor had (the
 		// cache it wrote into); the outdated replicas keep serving until the hold is lifted.
-		d.step = Step{InFlight: inFlight, Message: "the outdated replicas stay: " + held}
+		d.step = pacing.Step{InFlight: inFlight, Message: "the outdated replicas stay: " + held}
 	}
 	replacing := ""
 	if d.step.InFlight >= 0 {
@@ -278,7 +271,7 @@ func decide(o observed) pass {
 	// A weights hold also keeps empty slots empty: a new Pod could not get the weights (no
 	// replacement, no scale-up). A cache hold fills them: a new replica merely starts without a
 	// cache client.
-	weightsHeld := renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld])
+	weightsHeld := workerv1.RolloutHeldBy(role.Annotations[workerv1.AnnotationRolloutHeld], workerv1.ReasonRolloutHeldByWeights)
 	for ordinal := range role.Spec.Replicas {
 		switch {
 		case slotFilled(o.slots, ordinal):
@@ -355,15 +348,15 @@ func (p *Pacer) act(ctx context.Context, o *observed, d pass) error {
 // Workload it re-created from a departed Pod, then lost): read from the cache alone, that
 // replacement would still count as admitted and a second replica would leave. When the fresh read
 // disagrees, the Pod events it saw bring the role back.
-func (p *Pacer) confirmed(ctx context.Context, o *observed, step Step) (bool, error) {
+func (p *Pacer) confirmed(ctx context.Context, o *observed, step pacing.Step) (bool, error) {
 	role := o.role
 	pods := &corev1.PodList{}
 	if err := p.reader().List(ctx, pods, client.InNamespace(role.Namespace),
 		client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName))); err != nil {
 		return false, fmt.Errorf("reading the Pods of ModelRole %s/%s before replica r%d leaves: %w", role.Namespace, role.Name, step.Ordinal, err)
 	}
-	slots, _ := readSlots(role, o.replicas, pods.Items, o.admitted)
-	again := Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role), o.cadence)
+	slots, _ := pacing.ReadSlots(role, o.replicas, pods.Items, o.admitted)
+	again := pacing.Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role), o.cadence)
 	if again.Replace != step.Replace {
 		ctrl.LoggerFrom(ctx).Info("the API server does not confirm the next replacement yet", "role", role.Name, "replica", step.Replace, "now", again.Message)
 		return false, nil
@@ -385,7 +378,7 @@ func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, fill
 		}
 		p.expected.Created(role.UID, ordinal)
 		creates.Go(func() error {
-			replica := renderroles.NewReplica(role, ordinal)
+			replica := replicas.NewReplica(role, ordinal)
 			if err := p.Client.Create(ctx, replica); err != nil {
 				p.expected.Awaiting(role.UID, ordinal, true) // nothing is on its way
 				p.event(ctx, role, corev1.EventTypeWarning, "ReplicaCreateFailed", "Create",
@@ -411,7 +404,7 @@ func (p *Pacer) retire(ctx context.Context, role *v1alpha1.ModelRole, name strin
 	}
 	p.event(ctx, role, corev1.EventTypeWarning, "ReplicaLeaving", "Retire",
 		"replica r%d of role %s is leaving (%s); the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
-		ordinal, role.Spec.RoleName, why, LeaseWindow)
+		ordinal, role.Spec.RoleName, why, pacing.LeaseWindow)
 	return nil
 }
 
@@ -423,7 +416,7 @@ func (p *Pacer) event(ctx context.Context, role *v1alpha1.ModelRole, eventType, 
 	}
 }
 
-func slotFilled(slots []Slot, ordinal int32) bool {
+func slotFilled(slots []pacing.Slot, ordinal int32) bool {
 	for _, s := range slots {
 		if s.Ordinal == ordinal && s.Replica != "" {
 			return true
@@ -451,112 +444,19 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 	if err := p.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	admitted := workloadsAdmitted(workloads.Items)
+	admitted := pacing.WorkloadsAdmitted(workloads.Items)
 	byName := make(map[string]*kueue.Workload, len(workloads.Items))
 	for i := range workloads.Items {
 		byName[workloads.Items[i].Name] = &workloads.Items[i]
 	}
-	admittedGroups := groupsAdmitted(role, replicas.Items, admitted)
-	slots, occupied := readSlots(role, replicas.Items, pods.Items, admittedGroups)
+	admittedGroups := pacing.GroupsAdmitted(role, replicas.Items, admitted)
+	slots, occupied := pacing.ReadSlots(role, replicas.Items, pods.Items, admittedGroups)
 	for ordinal := range role.Spec.Replicas {
 		if _, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)]; ok {
 			occupied[ordinal] = true
 		}
 	}
 	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName, admitted: admittedGroups}, nil
-}
-
-// SlotsOf is the role's slots exactly as a pass of the pacer reads them from the role's replicas,
-// their Pods and the namespace's Workloads: what `mdplane plan` simulates the rollout from, so the
-// plan and the pacer cannot drift.
-func SlotsOf(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, workloads []kueue.Workload) []Slot {
-	slots, _ := readSlots(role, replicas, pods, groupsAdmitted(role, replicas, workloadsAdmitted(workloads)))
-	return slots
-}
-
-// workloadsAdmitted is whether each Workload, by name, is admitted.
-func workloadsAdmitted(workloads []kueue.Workload) map[string]bool {
-	admitted := make(map[string]bool, len(workloads))
-	for i := range workloads {
-		admitted[workloads[i].Name] = apimeta.IsStatusConditionTrue(workloads[i].Status.Conditions, kueue.WorkloadAdmitted)
-	}
-	return admitted
-}
-
-// groupsAdmitted is, by ordinal, whether the group Workload of a standing replica's slot is admitted;
-// an ordinal whose group has no Workload is absent.
-func groupsAdmitted(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, admitted map[string]bool) map[int32]bool {
-	groups := map[int32]bool{}
-	for _, r := range replicas {
-		if a, ok := admitted[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, r.Spec.Ordinal)]; ok {
-			groups[r.Spec.Ordinal] = a
-		}
-	}
-	return groups
-}
-
-// outsideRollout reports a role whose replicas are never replaced for configuration drift: the
-// members and the Ray head of an Elastic EP deployment, whose profile pins the configuration
-// (model-deployment.md: "A role carrying elasticEp is excluded from all of this"). An edit reaches
-// the members created later, by width growth or a departure's rebuild.
-func outsideRollout(role *v1alpha1.ModelRole) bool { return role.Spec.Elastic != nil }
-
-// readSlots is each standing replica's slot. A slot's group name is its ordinal's, shared by the
-// replica that left it and the one that replaces it, so the group's Workload alone cannot tell whose
-// admission it is (Crossplane may even re-create a retired replica's Pod, which then rejoins the old,
-// admitted group): a replica counts as admitted only through an ungated Pod of its own.
-func readSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
-	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
-	ready := map[types.UID]int32{}
-	for _, pod := range pods {
-		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
-		if err == nil {
-			present[int32(o)] = true
-		}
-		owner := metav1.GetControllerOf(&pod)
-		if owner != nil && pod.DeletionTimestamp != nil {
-			lost[owner.UID] = true
-		}
-		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
-			continue // a departing replica's Pods say nothing of its replacement
-		}
-		ungated[owner.UID] = ungated[owner.UID] || !Gated(&pod)
-		if qualification.Readiness(&pod) == corev1.ConditionTrue {
-			ready[owner.UID]++
-		}
-	}
-	var slots []Slot
-	for _, r := range replicas {
-		if r.DeletionTimestamp != nil {
-			continue // leaving: its slot counts as empty
-		}
-		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
-			Outdated: !outsideRollout(role) && !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
-			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID], Ready: ready[r.UID] >= sizeOf(role, &r)})
-	}
-	return slots, present
-}
-
-// sizeOf is how many members a replica's revision gives it: as its members controller reported, else
-// the role's current size when the replica is on the current revision, else one.
-func sizeOf(role *v1alpha1.ModelRole, r *v1alpha1.ModelReplica) int32 {
-	switch {
-	case r.Status.Size != nil && *r.Status.Size > 0:
-		return *r.Status.Size
-	case r.Spec.Revision == role.Spec.Revision && role.Spec.Size > 0:
-		return role.Spec.Size
-	}
-	return 1
-}
-
-// Gated reports a Pod Kueue still holds at its admission gate: its group has not been admitted.
-func Gated(pod *corev1.Pod) bool {
-	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == admissionGate {
-			return true
-		}
-	}
-	return false
 }
 
 // annotate sets (or, with nil, removes) annotations of the ModelRole in one merge patch.

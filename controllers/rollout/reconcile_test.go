@@ -25,6 +25,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // The reconcile tests run on a deployment "md" in team-a with one role, "server".
@@ -76,7 +77,7 @@ func serving(ordinal int32, revision string) []client.Object {
 }
 
 func gatedPod(p *corev1.Pod) {
-	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: pacing.AdmissionGate}}
 }
 
 // leavingPod is being deleted, held by Kueue's finalizer.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // AnnotationRestartsReported on a member Pod is the restart count (the sum of its containers'
@@ -44,7 +45,7 @@ func (d *Departures) reportRestarts(ctx context.Context, replica *v1alpha1.Model
 		}
 		d.event(ctx, replica, "ReplicaRestarted", "Restart",
 			"replica r%d of role %s has restarted %d time(s) (member %s); the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
-			replica.Spec.Ordinal, replica.Spec.RoleName, n, p.Name, LeaseWindow)
+			replica.Spec.Ordinal, replica.Spec.RoleName, n, p.Name, pacing.LeaseWindow)
 	}
 	return nil
 }

@@ -21,11 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/qualification"
 	"github.com/mdplane/mdplane/controllers/retirement"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/pacing"
 	"github.com/mdplane/mdplane/snapshot"
 )
 
@@ -44,8 +45,8 @@ const heldBySibling = 5 * time.Second
 // returns when to look again.
 func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Duration, error) {
 	role := o.role
-	var seated []Slot
-	d.scaledDown = slices.DeleteFunc(d.scaledDown, func(s Slot) bool {
+	var seated []pacing.Slot
+	d.scaledDown = slices.DeleteFunc(d.scaledDown, func(s pacing.Slot) bool {
 		if s.EverAdmitted {
 			seated = append(seated, s)
 		}
@@ -86,7 +87,7 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 // advance takes the role's operation one pass further: a retry directive applied, the target
 // observed, the outcome deleted, stored and said. An operation that ends hands over to the next
 // seated replica in the same write.
-func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment, seated []Slot) (time.Duration, error) {
+func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment, seated []pacing.Slot) (time.Duration, error) {
 	role, op, err := o.role, &stored, error(nil)
 	if op.State == workerv1.RetirementAborted && md != nil && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
 		if op, err = p.retry(ctx, role, md, *op); err != nil {
@@ -123,7 +124,7 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 // retired, whose operation it replaces in the same write), or, with none left, removes the stored
 // operation when there is one. A replica whose members are all leaving already has nothing to
 // withdraw or drain: it is deleted at once. The admitting pass deletes nothing of its target.
-func (p *Pacer) admitNext(ctx context.Context, o *observed, seated []Slot, skip int32, md *workerv1.ModelDeployment, stored bool) error {
+func (p *Pacer) admitNext(ctx context.Context, o *observed, seated []pacing.Slot, skip int32, md *workerv1.ModelDeployment, stored bool) error {
 	role := o.role
 	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
 	for _, s := range seated {
@@ -271,7 +272,7 @@ func (p *Pacer) observeTarget(ctx context.Context, o *observed, op workerv1.Reti
 	if client.IgnoreNotFound(err) != nil {
 		return obs, err
 	}
-	obs.Selective = svc.Annotations[workerv1.AnnotationEndpointEligibility] == renderroles.EligibilityActive
+	obs.Selective = svc.Annotations[workerv1.AnnotationEndpointEligibility] == workerv1.EndpointEligibilityActive
 	if !obs.Selective || len(obs.Labelled) > 0 {
 		return obs, nil
 	}
@@ -343,7 +344,7 @@ func (p *Pacer) readDrain(ctx context.Context, md *workerv1.ModelDeployment, mem
 			rounds[i] = append(rounds[i], retirement.Read{Member: r.Target.Pod.Name, Families: r.Families, Err: r.Err})
 		}
 	}
-	return retirement.JudgeDrain(renderroles.DrainGauges(md.Spec.Engine.Name), rounds...)
+	return retirement.JudgeDrain(engine.DrainGauges(md.Spec.Engine.Name), rounds...)
 }
 
 // deleteTarget deletes the target's ModelReplica, members and Workload, each only while it is the

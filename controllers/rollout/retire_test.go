@@ -24,7 +24,6 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 	"github.com/mdplane/mdplane/controllers/retirement"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/snapshot"
 )
 
@@ -81,7 +80,7 @@ func (r *retiring) gone(obj client.Object, name string) bool { return !exists(r.
 // selective is the role's Service with its eligibility term active.
 func selective() *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns,
-		Annotations: map[string]string{workerv1.AnnotationEndpointEligibility: renderroles.EligibilityActive}}}
+		Annotations: map[string]string{workerv1.AnnotationEndpointEligibility: workerv1.EndpointEligibilityActive}}}
 }
 
 func servingSlice(pod string) *discoveryv1.EndpointSlice {

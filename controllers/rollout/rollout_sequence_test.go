@@ -17,6 +17,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // The rollout sequence simulation drives the pacer's pure pass (decide: Pace, readSlots, the
@@ -319,14 +320,14 @@ func (s *sim) pace() {
 		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{workerv1.LabelPodOrdinal: strconv.Itoa(int(p.ordinal))},
 			OwnerReferences: []metav1.OwnerReference{{UID: p.owner, Controller: ptr.To(true)}}}}
 		if p.gated {
-			pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+			pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: pacing.AdmissionGate}}
 		}
 		if p.leaving {
 			pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		}
 		pods = append(pods, pod)
 	}
-	slots, present := readSlots(role, replicas, pods, admitted)
+	slots, present := pacing.ReadSlots(role, replicas, pods, admitted)
 	d := decide(observed{role: role, slots: slots, occupied: present})
 	s.log("the pacer: %s", d.step.Message)
 	for _, sl := range d.scaledDown {

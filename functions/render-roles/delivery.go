@@ -35,10 +35,8 @@ const (
 
 // Delivery rendering constants (§2.4).
 const (
-	ModelPath      = "/var/lib/gpustack/model"
-	ModelCachePath = "/var/lib/gpustack/model-cache"
-	// ModelVolume is the weights volume of PVC, Node and Image delivery.
-	ModelVolume      = "gpustack-model"
+	ModelPath        = "/var/lib/gpustack/model"
+	ModelCachePath   = "/var/lib/gpustack/model-cache"
 	modelCacheVolume = "gpustack-model-cache"
 	revisionFlag     = "--revision"
 	tokenKey         = "token"
@@ -68,11 +66,11 @@ const (
 // RolloutHeldByWeights is the reason a role's new Pods wait while its weights cannot be delivered:
 // written on the ModelRole's rollout-held annotation (a reason, a colon, a message), it stops the
 // rollout controller from replacing outdated replicas and from filling empty slots.
-const RolloutHeldByWeights = "RolloutHeldByWeights"
+const RolloutHeldByWeights = workerv1.ReasonRolloutHeldByWeights
 
 // HeldByWeights reports whether a rollout-held annotation value is a weights hold.
 func HeldByWeights(held string) bool {
-	return strings.HasPrefix(held, RolloutHeldByWeights+":") || held == RolloutHeldByWeights
+	return workerv1.RolloutHeldBy(held, RolloutHeldByWeights)
 }
 
 // DeliverySettings are the worker Settings delivery reads (§2.2), from the mdplane-settings
@@ -350,16 +348,16 @@ func (d *Delivery) volume(takesOver bool) (corev1.Volume, corev1.VolumeMount, bo
 		return corev1.Volume{}, corev1.VolumeMount{}, false
 	}
 	a := d.Artifact
-	weights := corev1.VolumeMount{Name: ModelVolume, MountPath: ModelPath, ReadOnly: true}
+	weights := corev1.VolumeMount{Name: naming.ModelVolume, MountPath: ModelPath, ReadOnly: true}
 	switch d.Mode {
 	case DeliveryPVC:
 		c := a.Spec.Source.PersistentVolumeClaim
 		weights.SubPath = c.Path
-		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+		return corev1.Volume{Name: naming.ModelVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 			ClaimName: c.ClaimName, ReadOnly: true,
 		}}}, weights, true
 	case DeliveryImage:
-		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+		return corev1.Volume{Name: naming.ModelVolume, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
 			Reference: a.Spec.Source.Image.Reference,
 		}}}, weights, true
 	case DeliveryNode:
@@ -372,7 +370,7 @@ func (d *Delivery) volume(takesOver bool) (corev1.Volume, corev1.VolumeMount, bo
 		if hub := d.hub(); hub != nil && hub.SecretRef != nil {
 			csi.NodePublishSecretRef = &corev1.LocalObjectReference{Name: hub.SecretRef.Name}
 		}
-		return corev1.Volume{Name: ModelVolume, VolumeSource: corev1.VolumeSource{CSI: csi}}, weights, true
+		return corev1.Volume{Name: naming.ModelVolume, VolumeSource: corev1.VolumeSource{CSI: csi}}, weights, true
 	case DeliveryEngine:
 		if takesOver {
 			return corev1.Volume{}, corev1.VolumeMount{}, false
@@ -499,56 +497,4 @@ func WeightsCondition(d *Delivery, pods v1alpha1.MemberCounts) Condition {
 		return Condition{"False", WeightsNotMounted, fmt.Sprintf("%d of %d Pods have not mounted the weights of %s", pods.Live-pods.Started, pods.Live, d.Name)}
 	}
 	return Condition{"True", WeightsMounted, fmt.Sprintf("every Pod has mounted the weights of %s", d.Name)}
-}
-
-// countLive counts the live members of an instance for WeightsReady: deleting, Succeeded and Failed
-// Pods are skipped.
-func countLive(members []*corev1.Pod) v1alpha1.MemberCounts {
-	var w v1alpha1.MemberCounts
-	for _, pod := range members {
-		if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		w.Live++
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue {
-				w.Started++
-			}
-		}
-		for _, s := range pod.Status.ContainerStatuses {
-			if s.Name == naming.MainContainer && s.Ready {
-				w.MainReady++
-			}
-		}
-	}
-	return w
-}
-
-// applyNodeAffinity ANDs a required node selector into a Pod's required node affinity: every term
-// of the Pod's crossed with every term of the selector.
-func applyNodeAffinity(spec *corev1.PodSpec, required *corev1.NodeSelector) {
-	if required == nil || len(required.NodeSelectorTerms) == 0 {
-		return
-	}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := spec.Affinity.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = required.DeepCopy()
-		return
-	}
-	var crossed []corev1.NodeSelectorTerm
-	for _, a := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, b := range required.NodeSelectorTerms {
-			crossed = append(crossed, corev1.NodeSelectorTerm{
-				MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), a.MatchExpressions...), b.MatchExpressions...),
-				MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), a.MatchFields...), b.MatchFields...),
-			})
-		}
-	}
-	na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = crossed
 }

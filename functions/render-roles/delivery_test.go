@@ -13,6 +13,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 const commit = "a09a35458c702b33eeacc393d103063234e8bc28"
@@ -231,7 +232,7 @@ func TestMountedDeliveries(t *testing.T) {
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}}, Spec: corev1.PodSpec{
 		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{gpu, cpu}}}}}}
 	replica := &v1alpha1.ModelReplica{Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: "server", RequiredNodeAffinity: d.NodeAffinity}}
-	pods, _ := renderroles.Materialize(replica, &v1alpha1.RoleRevision{Size: 1, Template: tmpl})
+	pods, _ := replicas.Materialize(replica, &v1alpha1.RoleRevision{Size: 1, Template: tmpl})
 	terms := pods[0].Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	require.Len(t, terms, 2, "terms crossed: (gpu ∧ zone) ∨ (cpu ∧ zone)")
 	assert.Equal(t, append(gpu.MatchExpressions, zone.MatchExpressions...), terms[0].MatchExpressions)
@@ -264,17 +265,4 @@ func TestWeightsCondition(t *testing.T) {
 			assert.Equal(t, tc.reason, c.Reason)
 		})
 	}
-}
-
-// TestMemberStatusCountsLive: deleting, Succeeded and Failed Pods are not counted for WeightsReady.
-func TestMemberStatusCountsLive(t *testing.T) {
-	started := corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}
-	live := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{started},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true}, {Name: "routing-proxy", Ready: true}}}}
-	waiting := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	failed := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}
-	deleting := live.DeepCopy()
-	deleting.DeletionTimestamp = &metav1.Time{}
-	s := renderroles.MemberStatus([]*corev1.Pod{live, waiting, failed, deleting}, nil, "g", "server", 4)
-	assert.Equal(t, &v1alpha1.MemberCounts{Live: 2, Started: 1, MainReady: 1}, s.Live)
 }

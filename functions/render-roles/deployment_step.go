@@ -90,7 +90,7 @@ func observeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	for key, obs := range observed {
 		o.exists[key] = true
 		if obs.Resource != nil && obs.Resource.GetKind() == "Service" {
-			o.eligibilityMarked[key] = obs.Resource.GetAnnotations()[workerv1.AnnotationEndpointEligibility] == EligibilityActive
+			o.eligibilityMarked[key] = obs.Resource.GetAnnotations()[workerv1.AnnotationEndpointEligibility] == workerv1.EndpointEligibilityActive
 		}
 	}
 	if router := observed[naming.RouterDeploymentResource].Resource; router != nil {
@@ -223,7 +223,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
 	xfn.SetCondition(rsp, EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
 	if p.podsCreatedKnown {
-		xfn.SetCondition(rsp, string(PodsCreatedConditionType), p.podsCreated.Status, p.podsCreated.Reason, p.podsCreated.Message)
+		xfn.SetCondition(rsp, string(v1alpha1.PodsCreatedConditionType), p.podsCreated.Status, p.podsCreated.Reason, p.podsCreated.Message)
 	}
 	ns, name := o.md.Namespace, o.md.Name
 	first := o.md.Spec.Roles[0].Name

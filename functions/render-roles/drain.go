@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -21,23 +22,6 @@ const (
 	// router stop sending new requests before "idle" is believed.
 	DrainSettleSeconds = 5
 )
-
-// DrainGauges are the engine's gauges of requests running or queued; the engine is idle when they
-// sum to zero. SGLang counts a P/D role's bootstrap, in-flight, pre-allocation and transfer queues
-// apart from its running and waiting requests.
-func DrainGauges(e workerv1.Engine) []string {
-	if e == workerv1.EngineSGLang {
-		return []string{
-			"sglang:num_running_reqs",
-			"sglang:num_queue_reqs",
-			"sglang:num_prefill_bootstrap_queue_reqs",
-			"sglang:num_prefill_inflight_queue_reqs",
-			"sglang:num_decode_prealloc_queue_reqs",
-			"sglang:num_decode_transfer_queue_reqs",
-		}
-	}
-	return []string{"vllm:num_requests_running", "vllm:num_requests_waiting"}
-}
 
 // terminationGrace is the grace period a role's Pods are rendered with: the role's own, else the
 // default on a managed role, whose drain hook budgets within it. A take-over role gets no hook, so
@@ -65,7 +49,7 @@ func configuredGrace(role workerv1.ModelDeploymentRole) *int64 {
 // engine still has its last seconds of grace after SIGTERM.
 func DrainHook(e workerv1.Engine, scheme string, port int32, graceSeconds int64) *corev1.Lifecycle {
 	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
-		Command: []string{"python3", "-c", drainScript(DrainGauges(e), fmt.Sprintf("%s://127.0.0.1:%d/metrics", scheme, port), graceSeconds-DrainSettleSeconds)},
+		Command: []string{"python3", "-c", drainScript(engine.DrainGauges(e), fmt.Sprintf("%s://127.0.0.1:%d/metrics", scheme, port), graceSeconds-DrainSettleSeconds)},
 	}}}
 }
 

@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // elasticMembers is an Elastic EP members role of width replicas.
@@ -26,16 +27,16 @@ func elasticMembers(width int32) *v1alpha1.ModelRole {
 // only joins Ray; a master without a boot width is held.
 func TestElasticMembers(t *testing.T) {
 	role := elasticMembers(2)
-	master := renderroles.NewReplica(role, 0)
+	master := replicas.NewReplica(role, 0)
 	assert.Equal(t, int32(2), master.Spec.ElasticBootWidth, "the master records the width it boots at")
-	assert.Zero(t, renderroles.NewReplica(role, 1).Spec.ElasticBootWidth, "a worker has no boot width")
+	assert.Zero(t, replicas.NewReplica(role, 1).Spec.ElasticBootWidth, "a worker has no boot width")
 
 	grown := elasticMembers(3)
-	revision := renderroles.CurrentRevision(grown.Spec)
-	pods, _ := renderroles.Materialize(master, revision)
+	revision := replicas.CurrentRevision(grown.Spec)
+	pods, _ := replicas.Materialize(master, revision)
 	require.Len(t, pods, 1)
 	c := pods[0].Spec.Containers[0]
-	assert.Equal(t, "2", pods[0].Annotations[renderroles.AnnotationElasticBootWidth], "width growth does not move a master's boot width")
+	assert.Equal(t, "2", pods[0].Annotations[workerv1.AnnotationElasticBootWidth], "width growth does not move a master's boot width")
 	assert.Equal(t, []string{"/bin/sh", "-c"}, c.Command[:2])
 	assert.Equal(t, []string{"elastic-serve", "vllm", "serve", "m", "--port", "8000", "--data-parallel-backend", "ray", "--data-parallel-size", "2",
 		"--data-parallel-size-local", "1", "--enable-expert-parallel", "--enable-eplb", "--enable-elastic-ep"}, c.Command[3:])
@@ -45,8 +46,8 @@ func TestElasticMembers(t *testing.T) {
 	assert.NotNil(t, c.ReadinessProbe, "readiness is unchanged")
 	assert.NotNil(t, c.Lifecycle, "the master keeps its preStop hook")
 
-	worker := renderroles.NewReplica(grown, 2)
-	pods, _ = renderroles.Materialize(worker, revision)
+	worker := replicas.NewReplica(grown, 2)
+	pods, _ = replicas.Materialize(worker, revision)
 	require.Len(t, pods, 1)
 	c = pods[0].Spec.Containers[0]
 	assert.Equal(t, []string{"/bin/sh", "-ec", `ray start --node-ip-address="$GPUSTACK_ELASTIC_POD_IP" --address=moe-elastic-head.team-a.svc:6379 --labels=gpustack-pod-uid="$GPUSTACK_ELASTIC_POD_UID" --block`}, c.Command)
@@ -56,6 +57,6 @@ func TestElasticMembers(t *testing.T) {
 
 	held := master.DeepCopy()
 	held.Spec.ElasticBootWidth = 0
-	pods, _ = renderroles.Materialize(held, revision)
+	pods, _ = replicas.Materialize(held, revision)
 	assert.Empty(t, pods, "a master without a boot width is held")
 }

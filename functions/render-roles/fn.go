@@ -87,16 +87,3 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 func statusReady(s xpv2.ConditionedStatus) bool {
 	return s.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
 }
-
-// podReady reports whether an observed Pod's Ready condition is True; false before it exists.
-func podReady(pod *corev1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}

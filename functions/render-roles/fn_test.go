@@ -14,10 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
-	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
@@ -297,16 +293,6 @@ func TestRoleStep(t *testing.T) {
 		assert.Equal(t, "old", field(t, desired["revision-oldrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
 		assert.Contains(t, desired, "revision-newrevisio")
 	})
-	t.Run("a replica Crossplane composed stays composed, as ready, on its revision, until it leaves", func(t *testing.T) {
-		composed := replicaOf("chat-server-r0-a", 0, "oldrevisio", false)
-		desired := run(t, request{composite: role, required: withReplicas(composed), observed: map[string]string{"replica-0": composed}}).GetDesired().GetResources()
-		require.Contains(t, desired, "replica-0")
-		assert.Equal(t, "oldrevisio", field(t, desired["replica-0"], "spec", "revision"))
-		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["replica-0"].GetReady(), "no event per unready replica and pass")
-		leaving := replicaOf("chat-server-r0-a", 0, "oldrevisio", false, `deletionTimestamp: "2026-11-30T06:00:00Z"`)
-		desired = run(t, request{composite: role, required: withReplicas(leaving), observed: map[string]string{"replica-0": leaving}}).GetDesired().GetResources()
-		assert.NotContains(t, desired, "replica-0")
-	})
 	t.Run("is ready once every slot holds a ready replica", func(t *testing.T) {
 		replicas := func(ready bool) map[string][]string {
 			return withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "newrevisio", true), replicaOf("c", 2, "newrevisio", ready))
@@ -370,19 +356,6 @@ func TestRoleStep(t *testing.T) {
 		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
 		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
 	})
-}
-
-func TestNewReplica(t *testing.T) {
-	r := renderroles.NewReplica(&v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "chat-server", Namespace: "team-a", UID: "u"},
-		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "chat", RoleName: "server", Revision: "newrevisio", ConfigDigest: "d", RenderVersion: 2}}, 1)
-	assert.Equal(t, "chat-server-r1-", r.GenerateName, "a replacement never collides with the replica it replaces")
-	assert.Equal(t, v1alpha1.ModelReplicaSpec{DeploymentName: "chat", RoleName: "server", Ordinal: 1, Revision: "newrevisio",
-		RevisionName: "chat-server-newrevisio", ConfigDigest: "d", RenderVersion: 2}, r.Spec)
-	assert.Equal(t, "1", r.Labels["modeldeployment.gpustack.ai/pod-ordinal"])
-	owner := metav1.GetControllerOf(r)
-	require.NotNil(t, owner)
-	assert.Equal(t, metav1.OwnerReference{APIVersion: "internal.mdplane.io/v1alpha1", Kind: "ModelRole", Name: "chat-server", UID: "u",
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}, *owner)
 }
 
 func TestUnknownCompositeIsFatal(t *testing.T) {

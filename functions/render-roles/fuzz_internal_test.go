@@ -24,6 +24,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 	"github.com/mdplane/mdplane/internal/fuzzing"
+	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -130,8 +131,8 @@ func renderAll(w *fuzzing.World, md *workerv1.ModelDeployment, kvCache bool) (*r
 	add := func(role workerv1.ModelDeploymentRole, r *RenderedRole, d *Delivery) {
 		out.roles[role.Name] = r
 		mr := modelRole(md, role, r, d)
-		replica := Replica{Namespace: md.Namespace, Deployment: md.Name, Role: role.Name, Revision: CurrentRevision(mr.Spec)}
-		objs = append(objs, mr, RenderMembers(replica), RenderInstanceService(replica),
+		replica := replicas.Replica{Namespace: md.Namespace, Deployment: md.Name, Role: role.Name, Revision: replicas.CurrentRevision(mr.Spec)}
+		objs = append(objs, mr, replicas.RenderMembers(replica), replicas.RenderInstanceService(replica),
 			RenderRoleService(md.Namespace, naming.RoleServiceName(md.Name, role.Name), md.Name, role.Name, r, false))
 	}
 	if p.head != nil {

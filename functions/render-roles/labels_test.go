@@ -16,6 +16,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 func h100() *workerv1.InstanceType {
@@ -59,7 +60,7 @@ func members(t *testing.T, role workerv1.ModelDeploymentRole, ordinal int32) []*
 	if size == 0 {
 		size = 1
 	}
-	return renderroles.RenderMembers(renderroles.Replica{
+	return replicas.RenderMembers(replicas.Replica{
 		Namespace: "team-a", Deployment: "qwen", Role: role.Name, Ordinal: ordinal,
 		Revision: &v1alpha1.RoleRevision{Revision: rendered.Revision, Size: size, Template: rendered.Template},
 	})
@@ -198,7 +199,7 @@ func TestMemberIdentity(t *testing.T) {
 		for _, p := range pods {
 			require.Len(t, p.Spec.InitContainers, 1)
 			wait := p.Spec.InitContainers[0]
-			assert.Equal(t, renderroles.WaitForWorkerContainer, wait.Name)
+			assert.Equal(t, naming.WaitForWorkerContainer, wait.Name)
 			assert.Equal(t, p.Spec.Containers[0].Image, wait.Image, "the engine image's own python3")
 			require.GreaterOrEqual(t, len(wait.Env), 3)
 			assert.Equal(t, "GPUSTACK_REPLICA_LEADER_ADDRESS", wait.Env[0].Name)

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
 	"github.com/mdplane/mdplane/apis/settings"
@@ -66,9 +65,4 @@ func revisionOf(configDigest string, s settings.Settings) string {
 func settingsKey(s settings.Settings) string {
 	b, _ := json.Marshal(s) // plain values: cannot fail
 	return sha256Hex(b)
-}
-
-// seatHash is a Pod's pod-spec-hash: the role's configuration digest bound to the Pod's seat.
-func seatHash(configDigest string, ordinal, member int32) string {
-	return sha256Hex(fmt.Appendf(nil, `{"config":%q,"ordinal":%d,"member":%d}`, configDigest, ordinal, member))
 }

@@ -6,39 +6,15 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 )
-
-// PodsCreated says whether the API server accepted the Pods the members controller creates: written
-// on each ModelReplica by the controller, aggregated on its ModelRole by the role step and on the
-// ModelDeployment by the deployment step. A refused create (Pod Security, a ResourceQuota, a
-// LimitRange, a webhook) otherwise leaves a deployment without Pods and nothing where its user looks.
-const (
-	PodsCreatedConditionType xpv2.ConditionType = "PodsCreated"
-	// PodsCreatedReason is True's: every create was accepted.
-	PodsCreatedReason xpv2.ConditionReason = "Created"
-	// PodRefusedReason is False's, and the Warning event's: the API server refused a create; the
-	// message is the API server's own.
-	PodRefusedReason xpv2.ConditionReason = "PodRefused"
-)
-
-// ReplicaPodsCreated is a replica's PodsCreated condition: True, or False with the API server's
-// message of the refused create.
-func ReplicaPodsCreated(refusal string) xpv2.Condition {
-	if refusal == "" {
-		return xpv2.Condition{Type: PodsCreatedConditionType, Status: corev1.ConditionTrue, Reason: PodsCreatedReason, LastTransitionTime: metav1.Now(),
-			Message: "the API server accepted every member's Pod"}
-	}
-	return xpv2.Condition{Type: PodsCreatedConditionType, Status: corev1.ConditionFalse, Reason: PodRefusedReason, Message: refusal, LastTransitionTime: metav1.Now()}
-}
 
 // refusedCondition reads a PodsCreated condition: whether it is carried at all, and the refusal a
 // False one holds.
 func refusedCondition(s xpv2.ConditionedStatus) (carried bool, refusal string) {
 	for _, c := range s.Conditions {
-		if c.Type != PodsCreatedConditionType {
+		if c.Type != v1alpha1.PodsCreatedConditionType {
 			continue
 		}
 		if c.Status == corev1.ConditionFalse {
@@ -91,16 +67,16 @@ func DeploymentPodsCreated(names []string, roles []*v1alpha1.ModelRole, carried 
 	if len(refusals) == 0 {
 		return podsCreated("", 0, "role"), ok || carried
 	}
-	return Condition{"False", string(PodRefusedReason), strings.Join(refusals, "; ")}, true
+	return Condition{"False", string(v1alpha1.PodRefusedReason), strings.Join(refusals, "; ")}, true
 }
 
 // podsCreated is True, or False naming the first refusal and counting the others.
 func podsCreated(first string, refused int, unit string) Condition {
 	switch refused {
 	case 0:
-		return Condition{"True", string(PodsCreatedReason), "the API server accepted the Pods of every " + unit}
+		return Condition{"True", string(v1alpha1.PodsCreatedReason), "the API server accepted the Pods of every " + unit}
 	case 1:
-		return Condition{"False", string(PodRefusedReason), first}
+		return Condition{"False", string(v1alpha1.PodRefusedReason), first}
 	}
-	return Condition{"False", string(PodRefusedReason), fmt.Sprintf("%s; and %d more replicas refused", first, refused-1)}
+	return Condition{"False", string(v1alpha1.PodRefusedReason), fmt.Sprintf("%s; and %d more replicas refused", first, refused-1)}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 const refusal = `pods "md-decode-r1-m0" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "gpustack-compile-cache")`
@@ -25,7 +26,7 @@ func roleWith(conditions ...xpv2.Condition) *v1alpha1.ModelRole {
 }
 
 func TestRolePodsCreated(t *testing.T) {
-	accepted, refused := renderroles.ReplicaPodsCreated(""), renderroles.ReplicaPodsCreated(refusal)
+	accepted, refused := replicas.ReplicaPodsCreated(""), replicas.ReplicaPodsCreated(refusal)
 	for _, tc := range []struct {
 		name     string
 		replicas []*v1alpha1.ModelReplica
@@ -58,9 +59,9 @@ func TestRolePodsCreated(t *testing.T) {
 }
 
 func TestDeploymentPodsCreated(t *testing.T) {
-	refusedRole := roleWith(xpv2.Condition{Type: renderroles.PodsCreatedConditionType, Status: "False", Reason: renderroles.PodRefusedReason,
+	refusedRole := roleWith(xpv2.Condition{Type: v1alpha1.PodsCreatedConditionType, Status: "False", Reason: v1alpha1.PodRefusedReason,
 		Message: "replica 1: " + refusal})
-	acceptedRole := roleWith(xpv2.Condition{Type: renderroles.PodsCreatedConditionType, Status: "True", Reason: renderroles.PodsCreatedReason})
+	acceptedRole := roleWith(xpv2.Condition{Type: v1alpha1.PodsCreatedConditionType, Status: "True", Reason: v1alpha1.PodsCreatedReason})
 	for _, tc := range []struct {
 		name    string
 		roles   []*v1alpha1.ModelRole

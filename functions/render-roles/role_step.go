@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
@@ -16,26 +15,22 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
+	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
-// Composition resource names of the role step.
-const (
-	revisionResourcePrefix = "revision-"
-	replicaResourcePrefix  = "replica-"
-)
+// revisionResourcePrefix opens the composition resource name of each revision the role step renders.
+const revisionResourcePrefix = "revision-"
 
 // roleStep renders the revisions a role's replicas run and the role's status. The replicas
 // themselves are created by the rollout controller (a role of hundreds of replicas would otherwise
-// re-apply every one of them on each of its reconciles); a replica Crossplane composed before that
-// stays composed until it leaves, since dropping it from the composition would delete it.
+// re-apply every one of them on each of its reconciles).
 var roleStep = phases(observeRole, planRole, writeRole)
 
 // ConvergingTTL is how soon a role that is not ready, or whose watch circuit breaker is open, is
@@ -54,8 +49,6 @@ type roleObservation struct {
 	spec      v1alpha1.ModelRoleSpec
 	// replicas are the standing ModelReplicas of the ordinals below spec.replicas.
 	replicas map[int32]*v1alpha1.ModelReplica
-	// composed are the ordinals whose replica Crossplane composed: they stay composed.
-	composed map[int32]bool
 	// leaving are the ordinals with no standing replica whose departed one is still being deleted.
 	leaving map[int32]bool
 	// revisions are the observed revisions, other than the current one, the replicas run.
@@ -76,7 +69,7 @@ func observeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr
 		return nil, fmt.Errorf("cannot read observed composed resources: %w", err)
 	}
 	o := &roleObservation{namespace: xr.Resource.GetNamespace(), spec: role.Spec, replicas: map[int32]*v1alpha1.ModelReplica{},
-		composed: map[int32]bool{}, leaving: map[int32]bool{}, revisions: map[string]runtime.RawExtension{}}
+		leaving: map[int32]bool{}, revisions: map[string]runtime.RawExtension{}}
 	o.podsCreated, _ = refusedCondition(role.Status.ConditionedStatus)
 	r := xfn.NewRequirements(req, rsp)
 	replicas, err := r.ByLabels(replicasRequirement, v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind, o.namespace,
@@ -117,11 +110,6 @@ func (o *roleObservation) readReplicas(replicas []*unstructured.Unstructured, ob
 			}
 		}
 	}
-	for n, r := range o.replicas {
-		if obs := observed[replicaResource(n)].Resource; obs != nil && obs.GetName() == r.Name {
-			o.composed[n] = true
-		}
-	}
 	return nil
 }
 
@@ -134,37 +122,8 @@ func (o *roleObservation) readRevision(rev string, obj *composed.Unstructured) e
 	return nil
 }
 
-// NewReplica is the ModelReplica the rollout controller creates in an empty slot of role: on the
-// role's current revision, controlled by the role. Its name is generated: a replacement must never
-// collide with the object it replaces while that one is still being deleted.
-func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica {
-	spec := role.Spec
-	meta := objectMeta(role.Namespace, "", naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, ordinal))
-	meta.GenerateName = naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, ordinal)
-	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
-		Name: role.Name, UID: role.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	replica := &v1alpha1.ModelReplica{
-		TypeMeta:   typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
-		ObjectMeta: meta,
-		Spec: v1alpha1.ModelReplicaSpec{
-			DeploymentName: spec.DeploymentName, RoleName: spec.RoleName, Ordinal: ordinal,
-			Revision: spec.Revision, RevisionName: naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision),
-			ConfigDigest: spec.ConfigDigest, RenderVersion: spec.RenderVersion,
-			RequiredNodeAffinity: spec.RequiredNodeAffinity.DeepCopy(),
-		},
-	}
-	if e := spec.Elastic; e != nil && e.Part == v1alpha1.ElasticMembers && ordinal == 0 {
-		// The master boots at the width of the day it is created; a replica is never updated, so
-		// later width edits do not move it.
-		replica.Spec.ElasticBootWidth = spec.Replicas
-	}
-	return replica
-}
-
 // rolePlan is what the role step writes.
 type rolePlan struct {
-	// composed are the replicas Crossplane composed, kept as they are.
-	composed  map[int32]v1alpha1.ModelReplicaSpec
 	revisions map[string]runtime.RawExtension
 	status    v1alpha1.ModelRoleStatus
 	// podsCreated is the role's PodsCreated condition, written when podsCreatedKnown.
@@ -178,7 +137,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &rolePlan{composed: map[int32]v1alpha1.ModelReplicaSpec{}, revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
+	p := &rolePlan{revisions: map[string]runtime.RawExtension{o.spec.Revision: current}}
 	var ready, upToDate, olderCompatible int32
 	var live v1alpha1.MemberCounts
 	var modes v1alpha1.DeployedModes
@@ -196,9 +155,6 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 			continue
 		}
 		qualifications = append(qualifications, r.Status.Qualification)
-		if o.composed[n] {
-			p.composed[n] = r.Spec
-		}
 		if data, ok := o.revisions[r.Spec.Revision]; ok {
 			p.revisions[r.Spec.Revision] = data
 		}
@@ -236,7 +192,7 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 			}
 		}
 	}
-	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
+	p.status = v1alpha1.ModelRoleStatus{Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible, QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors}
 	slices.Sort(p.status.AssignedFlavors)
 	p.status.Eligible, p.status.Eligibility, p.status.EligibilityActive = RoleEligibility(qualifications)
 	p.podsCreated, p.podsCreatedKnown = RolePodsCreated(standing, o.podsCreated)
@@ -245,20 +201,8 @@ func planRole(o *roleObservation) (*rolePlan, error) {
 
 // currentRevision is the snapshot of the role's current configuration.
 func currentRevision(spec v1alpha1.ModelRoleSpec) (runtime.RawExtension, error) {
-	data, err := json.Marshal(CurrentRevision(spec))
+	data, err := json.Marshal(replicas.CurrentRevision(spec))
 	return runtime.RawExtension{Raw: data}, err
-}
-
-// CurrentRevision is the RoleRevision of a role's current configuration: what its ControllerRevision
-// holds once the role's composition has applied it.
-func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
-	return &v1alpha1.RoleRevision{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.RoleRevisionKind),
-		Revision: spec.Revision,
-		Size:     spec.Size,
-		Template: spec.Template,
-		Elastic:  spec.Elastic,
-	}
 }
 
 // slotState is slot n's admission state: its standing replica's, Terminating while its departed
@@ -268,25 +212,18 @@ func (o *roleObservation) slotState(n int32) string {
 	case r != nil && r.Status.Quota != "":
 		return r.Status.Quota
 	case r == nil && o.leaving[n]:
-		return QuotaTerminating
+		return replicas.QuotaTerminating
 	}
-	return QuotaInFlight
+	return replicas.QuotaInFlight
 }
 
-// writeRole composes the replicas and revisions and writes the role's status.
+// writeRole composes the revisions and writes the role's status.
 func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *resource.Composite, o *roleObservation, p *rolePlan) error {
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		return fmt.Errorf("cannot read desired composed resources: %w", err)
 	}
 	ns, spec := o.namespace, o.spec
-	// A composed replica is composed as ready and the role's readiness is stated once, below:
-	// Crossplane records an event for each unready composed resource on every reconcile.
-	for n, spec := range p.composed {
-		if desired[replicaResource(n)], err = xfn.Composed(composedReplica(ns, spec), true); err != nil {
-			return err
-		}
-	}
 	for rev, data := range p.revisions {
 		cr := &appsv1.ControllerRevision{
 			TypeMeta:   typeMeta("apps/v1", "ControllerRevision"),
@@ -306,7 +243,7 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 	}
 	if p.podsCreatedKnown {
 		c := p.podsCreated
-		xfn.SetCondition(rsp, string(PodsCreatedConditionType), c.Status, c.Reason, c.Message)
+		xfn.SetCondition(rsp, string(v1alpha1.PodsCreatedConditionType), c.Status, c.Reason, c.Message)
 	}
 	ready := *p.status.Ready == spec.Replicas
 	xfn.SetDesiredReady(rsp, ready)
@@ -314,19 +251,4 @@ func writeRole(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, xr *
 		rsp.Meta.Ttl = durationpb.New(ConvergingTTL)
 	}
 	return nil
-}
-
-func replicaResource(ordinal int32) resource.Name {
-	return resource.Name(replicaResourcePrefix + strconv.Itoa(int(ordinal)))
-}
-
-// composedReplica is a replica Crossplane composed, as it composes it again (Crossplane keeps the
-// observed name).
-func composedReplica(namespace string, spec v1alpha1.ModelReplicaSpec) *v1alpha1.ModelReplica {
-	return &v1alpha1.ModelReplica{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: naming.ReplicaGenerateName(spec.DeploymentName, spec.RoleName, spec.Ordinal),
-			Labels: naming.ReplicaLabels(spec.DeploymentName, spec.RoleName, spec.Ordinal)},
-		Spec: spec,
-	}
 }

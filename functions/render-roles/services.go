@@ -11,10 +11,6 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// EligibilityActive is the value of workerv1.AnnotationEndpointEligibility on a Service whose
-// selector carries the eligibility term.
-const EligibilityActive = "active"
-
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 }
@@ -31,7 +27,7 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 func RenderRoleService(namespace, name, deployment, role string, r *RenderedRole, eligible bool) *corev1.Service {
 	meta := objectMeta(namespace, name, naming.RoleLabels(deployment, role))
 	if eligible {
-		meta.Annotations = map[string]string{workerv1.AnnotationEndpointEligibility: EligibilityActive}
+		meta.Annotations = map[string]string{workerv1.AnnotationEndpointEligibility: workerv1.EndpointEligibilityActive}
 	}
 	selector := naming.Serving(naming.RoleLabels(deployment, role), r.ServesEveryMember, eligible)
 	if r.Elastic != nil {

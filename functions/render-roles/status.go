@@ -7,52 +7,10 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
-
-// Admission states of one instance, reported as ModelReplica status.quota and counted per role.
-const (
-	QuotaReserved    = "Reserved"
-	QuotaPending     = "Pending"
-	QuotaIncomplete  = "PodGroupIncomplete"
-	QuotaPreempted   = "Preempted"
-	QuotaParked      = "Parked"
-	QuotaNoQueue     = "NoQueue"
-	QuotaInFlight    = "InFlight"
-	QuotaTerminating = "Terminating"
-)
-
-// InstanceQuota reads an instance's admission state from its group's Workload (nil while Kueue has
-// built none) and its members on the API server.
-func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
-	switch {
-	case members == 0:
-		return QuotaInFlight
-	case terminating == members:
-		return QuotaTerminating
-	case wl == nil && members < size:
-		return QuotaIncomplete // Kueue builds the group's Workload once all its Pods exist
-	case wl == nil:
-		return QuotaInFlight
-	case wl.Annotations[workerv1.AnnotationParkedGeneration] != "" || (wl.Spec.Active != nil && !*wl.Spec.Active):
-		return QuotaParked
-	}
-	conds := wl.Status.Conditions
-	evicted := apimeta.FindStatusCondition(conds, kueue.WorkloadEvicted)
-	if apimeta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) && (evicted == nil || evicted.Status != "True") {
-		return QuotaReserved
-	}
-	if evicted != nil && evicted.Status == "True" && evicted.Reason == kueue.WorkloadEvictedByPreemption {
-		return QuotaPreempted
-	}
-	if c := apimeta.FindStatusCondition(conds, kueue.WorkloadQuotaReserved); c != nil && c.Reason == kueue.WorkloadInadmissible &&
-		strings.HasPrefix(c.Message, "LocalQueue ") && strings.HasSuffix(c.Message, " doesn't exist") {
-		return QuotaNoQueue
-	}
-	return QuotaPending
-}
 
 // Condition is a condition the function reports on the deployment.
 type Condition struct {
@@ -64,11 +22,11 @@ type Condition struct {
 // quotaReasons maps an instance state that keeps a deployment short of quota to the condition's
 // reason, in the order a person should look at them.
 var quotaReasons = []struct{ state, reason string }{
-	{QuotaParked, "Parked"},
-	{QuotaNoQueue, "NoQueueInReservedNamespace"},
-	{QuotaPreempted, "PreemptedInPart"},
-	{QuotaIncomplete, "PodGroupIncomplete"},
-	{QuotaPending, "Pending"},
+	{replicas.QuotaParked, "Parked"},
+	{replicas.QuotaNoQueue, "NoQueueInReservedNamespace"},
+	{replicas.QuotaPreempted, "PreemptedInPart"},
+	{replicas.QuotaIncomplete, "PodGroupIncomplete"},
+	{replicas.QuotaPending, "Pending"},
 }
 
 // TypeShortage reads an InstanceType's status for why a Pod asking cardsPerPod whole cards cannot
@@ -121,10 +79,10 @@ func QuotaCondition(desired map[string]int32, states map[string]map[string]int32
 	short := map[string][]string{}
 	for role, n := range desired {
 		total += n
-		reserved += states[role][QuotaReserved]
-		terminating += states[role][QuotaTerminating]
+		reserved += states[role][replicas.QuotaReserved]
+		terminating += states[role][replicas.QuotaTerminating]
 		for state, count := range states[role] {
-			if count > 0 && state != QuotaReserved {
+			if count > 0 && state != replicas.QuotaReserved {
 				short[state] = append(short[state], fmt.Sprintf("%s %d", role, count))
 			}
 		}
@@ -169,7 +127,7 @@ func typeShortages(states map[string]map[string]int32, shortages map[string]stri
 	seen := map[string]bool{}
 	var lacks []string
 	for role, lack := range shortages {
-		if lack == "" || states[role][QuotaPending]+states[role][QuotaIncomplete] == 0 || seen[lack] {
+		if lack == "" || states[role][replicas.QuotaPending]+states[role][replicas.QuotaIncomplete] == 0 || seen[lack] {
 			continue
 		}
 		seen[lack] = true
@@ -202,7 +160,7 @@ const RolloutHeldByCache = workerv1.ReasonRolloutHeldByCache
 
 // HeldByCache reports whether a rollout-held annotation value is a cache hold.
 func HeldByCache(held string) bool {
-	return strings.HasPrefix(held, RolloutHeldByCache+":") || held == RolloutHeldByCache
+	return workerv1.RolloutHeldBy(held, RolloutHeldByCache)
 }
 
 // UpToDateCondition is the deployment's ReplicasUpToDate condition: True when every role's desired

@@ -4,54 +4,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
-
-func workloadWith(edit func(*kueue.Workload), conds ...metav1.Condition) *kueue.Workload {
-	wl := &kueue.Workload{Status: kueue.WorkloadStatus{Conditions: conds}}
-	if edit != nil {
-		edit(wl)
-	}
-	return wl
-}
-
-func cond(typ, status, reason, message string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, Message: message}
-}
-
-func TestInstanceQuota(t *testing.T) {
-	reserved := cond(kueue.WorkloadQuotaReserved, "True", "QuotaReserved", "")
-	cases := []struct {
-		rule                       string
-		wl                         *kueue.Workload
-		members, terminating, size int
-		want                       string
-	}{
-		{"no Pods yet is in flight", nil, 0, 0, 2, "InFlight"},
-		{"every member terminating", workloadWith(nil, reserved), 2, 2, 2, "Terminating"},
-		{"a group short of members has no Workload", nil, 1, 0, 2, "PodGroupIncomplete"},
-		{"a complete group Kueue has not built a Workload for yet", nil, 2, 0, 2, "InFlight"},
-		{"a reservation held", workloadWith(nil, reserved), 2, 0, 2, "Reserved"},
-		{"a reservation evicted by preemption", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", "Pending", ""),
-			cond(kueue.WorkloadEvicted, "True", kueue.WorkloadEvictedByPreemption, "")), 2, 0, 2, "Preempted"},
-		{"a Workload whose LocalQueue is missing", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", kueue.WorkloadInadmissible,
-			"LocalQueue gpustack-fnv64-796ced4e2897a3b4 doesn't exist")), 1, 0, 1, "NoQueue"},
-		{"a parked set's Workload", workloadWith(func(wl *kueue.Workload) { wl.Spec.Active = ptr.To(false) }), 1, 0, 1, "Parked"},
-		{"a queued Workload", workloadWith(nil, cond(kueue.WorkloadQuotaReserved, "False", "Pending", "couldn't assign flavors")), 1, 0, 1, "Pending"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			assert.Equal(t, tc.want, renderroles.InstanceQuota(tc.wl, tc.members, tc.terminating, tc.size))
-		})
-	}
-}
 
 func TestQuotaCondition(t *testing.T) {
 	pd := map[string]int32{"prefill": 2, "decode": 2}
@@ -226,31 +185,4 @@ func TestRenderFloor(t *testing.T) {
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("0"), "clamped up to the lowest supported")
 	assert.Equal(t, int32(renderroles.RenderVersion), floor("99"), "clamped down to this release's baseline")
 	assert.Equal(t, int32(renderroles.MinSupportedRenderVersion), floor("two"), "unreadable: the lowest supported")
-}
-
-func TestAssignedFlavors(t *testing.T) {
-	admitted := func(assignments ...kueue.PodSetAssignment) *kueue.Workload {
-		return &kueue.Workload{Status: kueue.WorkloadStatus{Admission: &kueue.Admission{PodSetAssignments: assignments}}}
-	}
-	assignment := func(podSet string, flavors map[corev1.ResourceName]kueue.ResourceFlavorReference) kueue.PodSetAssignment {
-		return kueue.PodSetAssignment{Name: kueue.PodSetReference(podSet), Flavors: flavors}
-	}
-	cases := []struct {
-		rule string
-		wl   *kueue.Workload
-		want []string
-	}{
-		{"no Workload yet: none", nil, nil},
-		{"a Workload not admitted: none", &kueue.Workload{}, nil},
-		{"the PodSet named by the role-hash gives the flavors, once each, sorted",
-			admitted(assignment("server", map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100", "cpu": "default", "memory": "default"})),
-			[]string{"default", "h100"}},
-		{"another role's PodSet is not this role's",
-			admitted(assignment("decode", map[corev1.ResourceName]kueue.ResourceFlavorReference{"cpu": "spot"})), nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			assert.Equal(t, tc.want, renderroles.AssignedFlavors(tc.wl, "server"))
-		})
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // Rendering constants of the spec.
@@ -26,11 +27,7 @@ const (
 	shmPath           = "/dev/shm"
 	compileCache      = "gpustack-compile-cache"
 	compileCachePath  = "/var/lib/gpustack/cache"
-	healthPath        = "/health"
-	probePeriod       = 10
-	probeTimeout      = 5
 	readinessFailures = 3
-	livenessFailures  = 6
 )
 
 // Role is everything one role's Pod template is rendered from: the deployment, the role with its
@@ -389,15 +386,15 @@ func probes(port int32, scheme string, startupTimeoutSeconds int32) (startup, re
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: healthPath, Port: intstr.FromInt32(port), Scheme: uriScheme,
+				Path: replicas.HealthPath, Port: intstr.FromInt32(port), Scheme: uriScheme,
 			}},
-			PeriodSeconds:    probePeriod,
-			TimeoutSeconds:   probeTimeout,
+			PeriodSeconds:    replicas.ProbePeriodSeconds,
+			TimeoutSeconds:   replicas.ProbeTimeoutSeconds,
 			FailureThreshold: failures,
 		}
 	}
-	startupFailures := int32(math.Ceil(float64(startupTimeoutSeconds) / probePeriod))
-	return probe(startupFailures), probe(readinessFailures), probe(livenessFailures)
+	startupFailures := int32(math.Ceil(float64(startupTimeoutSeconds) / replicas.ProbePeriodSeconds))
+	return probe(startupFailures), probe(readinessFailures), probe(replicas.LivenessFailures)
 }
 
 // roleVolumes renders /dev/shm, the compile cache of a managed role and the role's own volumes. An

@@ -3,12 +3,10 @@ package renderroles
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
-
-// WaitForWorkerContainer is the name of the container that holds a multi-member replica's leader
-// back until its workers are on the network.
-const WaitForWorkerContainer = "wait-for-worker"
 
 // waitForWorker is the wait-for-worker container (model-deployment.md names it among the sidecars
 // render-version covers; no upstream source gives its shape, so docs/architecture.md records this
@@ -20,16 +18,16 @@ const WaitForWorkerContainer = "wait-for-worker"
 // A worker that never comes breaks the replica, which the departures controller rebuilds.
 func waitForWorker(image string, pullPolicy corev1.PullPolicy) corev1.Container {
 	return corev1.Container{
-		Name: WaitForWorkerContainer, Image: image, ImagePullPolicy: pullPolicy,
+		Name: naming.WaitForWorkerContainer, Image: image, ImagePullPolicy: pullPolicy,
 		Command: []string{"python3", "-c", waitForWorkerScript},
 	}
 }
 
 const waitForWorkerScript = `import os, socket, sys, time
-if os.environ.get("` + EnvMemberIndex + `", "0") != "0":
+if os.environ.get("` + replicas.EnvMemberIndex + `", "0") != "0":
     sys.exit(0)
-size = int(os.environ.get("` + EnvReplicaSize + `", "1"))
-leader = os.environ.get("` + EnvLeaderAddress + `", "")
+size = int(os.environ.get("` + replicas.EnvReplicaSize + `", "1"))
+leader = os.environ.get("` + replicas.EnvLeaderAddress + `", "")
 host, _, domain = leader.partition(".")
 base = host[:-len("-m0")] if host.endswith("-m0") else host
 workers = ["%s-m%d.%s" % (base, m, domain) for m in range(1, size)]

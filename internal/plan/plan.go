@@ -12,7 +12,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/controllers/rollout"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // Action is what an edit does to a role's replicas.
@@ -46,9 +46,9 @@ type Input struct {
 
 // LiveRole is a role as the rollout controller observes it on a cluster.
 type LiveRole struct {
-	// Slots are read with rollout.SlotsOf against the edited render's ModelRole, so Outdated means
+	// Slots are read with pacing.SlotsOf against the edited render's ModelRole, so Outdated means
 	// outdated against the edit.
-	Slots []rollout.Slot
+	Slots []pacing.Slot
 	// InFlight is the ordinal the role remembers replacing, or -1.
 	InFlight int32
 	// Role is the live ModelRole; nil when the role is not rendered yet.
@@ -192,7 +192,7 @@ func planRole(in Input, moved map[string]string, index int, declared workerv1.Mo
 
 // observedSlots is the role's slots: the cluster's, or offline every stored replica on its stored
 // revision, admitted and Ready.
-func observedSlots(in Input, name string, newRole *v1alpha1.ModelRole) ([]rollout.Slot, int32) {
+func observedSlots(in Input, name string, newRole *v1alpha1.ModelRole) ([]pacing.Slot, int32) {
 	if in.Live != nil {
 		live := in.Live[name]
 		if live.Role == nil && live.Slots == nil {
@@ -200,9 +200,9 @@ func observedSlots(in Input, name string, newRole *v1alpha1.ModelRole) ([]rollou
 		}
 		return live.Slots, live.InFlight
 	}
-	var slots []rollout.Slot
+	var slots []pacing.Slot
 	for _, r := range in.Stored.replicasOf(name) {
-		slots = append(slots, rollout.Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
+		slots = append(slots, pacing.Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
 			Outdated: newRole.Spec.Elastic == nil && !r.Spec.UpToDate(newRole.Spec), Admitted: true, EverAdmitted: true, Ready: true})
 	}
 	return slots, -1
@@ -255,13 +255,13 @@ type simulation struct {
 	unresolved       string
 }
 
-// simulate runs rollout.Pace until nothing is outdated: a replacement is taken as created on the
+// simulate runs pacing.Pace until nothing is outdated: a replacement is taken as created on the
 // new revision and not yet admitted (so the next step shows the gate it waits at); a wait is
 // recorded on the next step and taken as resolved (every replica on the new revision admitted and
 // Ready, empty slots filled). A wait that resolving does not move ends the simulation.
-func simulate(revision string, replicas int32, observed []rollout.Slot, inFlight int32, cadence workerv1.RolloutCadence) simulation {
+func simulate(revision string, replicas int32, observed []pacing.Slot, inFlight int32, cadence workerv1.RolloutCadence) simulation {
 	var sim simulation
-	var slots []rollout.Slot
+	var slots []pacing.Slot
 	present := map[int32]bool{}
 	serving := int32(0)
 	for _, s := range observed {
@@ -281,7 +281,7 @@ func simulate(revision string, replicas int32, observed []rollout.Slot, inFlight
 		for ordinal := range replicas {
 			if !present[ordinal] && ordinal >= maxOrdinal(observed)+1 {
 				sim.created = append(sim.created, ordinal)
-				slots = append(slots, rollout.Slot{Ordinal: ordinal, Replica: fmt.Sprintf("r%d-new", ordinal), Revision: revision})
+				slots = append(slots, pacing.Slot{Ordinal: ordinal, Replica: fmt.Sprintf("r%d-new", ordinal), Revision: revision})
 			}
 		}
 	}
@@ -290,7 +290,7 @@ func simulate(revision string, replicas int32, observed []rollout.Slot, inFlight
 	stuck := false
 	k := int32(0) // replacements of serving replicas so far
 	for range 4*len(slots) + 8 {
-		step := rollout.Pace(revision, replicas, slots, inFlight, cadence)
+		step := pacing.Pace(revision, replicas, slots, inFlight, cadence)
 		inFlight = step.InFlight
 		if step.Replace != "" {
 			i := indexOf(slots, step.Ordinal)
@@ -311,7 +311,7 @@ func simulate(revision string, replicas int32, observed []rollout.Slot, inFlight
 				}
 			}
 			sim.steps = append(sim.steps, st)
-			slots[i] = rollout.Slot{Ordinal: step.Ordinal, Replica: fmt.Sprintf("r%d-new", step.Ordinal), Revision: revision}
+			slots[i] = pacing.Slot{Ordinal: step.Ordinal, Replica: fmt.Sprintf("r%d-new", step.Ordinal), Revision: revision}
 			waits, stuck = nil, false
 			continue
 		}
@@ -330,7 +330,7 @@ func simulate(revision string, replicas int32, observed []rollout.Slot, inFlight
 	return sim
 }
 
-func maxOrdinal(slots []rollout.Slot) int32 {
+func maxOrdinal(slots []pacing.Slot) int32 {
 	highest := int32(-1)
 	for _, s := range slots {
 		highest = max(highest, s.Ordinal)
@@ -338,7 +338,7 @@ func maxOrdinal(slots []rollout.Slot) int32 {
 	return highest
 }
 
-func indexOf(slots []rollout.Slot, ordinal int32) int {
+func indexOf(slots []pacing.Slot, ordinal int32) int {
 	for i, s := range slots {
 		if s.Ordinal == ordinal && s.Replica != "" {
 			return i
@@ -348,7 +348,7 @@ func indexOf(slots []rollout.Slot, ordinal int32) int {
 }
 
 // pending reports a declared slot outdated, empty, broken or not yet admitted and Ready.
-func pending(replicas int32, slots []rollout.Slot) bool {
+func pending(replicas int32, slots []pacing.Slot) bool {
 	filled := map[int32]bool{}
 	for _, s := range slots {
 		if s.Ordinal < replicas && s.Replica != "" {
@@ -363,12 +363,12 @@ func pending(replicas int32, slots []rollout.Slot) bool {
 
 // resolve takes every wait as resolved: empty slots filled on the new revision, and every replica
 // on it (or once admitted on an older one) admitted and Ready, nothing broken.
-func resolve(revision string, replicas int32, slots []rollout.Slot) []rollout.Slot {
+func resolve(revision string, replicas int32, slots []pacing.Slot) []pacing.Slot {
 	filled := map[int32]bool{}
 	for i := range slots {
 		s := &slots[i]
 		if s.Replica == "" {
-			*s = rollout.Slot{Ordinal: s.Ordinal, Replica: fmt.Sprintf("r%d-new", s.Ordinal), Revision: revision}
+			*s = pacing.Slot{Ordinal: s.Ordinal, Replica: fmt.Sprintf("r%d-new", s.Ordinal), Revision: revision}
 		}
 		filled[s.Ordinal] = true
 		if !s.Outdated || s.EverAdmitted {
@@ -378,7 +378,7 @@ func resolve(revision string, replicas int32, slots []rollout.Slot) []rollout.Sl
 	}
 	for ordinal := range replicas {
 		if !filled[ordinal] {
-			slots = append(slots, rollout.Slot{Ordinal: ordinal, Replica: fmt.Sprintf("r%d-new", ordinal), Revision: revision,
+			slots = append(slots, pacing.Slot{Ordinal: ordinal, Replica: fmt.Sprintf("r%d-new", ordinal), Revision: revision,
 				Admitted: true, EverAdmitted: true, Ready: true})
 		}
 	}
@@ -461,7 +461,7 @@ func roleWarnings(in Input, r Role) []string {
 	departs := len(r.Order) + len(r.Leaving)
 	if departs > 0 && in.Edited.Deployment != nil && in.Edited.Deployment.Spec.KVCache != nil {
 		out = append(out, fmt.Sprintf("role %s: each of the %d departing replicas costs its siblings the cache blocks it held (leased for the %s kv_lease_duration window, then lost)",
-			r.Name, departs, rollout.LeaseWindow))
+			r.Name, departs, pacing.LeaseWindow))
 	}
 	if w := r.Quota.WaitsForCapacity; w != nil && *w {
 		out = append(out, fmt.Sprintf("role %s: the rollout will wait for capacity (%s)", r.Name, strings.Join(r.Quota.Short, "; ")))

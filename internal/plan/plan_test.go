@@ -15,7 +15,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/controllers/rollout"
+	"github.com/mdplane/mdplane/internal/pacing"
 )
 
 // version is one rendered version of a one-role deployment "chat", role "server".
@@ -76,10 +76,10 @@ func edited(edit func(*version)) version {
 }
 
 // liveSlots is four replicas on the stored revision, admitted and Ready, with changes applied.
-func liveSlots(change func([]rollout.Slot)) map[string]LiveRole {
-	var slots []rollout.Slot
+func liveSlots(change func([]pacing.Slot)) map[string]LiveRole {
+	var slots []pacing.Slot
 	for o := range int32(4) {
-		slots = append(slots, rollout.Slot{Ordinal: o, Replica: fmt.Sprintf("chat-server-r%d", o), Revision: "d1-4", Outdated: true, Admitted: true, EverAdmitted: true, Ready: true})
+		slots = append(slots, pacing.Slot{Ordinal: o, Replica: fmt.Sprintf("chat-server-r%d", o), Revision: "d1-4", Outdated: true, Admitted: true, EverAdmitted: true, Ready: true})
 	}
 	change(slots)
 	return map[string]LiveRole{"server": {Slots: slots, InFlight: -1}}
@@ -125,7 +125,7 @@ func TestMake(t *testing.T) {
 	}, {
 		name: "queued replica first",
 		in: Input{Stored: stored.render(), Edited: edited(image).render(),
-			Live: liveSlots(func(s []rollout.Slot) { s[1].Admitted, s[1].EverAdmitted, s[1].Ready = false, false, false })},
+			Live: liveSlots(func(s []pacing.Slot) { s[1].Admitted, s[1].EverAdmitted, s[1].Ready = false, false, false })},
 		action: ActionRolls, order: []int32{1, 3, 2, 0},
 		check: func(t *testing.T, _ Plan, r Role) {
 			assert.Contains(t, r.Steps[0].Note, "never admitted")
@@ -134,7 +134,7 @@ func TestMake(t *testing.T) {
 	}, {
 		name: "capacity cadence order",
 		in: Input{Stored: stored.render(), Edited: edited(func(v *version) { image(v); v.cadence = workerv1.RolloutCadenceCapacity }).render(),
-			Live: liveSlots(func(s []rollout.Slot) { s[0].Ready = false })},
+			Live: liveSlots(func(s []pacing.Slot) { s[0].Ready = false })},
 		action: ActionRolls, order: []int32{0, 3, 2, 1},
 		check: func(t *testing.T, p Plan, r Role) {
 			assert.Equal(t, "capacity-preserving", p.Cadence)
@@ -172,7 +172,7 @@ func TestMake(t *testing.T) {
 		in: Input{Stored: edited(func(v *version) { v.kvCache = true }).render(),
 			Edited: edited(func(v *version) { image(v); v.kvCache = true }).render()},
 		action: ActionRolls, order: []int32{3, 2, 1, 0},
-		warnings: []string{"each of the 4 departing replicas costs its siblings the cache blocks it held (leased for the " + rollout.LeaseWindow},
+		warnings: []string{"each of the 4 departing replicas costs its siblings the cache blocks it held (leased for the " + pacing.LeaseWindow},
 	}, {
 		name:   "render-version only",
 		in:     Input{Stored: stored.render(), Edited: edited(func(v *version) { v.renderVersion, v.floor = 5, 5 }).render()},

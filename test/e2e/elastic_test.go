@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/elastic"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/snapshot/scrape"
 )
 
@@ -228,7 +228,7 @@ spec:
 	kubectlApply(t, manifest(2, ""))
 	head, members := elasticRunning(t, ctx, ns, md, 2)
 
-	if c := container(*head, "main"); !slices.Equal(c.Command, renderroles.ElasticHeadCommand) {
+	if c := container(*head, "main"); !slices.Equal(c.Command, engine.ElasticHeadCommand) {
 		t.Errorf("the Ray head runs %q", c.Command)
 	}
 	if head.Labels[workerv1.LabelQueueName] != workerv1.EntranceName(headType) || head.Spec.Containers[0].Resources.Requests.Cpu().String() != "1" {
@@ -239,8 +239,8 @@ spec:
 		!strings.Contains(strings.Join(c.Command, " "), "--data-parallel-size 2") {
 		t.Errorf("the master runs %q", c.Command)
 	}
-	if master.Annotations[renderroles.AnnotationElasticBootWidth] != "2" {
-		t.Errorf("the master's boot width is %q", master.Annotations[renderroles.AnnotationElasticBootWidth])
+	if master.Annotations[workerv1.AnnotationElasticBootWidth] != "2" {
+		t.Errorf("the master's boot width is %q", master.Annotations[workerv1.AnnotationElasticBootWidth])
 	}
 	if c := container(worker, "main"); len(c.Command) != 3 || !strings.HasSuffix(c.Command[2], " --block") || c.ReadinessProbe != nil {
 		t.Errorf("the worker runs %q", c.Command)
@@ -290,7 +290,7 @@ spec:
 	if head3.UID != head.UID {
 		t.Error("the Ray head was replaced by the width increase")
 	}
-	if members["0"].Annotations[renderroles.AnnotationElasticBootWidth] != "2" {
+	if members["0"].Annotations[workerv1.AnnotationElasticBootWidth] != "2" {
 		t.Error("the master's boot width moved with the width")
 	}
 	awaitResizeCondition(t, ctx, ns, md, "the engine's refusal reported, the resize not abandoned", func(c xpv2.Condition) bool {

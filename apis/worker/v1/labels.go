@@ -3,6 +3,7 @@ package v1
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 )
 
 // Labels and annotations of the spec's "Pod labels and annotations" table and of the
@@ -50,6 +51,10 @@ const (
 	// ReasonRolloutHeldByCache opens the rollout-held value the cache step writes while a
 	// deployment's KV cache connection is unresolved; ReplicasUpToDate reports it as its reason.
 	ReasonRolloutHeldByCache = "RolloutHeldByCache"
+	// ReasonRolloutHeldByWeights opens the rollout-held value the deployment step writes while a
+	// role's weights cannot be delivered: the rollout controller then neither replaces outdated
+	// replicas nor fills empty slots, and the members controller creates no Pods.
+	ReasonRolloutHeldByWeights = "RolloutHeldByWeights"
 
 	// AnnotationRetirement on a ModelRole holds the deployment's retirement operation targeting one
 	// of the role's replicas, as JSON (workerv1.Retirement); the deployment step lifts it into
@@ -71,6 +76,12 @@ const (
 	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
 	// once there, the term stays (elastic-dp-lifecycle §2.5).
 	AnnotationEndpointEligibility = "worker.gpustack.ai/endpoint-eligibility"
+	// EndpointEligibilityActive is the value of AnnotationEndpointEligibility on a Service whose
+	// selector carries the eligibility term.
+	EndpointEligibilityActive = "active"
+
+	// AnnotationElasticBootWidth on an Elastic EP master is the data-parallel size it booted with.
+	AnnotationElasticBootWidth = "worker.gpustack.ai/elastic-boot-width"
 
 	// FinalizerInstanceMembers keeps a replica's headless Service until the replica's members are
 	// gone, so a departing member still resolves its peers while it drains.
@@ -79,6 +90,12 @@ const (
 	// NameModelDeployment is the app.kubernetes.io/name value on every replica Pod.
 	NameModelDeployment = "model-deployment"
 )
+
+// RolloutHeldBy reports whether a rollout-held annotation value carries reason: the reason alone,
+// or the reason, a colon and a message.
+func RolloutHeldBy(held, reason string) bool {
+	return held == reason || strings.HasPrefix(held, reason+":")
+}
 
 // GroupName is the Kueue pod-group name of one replica: gpustack-fnv64- and the FNV-1a 64 hash of
 // namespace, deployment, role and ordinal. It is unique, not parseable; the ordinal travels in its

@@ -1,17 +1,12 @@
-package renderroles
+package replicas
 
 import (
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -79,7 +74,7 @@ func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == WaitForWorkerContainer {
+		if pod.Spec.InitContainers[i].Name == naming.WaitForWorkerContainer {
 			containers = append(containers, &pod.Spec.InitContainers[i])
 		}
 	}
@@ -146,57 +141,36 @@ func Materialize(replica *v1alpha1.ModelReplica, revision *v1alpha1.RoleRevision
 	return pods, svc
 }
 
-// ReadRevision decodes the RoleRevision a ControllerRevision holds.
-func ReadRevision(cr *appsv1.ControllerRevision) (*v1alpha1.RoleRevision, error) {
-	if cr.Data.Raw == nil {
-		return nil, fmt.Errorf("revision %s/%s holds no RoleRevision", cr.Namespace, cr.Name)
-	}
-	revision := &v1alpha1.RoleRevision{}
-	if err := json.Unmarshal(cr.Data.Raw, revision); err != nil {
-		return nil, fmt.Errorf("revision %s/%s holds no readable RoleRevision: %w", cr.Namespace, cr.Name, err)
-	}
-	return revision, nil
+// seatHash is a Pod's pod-spec-hash: the role's configuration digest bound to the Pod's seat.
+func seatHash(configDigest string, ordinal, member int32) string {
+	return sha256Hex(fmt.Appendf(nil, `{"config":%q,"ordinal":%d,"member":%d}`, configDigest, ordinal, member))
 }
 
-// MemberStatus reports an instance from its member Pods on the API server and its group's Workload
-// (nil while Kueue has built none): how many members exist and are Ready, and its admission.
-func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group, role string, size int) v1alpha1.ModelReplicaStatus {
-	var ready, terminating int32
-	for _, pod := range members {
-		if podReady(pod) {
-			ready++
-		}
-		if pod.DeletionTimestamp != nil {
-			terminating++
-		}
+// applyNodeAffinity ANDs a required node selector into a Pod's required node affinity: every term
+// of the Pod's crossed with every term of the selector.
+func applyNodeAffinity(spec *corev1.PodSpec, required *corev1.NodeSelector) {
+	if required == nil || len(required.NodeSelectorTerms) == 0 {
+		return
 	}
-	quota := InstanceQuota(wl, len(members), int(terminating), size)
-	admitted := wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
-	return v1alpha1.ModelReplicaStatus{
-		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
-		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
-		Live: ptr.To(countLive(members)), Flavors: AssignedFlavors(wl, role),
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
 	}
-}
-
-// AssignedFlavors are the ResourceFlavors a Workload was admitted on for the PodSet of a role: the
-// PodSet is named by the members' kueue.x-k8s.io/role-hash, which the render sets to the role's
-// name. Sorted and distinct; nil before admission.
-func AssignedFlavors(wl *kueue.Workload, role string) []string {
-	if wl == nil || wl.Status.Admission == nil {
-		return nil
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
 	}
-	var out []string
-	for _, a := range wl.Status.Admission.PodSetAssignments {
-		if string(a.Name) != role {
-			continue
-		}
-		for _, f := range a.Flavors {
-			if !slices.Contains(out, string(f)) {
-				out = append(out, string(f))
-			}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = required.DeepCopy()
+		return
+	}
+	var crossed []corev1.NodeSelectorTerm
+	for _, a := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, b := range required.NodeSelectorTerms {
+			crossed = append(crossed, corev1.NodeSelectorTerm{
+				MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), a.MatchExpressions...), b.MatchExpressions...),
+				MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), a.MatchFields...), b.MatchFields...),
+			})
 		}
 	}
-	slices.Sort(out)
-	return out
+	na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = crossed
 }

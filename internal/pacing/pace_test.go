@@ -1,4 +1,4 @@
-package rollout
+package pacing
 
 import (
 	"strconv"
@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -96,14 +94,6 @@ func TestPace(t *testing.T) {
 	}
 }
 
-func TestStranded(t *testing.T) {
-	standing := corev1.Pod{}
-	leaving := corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}}}
-	assert.False(t, Stranded(nil), "a group without Pods is the garbage collector's")
-	assert.False(t, Stranded([]corev1.Pod{leaving, standing}), "a standing member keeps the Workload")
-	assert.True(t, Stranded([]corev1.Pod{leaving, leaving}), "every member leaving: the Workload goes")
-}
-
 func TestReadSlots(t *testing.T) {
 	role := &v1alpha1.ModelRole{}
 	replica := func(name string, uid types.UID, ordinal int32) v1alpha1.ModelReplica {
@@ -115,7 +105,7 @@ func TestReadSlots(t *testing.T) {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workerv1.LabelPodOrdinal: ordinal},
 			OwnerReferences: []metav1.OwnerReference{{UID: owner, Controller: ptr.To(true)}}}}
 		if gated {
-			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: AdmissionGate}}
 		}
 		if leaving {
 			p.DeletionTimestamp = &metav1.Time{}
@@ -142,34 +132,9 @@ func TestReadSlots(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
-			slots, present := readSlots(role, []v1alpha1.ModelReplica{replica("r2-new", "new", 2)}, c.pods, map[int32]bool{2: c.admitted})
+			slots, present := ReadSlots(role, []v1alpha1.ModelReplica{replica("r2-new", "new", 2)}, c.pods, map[int32]bool{2: c.admitted})
 			assert.Equal(t, []Slot{c.want}, slots)
 			assert.Equal(t, map[int32]bool{2: true}, present)
 		})
 	}
-}
-
-// TestPacedEvents: a pass runs on the changes it reads, not on every status change of a role's Pods.
-func TestPacedEvents(t *testing.T) {
-	gates := func(p *corev1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 }
-	pred := paced(func(old, new client.Object) bool { return gates(old.(*corev1.Pod)) != gates(new.(*corev1.Pod)) })
-	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}}}
-	ready := gated.DeepCopy()
-	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	leaving := gated.DeepCopy()
-	leaving.DeletionTimestamp = &metav1.Time{}
-	for _, tc := range []struct {
-		rule     string
-		old, new *corev1.Pod
-		wakes    bool
-	}{
-		{"a status change alone does not wake the pacer", gated, ready, false},
-		{"a removed gate wakes it", gated, &corev1.Pod{}, true},
-		{"a Pod starting to leave wakes it", gated, leaving, true},
-	} {
-		t.Run(tc.rule, func(t *testing.T) {
-			assert.Equal(t, tc.wakes, pred.Update(ctrlevent.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}))
-		})
-	}
-	assert.True(t, pred.Create(ctrlevent.CreateEvent{Object: gated}), "a new Pod wakes it")
 }
