@@ -131,13 +131,26 @@ func elasticRunning(t *testing.T, ctx context.Context, namespace, deployment str
 		for _, p := range members {
 			if p.Spec.NodeName == "" || !ready(p) {
 				// The Pod's own words: which condition holds it, and since when.
-				return fmt.Errorf("member %s not running and Ready yet (node %q, phase %s, conditions %+v)",
-					p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+				return fmt.Errorf("member %s not running and Ready yet (node %q, phase %s, conditions %+v, written by %s)",
+					p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, writers(p))
 			}
 		}
 		return nil
 	})
 	return head, members
+}
+
+// writers names who last wrote each part of a Pod, and when: which component moved a condition.
+func writers(p corev1.Pod) string {
+	var out []string
+	for _, m := range p.ManagedFields {
+		at := ""
+		if m.Time != nil {
+			at = m.Time.UTC().Format("15:04:05")
+		}
+		out = append(out, fmt.Sprintf("%s %s %s at %s", m.Manager, m.Operation, m.Subresource, at))
+	}
+	return strings.Join(out, "; ")
 }
 
 // observation reads a deployment's observation document.
