@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
+	"golang.org/x/sync/errgroup"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,10 +43,9 @@ type Reader interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
-// instanceTypes reads the InstanceType of every role; a missing one is left out, which the rules
-// report.
+// instanceTypes reads the InstanceType of every role, side by side; a missing one is left out,
+// which the rules report.
 func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
-	out := map[string]*workerv1.InstanceType{}
 	var names []string
 	for _, role := range md.Spec.Roles {
 		names = append(names, role.InstanceType)
@@ -52,19 +53,32 @@ func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) 
 			names = append(names, role.ElasticEP.HeadInstanceType) // the Ray head's, judged CPU-only
 		}
 	}
-	for _, name := range names {
-		if _, seen := out[name]; seen || name == "" {
-			continue
+	slices.Sort(names)
+	names = slices.DeleteFunc(slices.Compact(names), func(n string) bool { return n == "" })
+	read := make([]*workerv1.InstanceType, len(names))
+	g, ctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			it := &workerv1.InstanceType{}
+			err := r.Get(ctx, client.ObjectKey{Name: name}, it)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return fmt.Errorf("reading InstanceType %q: %w", name, err)
+			default:
+				read[i] = it
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := map[string]*workerv1.InstanceType{}
+	for i, it := range read {
+		if it != nil {
+			out[names[i]] = it
 		}
-		it := &workerv1.InstanceType{}
-		err := r.Get(ctx, client.ObjectKey{Name: name}, it)
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("reading InstanceType %q: %w", name, err)
-		}
-		out[name] = it
 	}
 	return out, nil
 }
@@ -126,24 +140,15 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	// Rules that read an InstanceType decline for a deployment being deleted, and the Settings are
 	// not read for it: a bad value must not block the update that releases its finalizers.
 	if md.DeletionTimestamp == nil {
-		s, _, err := settings.Get(ctx, v.Reader)
-		var invalid *settings.InvalidError
-		switch {
-		case errors.As(err, &invalid):
-			// A bad value the Settings webhook did not see (it was down, or the object predates
-			// it): refuse with its message, which names the key and the way out.
-			return admission.Denied(err.Error())
-		case err != nil:
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		cluster.Settings = &s
-		if cluster.InstanceTypes, err = instanceTypes(ctx, v.Reader, md); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		if md.Spec.KVCache != nil {
-			if cluster.KVCache, err = kvCacheChain(ctx, v.Reader, md); err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
+		var err error
+		if cluster, err = readCluster(ctx, v.Reader, md); err != nil {
+			var invalid *settings.InvalidError
+			if errors.As(err, &invalid) {
+				// A bad value the Settings webhook did not see (it was down, or the object
+				// predates it): refuse with its message, which names the key and the way out.
+				return admission.Denied(err.Error())
 			}
+			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
 	var errs = validation.ValidateCreate(md, cluster)
@@ -159,6 +164,29 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	}
 	status := apierrors.NewInvalid(workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind).GroupKind(), md.Name, errs).Status()
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
+}
+
+// readCluster reads what a deployment's rules consult: the Settings, the InstanceTypes and the cache
+// chain, side by side, so a review waits for the longest of them rather than for their sum.
+func readCluster(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (validation.Cluster, error) {
+	var cluster validation.Cluster
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		s, _, err := settings.Get(ctx, r)
+		cluster.Settings = &s
+		return err
+	})
+	g.Go(func() (err error) {
+		cluster.InstanceTypes, err = instanceTypes(ctx, r, md)
+		return err
+	})
+	if md.Spec.KVCache != nil {
+		g.Go(func() (err error) {
+			cluster.KVCache, err = kvCacheChain(ctx, r, md)
+			return err
+		})
+	}
+	return cluster, g.Wait()
 }
 
 // Defaulter sets the one default a schema cannot reach: a role's accelerator count, 1 on an

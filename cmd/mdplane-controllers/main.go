@@ -221,8 +221,9 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}, namespace st
 	registered := make(chan struct{})
 	go func() {
 		<-certsReady
-		// Admission reads InstanceTypes uncached: a stale cache must not decide admission.
-		reader := mgr.GetAPIReader()
+		// Admission reads uncached: a stale cache must not decide admission. Concurrent reviews
+		// share a read of the same object sent after they arrived, never one sent before.
+		reader := &webhooks.SharedReads{Reader: mgr.GetAPIReader()}
 		// Each review reads within webhooks.ReadBudget, or is refused: nothing is admitted unjudged.
 		register := func(path string, h admission.Handler) {
 			mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: webhooks.Budgeted{Handler: h, Budget: webhooks.ReadBudget}})
@@ -230,8 +231,9 @@ func serveWebhooks(mgr manager.Manager, certsReady <-chan struct{}, namespace st
 		register(webhooks.ValidatePath, &webhooks.Validator{Reader: reader})
 		register(webhooks.MutatePath, &webhooks.Defaulter{Reader: reader})
 		register(webhooks.ValidateBackendPath, webhooks.BackendValidator{Reader: reader})
-		// The claim Leases are written, never read, through the manager's client: reads are uncached.
-		register(webhooks.ValidateBindingPath, &webhooks.BindingValidator{Reader: reader, Claims: mgr.GetClient(), Namespace: namespace})
+		// The claim Leases are written, never read, through the manager's client: reads are uncached,
+		// and a Binding's own, unshared: its claim is taken at the resourceVersion it read.
+		register(webhooks.ValidateBindingPath, &webhooks.BindingValidator{Reader: mgr.GetAPIReader(), Claims: mgr.GetClient(), Namespace: namespace})
 		register(webhooks.ValidateArtifactPath, webhooks.ArtifactValidator{})
 		register(webhooks.MutateArtifactPath, webhooks.ArtifactDefaulter{})
 		register(webhooks.ValidateSettingsPath, &webhooks.SettingsValidator{Reader: reader})
