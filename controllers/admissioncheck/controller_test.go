@@ -56,6 +56,19 @@ func parkedAtGen(wl *kueue.Workload, generation string) *kueue.Workload {
 	return wl
 }
 
+// saying gives a Workload's check a message, as an earlier verdict wrote it.
+func saying(wl *kueue.Workload, message string) *kueue.Workload {
+	wl.Status.AdmissionChecks[0].Message = message
+	return wl
+}
+
+// lackingQuota is the held message of a set of one role "server" of which lacking groups of total
+// have no quota yet.
+func lackingQuota(lacking, total int) string {
+	return "held until the whole set has reserved quota: " + strconv.Itoa(lacking) + " of " + strconv.Itoa(total) +
+		" replica groups still lack quota (server " + strconv.Itoa(lacking) + " of " + strconv.Itoa(total) + ")"
+}
+
 // parkedOneOfThree is the parked message of a three-replica set one of whose groups lacks quota.
 const parkedOneOfThree = "parked rather than held: 1 of 3 replica groups still lacked quota after 30m0s (server 1 of 3); its groups not admitted are deactivated so their quota goes to others (admitted ones keep serving), and an edit of the ModelDeployment queues them again"
 
@@ -103,6 +116,17 @@ func TestReconcile(t *testing.T) {
 				"a": "Ready: all 2 replica groups of the deployment hold quota; admitted together",
 				"b": "Pending: held until the whole set has reserved quota: 1 of 2 replica groups still lack quota (server 1 of 2)"},
 			requeue: DefaultParkAfter},
+		{rule: "a waiting member keeps its message while only the counts move",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"),
+				saying(held("a", t0), lackingQuota(2, 3)), held("b", t0), queued("c")}, now: t0.Add(time.Minute),
+			checks:    map[string]string{"a": "Pending: " + lackingQuota(2, 3), "b": "Pending: " + lackingQuota(1, 3), "c": "Pending: " + lackingQuota(1, 3)},
+			untouched: []string{"a"}, requeue: DefaultParkAfter - time.Minute},
+		{rule: "a waiting member whose wait changed in kind is written",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"), member(2, "c"),
+				saying(held("a", t0), "held until the whole set has reserved quota: 1 of 3 replica groups are still assembling their Pods (server 1 of 3)"),
+				held("b", t0), queued("c")}, now: t0.Add(time.Minute),
+			checks:  map[string]string{"a": "Pending: " + lackingQuota(1, 3)},
+			requeue: DefaultParkAfter - time.Minute},
 		{rule: "a settled set held past the park time is parked rather than held",
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: later,
 			checks: map[string]string{
