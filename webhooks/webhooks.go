@@ -43,16 +43,29 @@ type Reader interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
-// instanceTypes reads the InstanceType of every role, side by side; a missing one is left out,
-// which the rules report.
-func instanceTypes(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (map[string]*workerv1.InstanceType, error) {
+// typeNames are the InstanceTypes the roles that pass keep name: their own and, for an Elastic EP
+// role, its Ray head's (judged CPU-only).
+func typeNames(md *workerv1.ModelDeployment, keep func(workerv1.ModelDeploymentRole) bool) []string {
 	var names []string
 	for _, role := range md.Spec.Roles {
+		if !keep(role) {
+			continue
+		}
 		names = append(names, role.InstanceType)
 		if role.ElasticEP != nil {
-			names = append(names, role.ElasticEP.HeadInstanceType) // the Ray head's, judged CPU-only
+			names = append(names, role.ElasticEP.HeadInstanceType)
 		}
 	}
+	return names
+}
+
+// everyRole keeps every role.
+func everyRole(workerv1.ModelDeploymentRole) bool { return true }
+
+// instanceTypes reads the InstanceTypes named, side by side; a missing one is left out, which the
+// rules report.
+func instanceTypes(ctx context.Context, r Reader, names []string) (map[string]*workerv1.InstanceType, error) {
+	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.DeleteFunc(slices.Compact(names), func(n string) bool { return n == "" })
 	read := make([]*workerv1.InstanceType, len(names))
@@ -177,7 +190,7 @@ func readCluster(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (v
 		return err
 	})
 	g.Go(func() (err error) {
-		cluster.InstanceTypes, err = instanceTypes(ctx, r, md)
+		cluster.InstanceTypes, err = instanceTypes(ctx, r, typeNames(md, everyRole))
 		return err
 	})
 	if md.Spec.KVCache != nil {
@@ -205,7 +218,9 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 	if md.DeletionTimestamp != nil {
 		return admission.Allowed("being deleted")
 	}
-	types, err := instanceTypes(ctx, d.Reader, md)
+	// Only a role that leaves its card count to the default reads its InstanceType: a deployment
+	// declaring every count is answered without a read.
+	types, err := instanceTypes(ctx, d.Reader, typeNames(md, validation.CardsUndeclared))
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}

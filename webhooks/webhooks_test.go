@@ -72,6 +72,31 @@ func TestDefaulterPatchesOnlyTheAcceleratorCount(t *testing.T) {
 	assert.Equal(t, map[string]any{"accelerator": "1"}, rsp.Patches[0].Value)
 }
 
+// unreadable fails every read: a review that reads is refused.
+type unreadable struct{}
+
+func (unreadable) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return fmt.Errorf("the API server is not answering")
+}
+
+// A deployment whose every role declares its card count has nothing to default, and the mutating
+// webhook answers it without reading an InstanceType; one role left to the default is read (above).
+func TestEveryCountDeclaredIsAnsweredWithoutARead(t *testing.T) {
+	const declared = `{"apiVersion":"worker.gpustack.ai/v1","kind":"ModelDeployment",
+ "metadata":{"name":"qwen","namespace":"team-a"},
+ "spec":{"model":{"name":"m"},"engine":{"name":"vLLM","image":"i"},
+  "roles":[{"name":"server","instanceType":"h100","resources":{"accelerator":"2"}},{"name":"sliced","instanceType":"h100","resources":{"acceleratorSlicedMemoryPercentage":50}}]}}`
+	var md map[string]any
+	require.NoError(t, json.Unmarshal([]byte(declared), &md))
+	rsp := (&webhooks.Defaulter{Reader: unreadable{}}).Handle(context.Background(), request(t, admissionv1.Create, md))
+	assert.True(t, rsp.Allowed, "%+v", rsp.Result)
+	assert.Empty(t, rsp.Patches)
+
+	md["spec"].(map[string]any)["roles"].([]any)[1].(map[string]any)["resources"] = map[string]any{}
+	rsp = (&webhooks.Defaulter{Reader: unreadable{}}).Handle(context.Background(), request(t, admissionv1.Create, md))
+	assert.False(t, rsp.Allowed, "a role left to the default reads its InstanceType")
+}
+
 // On an Elastic EP role the count defaulted is one card per tensor-parallel rank, and the validator
 // reads the head type: a head type that is acceleratable is refused.
 func TestElasticRoleDefaultsItsCardsToTheTensorParallelSize(t *testing.T) {

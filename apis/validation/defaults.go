@@ -37,14 +37,23 @@ func DeploymentDefaults(md *workerv1.ModelDeployment, types map[string]*workerv1
 		if role.ElasticEP != nil {
 			cards = strconv.Itoa(engine.ElasticTensorParallel(role.ExtraArgs))
 		}
-		switch res := role.Resources; {
-		case res == nil:
+		switch {
+		case role.Resources == nil:
 			out = append(out, Default{fmt.Sprintf("/spec/roles/%d/resources", i), map[string]any{"accelerator": cards}})
-		case res.Accelerator == nil && res.AcceleratorSlicedMemoryPercentage == nil && res.AcceleratorSlicedCoresPercentage == nil && res.AcceleratorPartitionedProfile == "":
+		case CardsUndeclared(role):
 			out = append(out, Default{fmt.Sprintf("/spec/roles/%d/resources/accelerator", i), cards})
 		}
 	}
 	return out
+}
+
+// CardsUndeclared reports whether a role leaves its accelerator count to the default: it declares
+// none of the accelerator fields (a whole count, a slice of memory or cores, a partition profile).
+// Only such a role's InstanceType decides a default.
+func CardsUndeclared(role workerv1.ModelDeploymentRole) bool {
+	res := role.Resources
+	return res == nil || res.Accelerator == nil && res.AcceleratorSlicedMemoryPercentage == nil &&
+		res.AcceleratorSlicedCoresPercentage == nil && res.AcceleratorPartitionedProfile == ""
 }
 
 // ArtifactDefaults are what the ModelArtifact mutating webhook writes: the hub revision of
