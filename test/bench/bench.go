@@ -59,8 +59,9 @@ type Runner struct {
 	stack *cluster.Stack
 	cs    kubernetes.Interface
 	c     client.Client
-	// template is a rendered member Pod of the deployment, kept for the floor.
-	template *corev1.Pod
+	// template is a rendered member Pod of the deployment without Kueue's fields, kept for the
+	// client-go floor; source is the member as the API server held it, for the Kueue floor.
+	template, source *corev1.Pod
 }
 
 // NewRunner prepares a run; the stack must have been started with Options.Audit and the controllers
@@ -164,7 +165,7 @@ func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
 		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
 		milestone("deployment Ready", readyDone, 1, start, mdReady),
 	}
-	if r.template, err = r.member(ctx); err != nil {
+	if r.template, r.source, err = r.member(ctx); err != nil {
 		return nil, err
 	}
 	if res.Writes, err = countWrites(r.stack.AuditLog(), start, end); err != nil {
@@ -248,9 +249,13 @@ type workloadCounts struct {
 }
 
 func (r *Runner) workloads(ctx context.Context) (workloadCounts, error) {
+	return r.workloadsIn(ctx, namespace)
+}
+
+func (r *Runner) workloadsIn(ctx context.Context, ns string) (workloadCounts, error) {
 	var w workloadCounts
 	list := &kueuev1beta2.WorkloadList{}
-	if err := r.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return w, err
 	}
 	for _, wl := range list.Items {
@@ -279,13 +284,13 @@ func (r *Runner) workloads(ctx context.Context) (workloadCounts, error) {
 // member is one of the deployment's Pods as a client would create it: its spec as rendered, without
 // what Kueue, the scheduler and Crossplane added, and without Kueue's labels, so Kueue ignores it
 // (the stack's Kueue manages no Pod without a queue name).
-func (r *Runner) member(ctx context.Context) (*corev1.Pod, error) {
+func (r *Runner) member(ctx context.Context) (*corev1.Pod, *corev1.Pod, error) {
 	list := &corev1.PodList{}
 	if err := r.c.List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(list.Items) == 0 {
-		return nil, errors.New("the deployment has no Pod to copy for the floor")
+		return nil, nil, errors.New("the deployment has no Pod to copy for the floor")
 	}
 	src := list.Items[0]
 	p := &corev1.Pod{Spec: *src.Spec.DeepCopy()}
@@ -302,7 +307,7 @@ func (r *Runner) member(ctx context.Context) (*corev1.Pod, error) {
 			p.Annotations[k] = v
 		}
 	}
-	return p, nil
+	return p, src.DeepCopy(), nil
 }
 
 // Delete deletes the deployments and waits until none of their Pods and Workloads is left.
@@ -338,8 +343,9 @@ func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// FloorResult is what the floor phase measured.
+// FloorResult is what a floor phase measured.
 type FloorResult struct {
+	Name       string
 	Milestones []Milestone
 	Requests   time.Duration // until the last create request returned
 }
@@ -356,28 +362,13 @@ func (r *Runner) Floor(ctx context.Context) (*FloorResult, error) {
 	}
 	defer t.close()
 	n := r.pods()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, floorWorkers)
 	start := time.Now()
-	for range floorWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				p := r.template.DeepCopy()
-				p.Name, p.Namespace = fmt.Sprintf("floor-%04d", i), floorNamespace
-				if _, err := r.cs.CoreV1().Pods(floorNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	requests := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
+	requests, err := r.createPods(ctx, floorNamespace, n, func(i int) *corev1.Pod {
+		p := r.template.DeepCopy()
+		p.Name, p.Namespace = fmt.Sprintf("floor-%04d", i), floorNamespace
+		return p
+	})
+	if err != nil {
 		return nil, fmt.Errorf("creating the floor's Pods: %w", err)
 	}
 	r.logf("floor: %d Pods created through client-go in %s", n, requests.Round(time.Millisecond))
@@ -391,12 +382,36 @@ func (r *Runner) Floor(ctx context.Context) (*FloorResult, error) {
 	}
 	c := t.counts()
 	r.logf("floor: %d of %d Pods Ready", c.ready, n)
-	return &FloorResult{Requests: requests, Milestones: []Milestone{
+	return &FloorResult{Name: "client-go floor", Requests: requests, Milestones: []Milestone{
 		// The last create request's return: creationTimestamps' 1 s resolution is the whole floor.
 		milestone("all Pods created", c.created, n, start, start.Add(requests)),
 		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
 		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
 	}}, nil
+}
+
+// createPods creates the n Pods pod(i) makes in namespace straight through client-go, floorWorkers
+// at once, and returns when the last create request returned.
+func (r *Runner) createPods(ctx context.Context, namespace string, n int, pod func(i int) *corev1.Pod) (time.Duration, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, floorWorkers)
+	start := time.Now()
+	for range floorWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if _, err := r.cs.CoreV1().Pods(namespace).Create(ctx, pod(i), metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return time.Since(start), <-errs
 }
 
 // poll runs check every second until it passes or timeout passes.

@@ -3,43 +3,54 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
-// Report prints the run's table: each milestone of the deployment beside the floor's, and their ratio.
-func Report(out io.Writer, cfg Config, create *CreateResult, floor *FloorResult) {
+// Report prints the run's table: each milestone of the deployment beside each floor's, and their
+// ratios. The client-go floor is plain Pods Kueue never sees; the Kueue floor is the same pod groups
+// admitted by Kueue without mdplane's check.
+func Report(out io.Writer, cfg Config, create *CreateResult, floors ...*FloorResult) {
 	show := func(m Milestone) string {
 		if m.After < 0 {
 			return fmt.Sprintf("not reached (%d/%d)", m.Done, m.Want)
 		}
 		return fmt.Sprintf("%.1f s", m.After.Seconds())
 	}
-	floorOf := map[string]Milestone{}
-	if floor != nil {
-		for _, m := range floor.Milestones {
-			floorOf[m.Name] = m
-		}
-	}
 	fmt.Fprintf(out, "\n%d replicas × %d Pods = %d Pods (times from the objects' own timestamps, 1 s resolution; ungated as first seen by a watch)\n\n",
 		cfg.Replicas, cfg.Size, cfg.Replicas*cfg.Size)
-	fmt.Fprintf(out, "  %-30s %-24s %-24s %s\n", "milestone", "mdplane", "client-go floor", "mdplane/floor")
-	for _, m := range create.Milestones {
-		f, ok := floorOf[m.Name]
-		fs, ratio := "-", "-"
-		if ok {
-			fs = show(f)
-			switch {
-			case m.After < 0 || f.After < 0:
-			case f.After < 2*time.Second:
-				ratio = "- (floor within the 1 s resolution)"
-			default:
-				ratio = fmt.Sprintf("%.1f×", m.After.Seconds()/f.After.Seconds())
-			}
+	header := fmt.Sprintf("  %-30s %-22s", "milestone", "mdplane")
+	for _, f := range floors {
+		if f != nil {
+			header += fmt.Sprintf(" %-22s %-14s", f.Name, "mdplane/floor")
 		}
-		fmt.Fprintf(out, "  %-30s %-24s %-24s %s\n", m.Name, show(m), fs, ratio)
 	}
-	if floor != nil {
-		fmt.Fprintf(out, "  (floor's Pods created: when the last of the %d create requests of %d workers returned)\n", cfg.Replicas*cfg.Size, floorWorkers)
+	fmt.Fprintln(out, strings.TrimRight(header, " "))
+	for _, m := range create.Milestones {
+		line := fmt.Sprintf("  %-30s %-22s", m.Name, show(m))
+		for _, floor := range floors {
+			if floor == nil {
+				continue
+			}
+			fs, ratio := "-", "-"
+			if f, ok := floor.milestone(m.Name); ok {
+				fs = show(f)
+				switch {
+				case m.After < 0 || f.After < 0:
+				case f.After < 2*time.Second:
+					ratio = "- (< 1 s res.)"
+				default:
+					ratio = fmt.Sprintf("%.1f×", m.After.Seconds()/f.After.Seconds())
+				}
+			}
+			line += fmt.Sprintf(" %-22s %-14s", fs, ratio)
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	}
+	for _, f := range floors {
+		if f != nil {
+			fmt.Fprintf(out, "  (%s: Pods created when the last of the %d create requests of %d workers returned)\n", f.Name, cfg.Replicas*cfg.Size, floorWorkers)
+		}
 	}
 	if created := create.Milestones[0]; created.After > 0 {
 		fmt.Fprintf(out, "  mdplane: %d Pods created in %.1f s: %.1f Pods/s\n", created.Done, created.After.Seconds(), float64(created.Done)/created.After.Seconds())
@@ -47,4 +58,14 @@ func Report(out io.Writer, cfg Config, create *CreateResult, floor *FloorResult)
 		fmt.Fprintf(out, "  mdplane: %d Pods created in the %s the phase lasted: %.1f Pods/s\n",
 			create.Created, create.Elapsed.Round(time.Second), float64(create.Created)/create.Elapsed.Seconds())
 	}
+}
+
+// milestone is the floor's milestone of a name, if it measured one.
+func (f *FloorResult) milestone(name string) (Milestone, bool) {
+	for _, m := range f.Milestones {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Milestone{}, false
 }

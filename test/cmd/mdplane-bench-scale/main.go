@@ -110,12 +110,18 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 	}
 	deleted, err := r.Delete(ctx)
 	if err != nil {
-		bench.Report(os.Stdout, cfg, create, nil)
+		bench.Report(os.Stdout, cfg, create)
 		return fmt.Errorf("delete: %w", err)
 	}
 	fmt.Printf("%s deployment deleted, its Pods and Workloads gone after %s\n", time.Now().Format(time.TimeOnly), deleted.Round(time.Second))
+	// The Kueue floor first: it deletes its Pods when Ready, the client-go floor's stay on the nodes.
+	kueueFloor, err := r.KueueFloor(ctx)
+	if err != nil {
+		bench.Report(os.Stdout, cfg, create, kueueFloor)
+		return fmt.Errorf("the Kueue floor phase: %w", err)
+	}
 	floor, err := r.Floor(ctx)
-	bench.Report(os.Stdout, cfg, create, floor)
+	bench.Report(os.Stdout, cfg, create, floor, kueueFloor)
 	if err != nil {
 		return fmt.Errorf("floor phase: %w", err)
 	}
