@@ -158,8 +158,8 @@ func (r *Reconciler) observe(ctx context.Context, j Judgment) (*observed, error)
 	return &observed{deployment: md, set: set, members: members}, nil
 }
 
-// observeLone reads a Workload no deployment claims; nil when it is gone or does not ask for the
-// check. Its Pods are looked up again: a group whose Pods appeared since its event is a set's.
+// observeLone reads a Workload no deployment claimed at its event; nil when it is gone or does not
+// ask for the check. Its Pods are looked up again: a group whose Pods appeared since is a set's.
 func (r *Reconciler) observeLone(ctx context.Context, key types.NamespacedName) (*observed, error) {
 	wl := &kueue.Workload{}
 	if err := r.Client.Get(ctx, key, wl); err != nil {
@@ -168,8 +168,14 @@ func (r *Reconciler) observeLone(ctx context.Context, key types.NamespacedName) 
 	if !judged(wl) {
 		return nil, nil
 	}
-	if deployment, err := r.deploymentNameOf(ctx, key.Namespace, key.Name); err != nil || deployment != "" {
-		return nil, err // its set's judgment, queued by the Pods' deployment, writes it
+	deployment, err := r.deploymentNameOf(ctx, key.Namespace, key.Name)
+	switch {
+	case err != nil:
+		return nil, err
+	case deployment != "":
+		// Its Pods reached the cache after its event: judge its set now, since no other event may
+		// come (a set of one group has no other member).
+		return r.observe(ctx, Judgment{Namespace: key.Namespace, Deployment: deployment})
 	}
 	return &observed{lone: wl}, nil
 }

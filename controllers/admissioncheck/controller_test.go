@@ -218,6 +218,17 @@ func TestEveryMemberEventQueuesItsSet(t *testing.T) {
 	assert.Equal(t, []Judgment{set}, judgmentOfDeployment(context.Background(), deployment(2)), "the deployment itself")
 }
 
+// TestAWorkloadJudgedAloneBeforeItsPodsWereCachedIsJudgedWithItsSet: a Workload whose event found
+// no Pods yet is queued alone; when its Pods are there by the judgment, its set is judged at once
+// (a set of one group has no other member whose event would judge it).
+func TestAWorkloadJudgedAloneBeforeItsPodsWereCachedIsJudgedWithItsSet(t *testing.T) {
+	c := fakecluster.Builder(deployment(1), member(0, "a"), queued("a")).Build()
+	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
+	_, err := r.Reconcile(context.Background(), Judgment{Namespace: "team-a", Workload: "a"})
+	require.NoError(t, err)
+	assert.Equal(t, "the ModelDeployment declares a single replica group; nothing to hold it for", CheckState(getWorkload(t, c, "a"), CheckName).Message)
+}
+
 func TestAnUnchangedVerdictWritesNothing(t *testing.T) {
 	c := fakecluster.Builder(deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")).Build()
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
