@@ -25,6 +25,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // The observation ConfigMap's label and key (§1.2).
@@ -65,7 +66,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, toDeployment, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			old, cur, ok := pods(e)
 			return ok && (old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil ||
-				podReady(*old) != podReady(*cur) || old.Status.PodIP != cur.Status.PodIP)
+				replicas.PodReady(old) != replicas.PodReady(cur) || old.Status.PodIP != cur.Status.PodIP)
 		}})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // The master's metrics annotations name its HTTP server: the resize is sent there.
@@ -45,10 +46,10 @@ type deployment struct {
 }
 
 // newDeployment sorts an elastic deployment's Pods and replicas into what a resize pass reads.
-func newDeployment(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentRole, replicas []v1alpha1.ModelReplica, members, heads []corev1.Pod) deployment {
+func newDeployment(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentRole, roleReplicas []v1alpha1.ModelReplica, members, heads []corev1.Pod) deployment {
 	d := deployment{md: md, want: int(role.ElasticEP.Width)}
 	admitted := map[int]bool{}
-	for _, r := range replicas {
+	for _, r := range roleReplicas {
 		if r.DeletionTimestamp == nil && ptr.Deref(r.Status.Admitted, false) {
 			admitted[int(r.Spec.Ordinal)] = true
 		}
@@ -63,7 +64,7 @@ func newDeployment(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentR
 			d.master = &members[i]
 		}
 		d.members = append(d.members, p)
-		if admitted[ordinal] && podReady(p) {
+		if admitted[ordinal] && replicas.PodReady(&p) {
 			d.serving++
 		}
 	}
@@ -79,15 +80,6 @@ func newDeployment(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentR
 func ordinalOf(p corev1.Pod) int {
 	n, _ := strconv.Atoi(p.Labels[workerv1.LabelPodOrdinal])
 	return n
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // bootWidth is the data-parallel size the master booted with, 0 when it does not say.

@@ -64,7 +64,7 @@ func fieldRef(path string) *corev1.EnvVarSource {
 // amendElasticMembers gives the members' template the elastic environment and marks the role.
 func amendElasticMembers(r *RenderedRole, namespace, deployment string) {
 	r.Elastic = &v1alpha1.ElasticRole{Part: v1alpha1.ElasticMembers, HeadAddress: naming.ElasticHeadAddress(deployment, namespace)}
-	if c := mainOf(&r.Template.Spec); c != nil {
+	if c := replicas.MainContainer(&r.Template.Spec); c != nil {
 		c.Env = append(c.Env, elasticMembersEnv(r.Elastic.HeadAddress)...)
 	}
 }
@@ -102,7 +102,7 @@ func elasticHeadRole(spec *workerv1.ModelDeploymentSpec, deployment string, role
 func amendElasticHead(r *RenderedRole) {
 	r.Elastic = &v1alpha1.ElasticRole{Part: v1alpha1.ElasticHead}
 	delete(r.Template.Labels, workerv1.LabelRoleKind)
-	c := mainOf(&r.Template.Spec)
+	c := replicas.MainContainer(&r.Template.Spec)
 	if c == nil {
 		return
 	}
@@ -133,14 +133,4 @@ func RenderElasticHeadService(namespace, deployment string) *corev1.Service {
 			},
 		},
 	}
-}
-
-// mainOf is the engine's container of a Pod spec.
-func mainOf(spec *corev1.PodSpec) *corev1.Container {
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == naming.MainContainer {
-			return &spec.Containers[i]
-		}
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // AdmissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
@@ -59,7 +60,7 @@ func OutsideRollout(role *v1alpha1.ModelRole) bool { return role.Spec.Elastic !=
 // Workload alone cannot tell whose admission it is (Crossplane may even re-create a retired
 // replica's Pod, which then rejoins the old, admitted group): a replica counts as admitted only
 // through an ungated Pod of its own.
-func ReadSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
+func ReadSlots(role *v1alpha1.ModelRole, roleReplicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
 	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
 	ready := map[types.UID]int32{}
 	for _, pod := range pods {
@@ -75,12 +76,12 @@ func ReadSlots(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods 
 			continue // a departing replica's Pods say nothing of its replacement
 		}
 		ungated[owner.UID] = ungated[owner.UID] || !Gated(&pod)
-		if podReady(&pod) {
+		if replicas.PodReady(&pod) {
 			ready[owner.UID]++
 		}
 	}
 	var slots []Slot
-	for _, r := range replicas {
+	for _, r := range roleReplicas {
 		if r.DeletionTimestamp != nil {
 			continue // leaving: its slot counts as empty
 		}
@@ -108,16 +109,6 @@ func Gated(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.SchedulingGates {
 		if g.Name == AdmissionGate {
 			return true
-		}
-	}
-	return false
-}
-
-// podReady reports whether a Pod's Ready condition is True (engine health).
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

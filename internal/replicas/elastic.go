@@ -27,7 +27,7 @@ func rayJoin(headAddress string) string {
 // preStop hook, no scrape annotations). false holds the
 // member: a master without a boot width is not rendered (§1.4).
 func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth int32) bool {
-	c := mainOf(&pod.Spec)
+	c := MainContainer(&pod.Spec)
 	if c == nil {
 		return true
 	}
@@ -88,8 +88,8 @@ func masterLiveness(scheme, port string) *corev1.Probe {
 	}
 }
 
-// mainOf is the engine's container of a Pod spec.
-func mainOf(spec *corev1.PodSpec) *corev1.Container {
+// MainContainer is the engine container of a Pod spec, nil when it has none.
+func MainContainer(spec *corev1.PodSpec) *corev1.Container {
 	for i := range spec.Containers {
 		if spec.Containers[i].Name == naming.MainContainer {
 			return &spec.Containers[i]

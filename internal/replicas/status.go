@@ -58,8 +58,8 @@ func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
 	return QuotaPending
 }
 
-// podReady reports whether an observed Pod's Ready condition is True; false before it exists.
-func podReady(pod *corev1.Pod) bool {
+// PodReady reports whether a Pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
 	if pod == nil {
 		return false
 	}
@@ -109,7 +109,7 @@ func ReplicaPodsCreated(refusal string) xpv2.Condition {
 func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group, role string, size int) v1alpha1.ModelReplicaStatus {
 	var ready, terminating int32
 	for _, pod := range members {
-		if podReady(pod) {
+		if PodReady(pod) {
 			ready++
 		}
 		if pod.DeletionTimestamp != nil {
