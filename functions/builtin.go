@@ -45,15 +45,20 @@ func Materializers() map[string]pipeline.Materializer {
 	}
 }
 
-// materializeRole renders a new role's replicas: one per slot, on its current revision.
+// materializeRole renders what the rollout controller creates for a new role: the revision of its
+// current configuration, then one replica per slot on it.
 func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	role := &v1alpha1.ModelRole{}
 	if err := xfn.Decode(xr.Object, role); err != nil {
 		return nil, err
 	}
-	objs := make([]any, 0, role.Spec.Replicas)
+	revision, err := replicas.NewRevision(role)
+	if err != nil {
+		return nil, err
+	}
+	objs := []any{revision}
 	if renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]) {
-		return nil, nil // the rollout controller creates no replica while the weights cannot be delivered
+		return owned(objs, role.UID) // the rollout controller creates no replica while the weights cannot be delivered
 	}
 	for n := range role.Spec.Replicas {
 		objs = append(objs, replicas.NewReplica(role, n))

@@ -46,6 +46,8 @@ import (
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/pairing"
 	"github.com/mdplane/mdplane/controllers/queues"
+	"github.com/mdplane/mdplane/controllers/retirement"
+	"github.com/mdplane/mdplane/controllers/roles"
 	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
 )
@@ -270,13 +272,15 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		return err
 	}
 	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
+	// The rollout pacer's retirement operations, which the members and roles controllers read.
+	retirements := retirement.NewBook()
 	type controller struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
 	}
 	controllers := []controller{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, ProbeDialOverride: o.probeDial}},
+			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, ProbeDialOverride: o.probeDial, Retirements: retirements}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
@@ -287,7 +291,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the transfer pairing", &pairing.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-pairing")}},
-		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain}},
+		{"the role status", &roles.Reporter{Client: mgr.GetClient(), Retirements: retirements}},
+		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements}},
 		// The observation and operation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
 		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine(o.probeDial)}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.

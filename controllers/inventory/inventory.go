@@ -34,7 +34,9 @@ const FieldOwner = "worker.gpustack.ai/inventory"
 
 // PodSettle is how long a Pod's binding, ending or deletion waits before the types are counted
 // again: the Pods of a deployment come and go in bursts, and one count per type covers them all.
-const PodSettle = 2 * time.Second
+// Every deployment of a type reads its status, so each write wakes each of them: a burst of Pods
+// binding writes a type at most once per PodSettle.
+const PodSettle = 10 * time.Second
 
 // podNode indexes the bound-Pod cache by node.
 const podNode = "spec.nodeName"

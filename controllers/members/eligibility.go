@@ -15,7 +15,6 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/qualification"
-	"github.com/mdplane/mdplane/controllers/retirement"
 )
 
 // qualify decides the replica's qualification and applies its eligibility label to the members at
@@ -31,7 +30,7 @@ func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica
 		}
 		role = nil
 	}
-	in := qualification.Replica{Size: int32(size), Members: pods, Condemned: condemned(replica, role), Retiring: retiring(replica, role)}
+	in := qualification.Replica{Size: int32(size), Members: pods, Condemned: condemned(replica, role), Retiring: r.retiring(replica, role)}
 	if size > 1 && role != nil {
 		leg, wait, err := r.groupForward(ctx, replica, role, in)
 		if err != nil {
@@ -116,13 +115,13 @@ func condemned(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
 	return role != nil && role.Annotations[workerv1.AnnotationReplacing] == fmt.Sprint(replica.Spec.Ordinal) && !replica.Spec.UpToDate(role.Spec)
 }
 
-// retiring reports whether the role's retirement operation reserves the replica's ordinal.
-func retiring(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
+// retiring reports whether the deployment's retirement operation reserves the replica's ordinal.
+func (r *Reconciler) retiring(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
 	if role == nil {
 		return false
 	}
-	op, err := retirement.Stored(role)
-	return err == nil && op != nil && op.ReplicaOrdinal == replica.Spec.Ordinal
+	op := r.Retirements.Targeting(role)
+	return op != nil && op.ReplicaOrdinal == replica.Spec.Ordinal
 }
 
 // patchLabels merges labels into a Pod's metadata (nil removes one) and mirrors them on the copy read.

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -50,10 +51,11 @@ const slotBusyRetry = 2 * time.Second
 // reportInterval is the least time between two status writes of a replica that change what its role
 // reads (its admission state, size and readiness); detailInterval that between writes changing only
 // the counts and the admitted flag a person reads. A replica's Pods change several times a second
-// while it comes up (created, gated, admitted, scheduled, Ready) and each write re-runs its
-// composition and its role's: the intervals fold a burst of changes into one write.
+// while it comes up (created, gated, admitted, scheduled, Ready), and its Workload's reservation
+// follows its creation and its Pods' readiness its admission by a few seconds: the intervals fold
+// each such burst into one write, about three per replica coming up.
 const (
-	reportInterval = 2 * time.Second
+	reportInterval = 5 * time.Second
 	detailInterval = 10 * time.Second
 )
 
@@ -68,6 +70,9 @@ type Reconciler struct {
 	// ProbeDialOverride, for tests only, is the host:port every group-forward probe dials instead of
 	// the member's address (which the request keeps as its host): a stack's fake Pods lead nowhere.
 	ProbeDialOverride string
+	// Retirements is the rollout controller's retirement book: a replica an operation reserves
+	// loses its endpoint eligibility. Without one, the role's status tells.
+	Retirements *retirement.Book
 
 	expected *expectations.Creates
 	reported *writeTimes
@@ -85,7 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers == 0 {
 		workers = DefaultWorkers
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("replica_members").
 		For(&v1alpha1.ModelReplica{}).
 		Owns(&corev1.Pod{}).
@@ -93,8 +98,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadReplica)).
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
 		Watches(&v1alpha1.ModelRole{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	if r.Retirements != nil {
+		// A retirement beginning or ending decides its target's eligibility again.
+		b = b.WatchesRawSource(source.Channel(r.Retirements.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)))
+	}
+	return b.Complete(r)
 }
 
 // workloadReplica maps a group's Workload to the replica controlling its Pods.
@@ -127,7 +136,7 @@ func (r *Reconciler) revisionReplicas(ctx context.Context, o client.Object) []re
 	var reqs []reconcile.Request
 	op := (*workerv1.Retirement)(nil)
 	if role, ok := o.(*v1alpha1.ModelRole); ok {
-		op, _ = retirement.Stored(role)
+		op = r.Retirements.Targeting(role)
 	}
 	for _, mr := range replicas.Items {
 		// Not materialised yet, or short of members (a weights hold kept a lost member from being

@@ -19,7 +19,7 @@ func TestWriteTimes(t *testing.T) {
 	assert.Zero(t, w.wait("r", reportInterval, false), "the first change the role reads is written at once")
 	w.wrote("r")
 	now = now.Add(time.Second)
-	assert.Equal(t, time.Second, w.wait("r", reportInterval, false), "the next waits out the report interval")
+	assert.Equal(t, reportInterval-time.Second, w.wait("r", reportInterval, false), "the next waits out the report interval")
 
 	assert.Equal(t, detailInterval, w.wait("r", detailInterval, true), "a detail waits the detail interval from when it was first seen")
 	now = now.Add(5 * time.Second)

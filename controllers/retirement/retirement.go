@@ -1,7 +1,6 @@
 package retirement
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -267,20 +265,6 @@ func anyIn(uids []string, in map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// Stored is the retirement operation a ModelRole holds, nil when none; an annotation that
-// does not decode is reported as an error and read as none.
-func Stored(role *v1alpha1.ModelRole) (*workerv1.Retirement, error) {
-	raw := role.Annotations[workerv1.AnnotationRetirement]
-	if raw == "" {
-		return nil, nil
-	}
-	op := &workerv1.Retirement{}
-	if err := json.Unmarshal([]byte(raw), op); err != nil {
-		return nil, fmt.Errorf("annotation %s of ModelRole %s/%s is not a retirement operation: %w", workerv1.AnnotationRetirement, role.Namespace, role.Name, err)
-	}
-	return op, nil
 }
 
 // Directive is a parsed retry directive: <roleName>:<replicaOrdinal>:<opaqueToken>.

@@ -52,12 +52,21 @@ type Pacer struct {
 	Budgets retirement.Budgets
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Retirements holds each deployment's retirement operation; a book of its own when nil. The
+	// roles controller reads the same book to report the operation on its role.
+	Retirements *retirement.Book
 
 	once      sync.Once
 	expected  *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
 	vacancies vacancies             // the slots a departed replica left, until they are filled
-	holders   sync.Map              // deployment → the ModelRole holding its retirement operation
-	written   sync.Map              // ModelRole UID → the retirement annotation last written, until the cache shows it
+}
+
+// init makes what the zero Pacer lacks.
+func (p *Pacer) init() {
+	p.expected = expectations.New()
+	if p.Retirements == nil {
+		p.Retirements = retirement.NewBook()
+	}
 }
 
 // createWorkers bounds the creates of one pass in flight at once: a new role of hundreds of
@@ -142,7 +151,7 @@ func paced(changed func(old, new client.Object) bool) predicate.Funcs {
 // Reconcile takes one step of a role's rollout: it reads the role's slots (observe), decides the
 // pass with pure functions (decide, Pace), then retires, fills and annotates (act).
 func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	p.once.Do(func() { p.expected = expectations.New() })
+	p.once.Do(p.init)
 	o, err := p.observe(ctx, req.NamespacedName)
 	if o == nil || err != nil {
 		return reconcile.Result{}, err
@@ -328,6 +337,9 @@ func (p *Pacer) act(ctx context.Context, o *observed, d pass) error {
 			return err
 		}
 	}
+	if err := p.keepRevisions(ctx, o); err != nil {
+		return err
+	}
 	if err := p.fill(ctx, role, d.vacant, d.filled); err != nil {
 		return err
 	}
@@ -365,7 +377,7 @@ func (p *Pacer) confirmed(ctx context.Context, o *observed, step pacing.Step) (b
 }
 
 // fill creates a ModelReplica of the current revision in each vacant slot whose create is not on its
-// way to the cache already; a filled slot settles its create.
+// way to the cache already; a filled slot settles its create..
 func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, filled []int32) error {
 	for _, ordinal := range filled {
 		p.expected.Awaiting(role.UID, ordinal, true)

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 	"github.com/mdplane/mdplane/internal/pacing"
+	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // The reconcile tests run on a deployment "md" in team-a with one role, "server".
@@ -48,7 +51,8 @@ func replicaAt(ordinal int32, revision string) *v1alpha1.ModelReplica {
 	return &v1alpha1.ModelReplica{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name),
 			Labels: naming.ReplicaLabels("md", "server", ordinal)}, // as render-roles labels it
-		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: ordinal, Revision: revision},
+		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: ordinal, Revision: revision,
+			RevisionName: naming.RevisionName("md", "server", revision)},
 	}
 }
 
@@ -546,6 +550,9 @@ func TestPacerReportsAReplicaItCannotCreate(t *testing.T) {
 	c := fakecluster.Builder(role, deployment()).Build()
 	refusing := interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*v1alpha1.ModelReplica); !ok {
+				return c.Create(ctx, obj, opts...)
+			}
 			return apierrors.NewForbidden(v1alpha1.SchemeGroupVersion.WithResource("modelreplicas").GroupResource(), "", errors.New("no create verb"))
 		},
 	})
@@ -556,6 +563,40 @@ func TestPacerReportsAReplicaItCannotCreate(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0], "Warning ReplicaCreateFailed cannot create replica r0 of role server: ")
 	assert.Contains(t, got[0], "no create verb; the rollout controller tries again")
+}
+
+// TestPacerSnapshotsTheRevisionBeforeItsReplicas: a replica's Pods are stamped from its revision,
+// so the revision exists before the replica; one no replica runs any more goes, and one the pacer
+// did not take (not controlled by the role) stays.
+func TestPacerSnapshotsTheRevisionBeforeItsReplicas(t *testing.T) {
+	role := modelRole(2, "b", nil)
+	role.UID = "role-uid"
+	owned := func(name string) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: naming.RoleLabels("md", "server"),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(role, v1alpha1.SchemeGroupVersion.WithKind("ModelRole"))}}}
+	}
+	foreign := owned("md-server-x")
+	foreign.OwnerReferences = nil
+	c := fakecluster.Builder(append(objects(standing(0, "a")), role, deployment(), owned("md-server-a"), owned("md-server-old"), foreign)...).Build()
+	var order []string
+	recording := interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			order = append(order, fmt.Sprintf("%T", obj))
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	_, err := (&Pacer{Client: recording, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"*v1.ControllerRevision", "*v1alpha1.ModelReplica"}, order, "the revision first, then the replica of the empty slot r1")
+	cr := &appsv1.ControllerRevision{}
+	require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server-b"}, cr))
+	rev, err := replicas.ReadRevision(cr)
+	require.NoError(t, err)
+	assert.Equal(t, "b", rev.Revision)
+	assert.True(t, metav1.IsControlledBy(cr, role))
+	assert.True(t, exists(t, c, &appsv1.ControllerRevision{}, "md-server-a"), "replica r0 still runs revision a")
+	assert.False(t, exists(t, c, &appsv1.ControllerRevision{}, "md-server-old"), "no replica runs it")
+	assert.True(t, exists(t, c, &appsv1.ControllerRevision{}, "md-server-x"), "not the role's own snapshot")
 }
 
 func TestPacerConfirmsADepartureOnTheAPIServer(t *testing.T) {

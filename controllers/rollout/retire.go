@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -40,7 +41,8 @@ type DrainScraper interface {
 const heldBySibling = 5 * time.Second
 
 // retireSeated runs the retirement protocol for the role's scale-down: the seated replicas it no
-// longer declares leave one at a time per deployment, through an operation stored on the role;
+// longer declares leave one at a time per deployment, through an operation stored in the
+// deployment's record (retirement.Book);
 // replicas that never held an admission serve nothing and stay in d.scaledDown, deleted at once. It
 // returns when to look again.
 func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Duration, error) {
@@ -52,36 +54,41 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 		}
 		return s.EverAdmitted
 	})
-	op, err := p.storedRetirement(role)
-	if err != nil {
-		p.event(ctx, role, corev1.EventTypeWarning, "RetirementUnreadable", "Retire", "%v; the operation is dropped and the scale-down admitted again", err)
-		if err := p.storeRetirement(ctx, role, nil); err != nil {
-			return 0, err
-		}
-	}
-	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
 	md := &workerv1.ModelDeployment{}
-	if err := p.Client.Get(ctx, key, md); err != nil {
-		if !apierrors.IsNotFound(err) {
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, md); err != nil {
+		return 0, client.IgnoreNotFound(err) // a role outliving its deployment is being collected
+	}
+	held, err := p.book().Load(ctx, p.reader(), md)
+	if err != nil {
+		if held, err = nil, p.dropUnreadable(ctx, role, md, err); err != nil {
 			return 0, err
 		}
-		md = nil
 	}
-	if op == nil {
-		p.holders.CompareAndDelete(key, role.Name) // an operation removed by hand holds nothing
+	if held != nil && held.RoleName != role.Spec.RoleName {
+		// One operation per deployment: this role's scale-down waits behind a sibling's.
+		if len(seated) > 0 {
+			ctrl.LoggerFrom(ctx).V(1).Info("scale-down waits behind another role's retirement", "role", role.Name, "holder", held.RoleName)
+		}
+		return heldBySibling, nil
+	}
+	if held == nil {
 		p.refuseStrayDirective(ctx, role, md)
 		if len(seated) == 0 {
 			return 0, nil
 		}
-		holder, err := p.retirementHolder(ctx, role)
-		if err != nil || holder != "" {
-			ctrl.LoggerFrom(ctx).V(1).Info("scale-down waits behind another role's retirement", "role", role.Name, "holder", holder)
-			return heldBySibling, err
-		}
 		return 0, p.admitNext(ctx, o, seated, -1, md, false)
 	}
-	p.holders.Store(key, role.Name)
-	return p.advance(ctx, o, *op, md, seated)
+	return p.advance(ctx, o, *held, md, seated)
+}
+
+// dropUnreadable says that the deployment's record does not hold an operation and clears it, so the
+// scale-down is admitted again.
+func (p *Pacer) dropUnreadable(ctx context.Context, role *v1alpha1.ModelRole, md *workerv1.ModelDeployment, err error) error {
+	if !errors.Is(err, retirement.ErrUnreadable) {
+		return err
+	}
+	p.event(ctx, role, corev1.EventTypeWarning, "RetirementUnreadable", "Retire", "%v; the operation is dropped and the scale-down admitted again", err)
+	return p.book().Store(ctx, p.Client, md, nil)
 }
 
 // advance takes the role's operation one pass further: a retry directive applied, the target
@@ -89,7 +96,7 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 // seated replica in the same write.
 func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retirement, md *workerv1.ModelDeployment, seated []pacing.Slot) (time.Duration, error) {
 	role, op, err := o.role, &stored, error(nil)
-	if op.State == workerv1.RetirementAborted && md != nil && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
+	if op.State == workerv1.RetirementAborted && md.Annotations[workerv1.AnnotationRetirementRetry] != "" {
 		if op, err = p.retry(ctx, role, md, *op); err != nil {
 			return 0, err
 		}
@@ -105,7 +112,7 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 	case out.Clear:
 		err = p.admitNext(ctx, o, seated, op.ReplicaOrdinal, md, true)
 	case !equalRetirement(out.Op, *op):
-		err = p.storeRetirement(ctx, role, &out.Op)
+		err = p.book().Store(ctx, p.Client, md, &out.Op)
 	}
 	if err == nil && out.Delete {
 		err = p.deleteTarget(ctx, o, out.Op)
@@ -126,7 +133,6 @@ func (p *Pacer) advance(ctx context.Context, o *observed, stored workerv1.Retire
 // withdraw or drain: it is deleted at once. The admitting pass deletes nothing of its target.
 func (p *Pacer) admitNext(ctx context.Context, o *observed, seated []pacing.Slot, skip int32, md *workerv1.ModelDeployment, stored bool) error {
 	role := o.role
-	key := types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}
 	for _, s := range seated {
 		if s.Ordinal == skip {
 			continue
@@ -146,41 +152,13 @@ func (p *Pacer) admitNext(ctx context.Context, o *observed, seated []pacing.Slot
 		if wl := o.workloads[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, s.Ordinal)]; wl != nil {
 			t.Workload = string(wl.UID)
 		}
-		var generation int64
-		if md != nil {
-			generation = md.Generation
-		}
-		op := retirement.Admit(t, generation, p.now(), p.budgets())
-		if err := p.storeRetirement(ctx, role, &op); err != nil {
-			return err
-		}
-		p.holders.Store(key, role.Name)
-		return nil
+		op := retirement.Admit(t, md.Generation, p.now(), p.budgets())
+		return p.book().Store(ctx, p.Client, md, &op)
 	}
-	p.holders.CompareAndDelete(key, role.Name)
 	if !stored {
 		return nil
 	}
-	return p.storeRetirement(ctx, role, nil)
-}
-
-// retirementHolder is the role of the deployment whose retirement is in flight or retained, other
-// than this one; empty when none. One operation per deployment: the in-memory record covers a cache
-// that has not seen a sibling's annotation yet, the annotations a restart.
-func (p *Pacer) retirementHolder(ctx context.Context, role *v1alpha1.ModelRole) (string, error) {
-	if h, ok := p.holders.Load(types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}); ok && h != role.Name {
-		return h.(string), nil
-	}
-	roles := &v1alpha1.ModelRoleList{}
-	if err := p.Client.List(ctx, roles, client.InNamespace(role.Namespace), client.MatchingLabels(naming.DeploymentLabels(role.Spec.DeploymentName))); err != nil {
-		return "", err
-	}
-	for _, r := range roles.Items {
-		if r.Name != role.Name && r.Annotations[workerv1.AnnotationRetirement] != "" {
-			return r.Name, nil
-		}
-	}
-	return "", nil
+	return p.book().Store(ctx, p.Client, md, nil)
 }
 
 // retry applies the deployment's retry directive to the role's Aborted operation.
@@ -196,7 +174,7 @@ func (p *Pacer) retry(ctx context.Context, role *v1alpha1.ModelRole, md *workerv
 		return &op, nil
 	}
 	if next.State != op.State {
-		if err := p.storeRetirement(ctx, role, &next); err != nil {
+		if err := p.book().Store(ctx, p.Client, md, &next); err != nil {
 			return nil, err
 		}
 		p.event(ctx, role, corev1.EventTypeNormal, "Retirement", "Retire", "the retirement of replica r%d of role %s starts again: %s", next.ReplicaOrdinal, next.RoleName, retirement.ReasonRetry)
@@ -218,14 +196,11 @@ func (p *Pacer) retry(ctx context.Context, role *v1alpha1.ModelRole, md *workerv
 // refuseStrayDirective says why a retry directive naming this role has nothing to retry, when no
 // role of the deployment holds an operation.
 func (p *Pacer) refuseStrayDirective(ctx context.Context, role *v1alpha1.ModelRole, md *workerv1.ModelDeployment) {
-	if md == nil || md.Annotations[workerv1.AnnotationRetirementRetry] == "" {
+	if md.Annotations[workerv1.AnnotationRetirementRetry] == "" {
 		return
 	}
 	d, err := retirement.ParseDirective(md.Annotations[workerv1.AnnotationRetirementRetry])
 	if err != nil || d.Role != role.Spec.RoleName {
-		return
-	}
-	if holder, err := p.retirementHolder(ctx, role); err != nil || holder != "" {
 		return
 	}
 	if _, _, refused := retirement.Retry(nil, d, p.now(), p.budgets()); refused != "" {
@@ -328,8 +303,6 @@ func (p *Pacer) readDrain(ctx context.Context, md *workerv1.ModelDeployment, mem
 	switch {
 	case p.Scraper == nil:
 		return retirement.Drain{Held: "mdplane-controllers runs without a drain reader"}
-	case md == nil:
-		return retirement.Drain{Held: "the deployment is not read yet"}
 	case qualification.TakesOver(members):
 		return retirement.Drain{Held: "a take-over member advertises no engine gauges to read"}
 	}
@@ -383,53 +356,16 @@ func (p *Pacer) deleteTarget(ctx context.Context, o *observed, op workerv1.Retir
 	return nil
 }
 
-// storeRetirement writes (nil: removes) the role's operation by a merge patch of that annotation
-// alone, and remembers what it wrote until the cache shows it (storedRetirement). The pacer is the
-// annotation's one writer (one worker, leader-elected), so the patch carries no resourceVersion: a
-// role whose status Crossplane just wrote would refuse it, and at 500 replicas it always has.
-func (p *Pacer) storeRetirement(ctx context.Context, role *v1alpha1.ModelRole, op *workerv1.Retirement) error {
-	var value any
-	written := ""
-	if op != nil {
-		raw, err := json.Marshal(op)
-		if err != nil {
-			return err
-		}
-		value, written = string(raw), string(raw)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{workerv1.AnnotationRetirement: value}}})
-	if err != nil {
-		return err
-	}
-	if err := p.Client.Patch(ctx, role, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("writing the retirement of ModelRole %s/%s: %w", role.Namespace, role.Name, err)
-	}
-	p.written.Store(role.UID, written)
-	return nil
-}
-
-// storedRetirement is the role's operation: what the pacer last wrote while the cache does not show
-// it yet (a pass acting on an older state would take members it deleted itself for a departure
-// outside the operator), else the role's annotation.
-func (p *Pacer) storedRetirement(role *v1alpha1.ModelRole) (*workerv1.Retirement, error) {
-	if w, ok := p.written.Load(role.UID); ok {
-		if w.(string) != role.Annotations[workerv1.AnnotationRetirement] {
-			r := role.DeepCopy()
-			if r.Annotations == nil {
-				r.Annotations = map[string]string{}
-			}
-			r.Annotations[workerv1.AnnotationRetirement] = w.(string)
-			return retirement.Stored(r)
-		}
-		p.written.Delete(role.UID)
-	}
-	return retirement.Stored(role)
-}
-
 func equalRetirement(a, b workerv1.Retirement) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// book is the pacer's retirement book.
+func (p *Pacer) book() *retirement.Book {
+	p.once.Do(p.init)
+	return p.Retirements
 }
 
 func (p *Pacer) now() time.Time {

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +55,7 @@ type retiring struct {
 
 func newRetiring(t *testing.T, drain gauges, objs ...client.Object) *retiring {
 	md := deployment()
+	md.UID = "md-uid"
 	md.Spec.Engine.Name = workerv1.EngineVLLM
 	r := &retiring{t: t, c: fakecluster.Builder(append(objs, md)...).Build(), clock: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), rec: events.NewFakeRecorder(50)}
 	r.p = &Pacer{Client: r.c, Recorder: r.rec, Scraper: drain, Now: func() time.Time { return r.clock }}
@@ -68,9 +68,15 @@ func (r *retiring) pass(d time.Duration) *workerv1.Retirement {
 	r.clock = r.clock.Add(d)
 	_, err := r.p.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
 	require.NoError(r.t, err)
-	role := &v1alpha1.ModelRole{}
-	require.NoError(r.t, r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server"}, role))
-	op, err := retirement.Stored(role)
+	return r.record()
+}
+
+// record is the operation the deployment's record ConfigMap holds, as a restarted pacer reads it.
+func (r *retiring) record() *workerv1.Retirement {
+	r.t.Helper()
+	md := &workerv1.ModelDeployment{}
+	require.NoError(r.t, r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md"}, md))
+	op, err := retirement.NewBook().Load(ctx, r.c, md)
 	require.NoError(r.t, err)
 	return op
 }
@@ -133,18 +139,35 @@ func TestScaleDownRetiresSeatedReplicas(t *testing.T) {
 		assert.Equal(t, workerv1.RetirementAdmitted, op.State)
 		assert.False(t, r.gone(&v1alpha1.ModelReplica{}, "md-server-r1-b"), "its admitting pass deletes nothing")
 	})
-	t.Run("a cache behind the pacer's own write does not pass its deletes for a departure outside the operator", func(t *testing.T) {
-		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil))...)
-		admittedOp := r.pass(0)
+	t.Run("a restarted pacer takes the operation up where its record left it", func(t *testing.T) {
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b"), standing(2, "b")), modelRole(1, "b", nil))...)
+		r.pass(0)
 		assert.Equal(t, workerv1.RetirementDeleting, r.pass(time.Second).State)
+		r.p = &Pacer{Client: r.c, Recorder: r.rec, Now: r.p.Now} // a new leader: an empty book
+		op := r.pass(time.Second)
+		require.NotNil(t, op)
+		assert.Equal(t, int32(1), op.ReplicaOrdinal, "r2's operation, read from the record, ended and r1 was admitted")
+		assert.NotContains(t, strings.Join(fakecluster.Events(r.rec), "\n"), "terminated outside")
+	})
+	t.Run("the operation is kept off the ModelRole, which Crossplane composes", func(t *testing.T) {
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil))...)
+		require.NotNil(t, r.pass(0))
 		role := &v1alpha1.ModelRole{}
 		require.NoError(t, r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-server"}, role))
-		raw, err := json.Marshal(admittedOp)
+		assert.Empty(t, role.Annotations, "each step written on a composed object would wake the deployment in Crossplane")
+		cm := &corev1.ConfigMap{}
+		require.NoError(t, r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "retirement-md-uid"}, cm))
+		assert.True(t, metav1.IsControlledBy(cm, &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{UID: "md-uid"}}))
+	})
+	t.Run("a record that holds no operation is dropped and said, and the scale-down admitted again", func(t *testing.T) {
+		bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "retirement-md-uid", Namespace: ns}, Data: map[string]string{retirement.OperationKey: "{"}}
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil), bad)...)
+		_, err := r.p.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
 		require.NoError(t, err)
-		role.Annotations[workerv1.AnnotationRetirement] = string(raw) // as a lagging cache still shows it
-		require.NoError(t, r.c.Update(ctx, role))
-		assert.Nil(t, r.pass(time.Second), "completed from the state it wrote, not aborted")
-		assert.NotContains(t, strings.Join(fakecluster.Events(r.rec), "\n"), "terminated outside")
+		assert.Contains(t, strings.Join(fakecluster.Events(r.rec), "\n"), "Warning RetirementUnreadable ConfigMap team-a/retirement-md-uid key operation is not a retirement operation")
+		op := r.record()
+		require.NotNil(t, op, "admitted in the same pass")
+		assert.Equal(t, workerv1.RetirementAdmitted, op.State)
 	})
 	t.Run("with the eligibility term: withdrawn from the EndpointSlices, drained, then deleted", func(t *testing.T) {
 		r1 := replicaAt(1, "b")
@@ -204,9 +227,11 @@ func TestScaleDownRetiresSeatedReplicas(t *testing.T) {
 		other := modelRole(1, "b", nil)
 		other.Name, other.Spec.RoleName = "md-decode", "decode"
 		other.Labels = naming.RoleLabels("md", "decode")
-		other.Annotations = map[string]string{workerv1.AnnotationRetirement: `{"roleName":"decode","replicaOrdinal":3,"state":"Aborted"}`}
-		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil), other)...)
-		assert.Nil(t, r.pass(0), "held: one operation per deployment, a retained (Aborted) one included")
+		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "retirement-md-uid", Namespace: ns},
+			Data: map[string]string{retirement.OperationKey: `{"roleName":"decode","replicaOrdinal":3,"state":"Aborted"}`}}
+		r := newRetiring(t, nil, append(objects(standing(0, "b"), standing(1, "b")), modelRole(1, "b", nil), other, record)...)
+		r.pass(0)
+		assert.Equal(t, "decode", r.record().RoleName, "held: one operation per deployment, a retained (Aborted) one included")
 		assert.False(t, r.gone(&v1alpha1.ModelReplica{}, "md-server-r1-b"))
 	})
 	t.Run("a replica scaled back in before it is deleted stays", func(t *testing.T) {

@@ -12,8 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
@@ -73,41 +71,12 @@ func withTypeMeta(it *workerv1.InstanceType) *workerv1.InstanceType {
 	return it
 }
 
-// roleRequest is a ModelRole of replicas × size in steady state: every replica required.
-func roleRequest(tb testing.TB, replicas, size int32) *fnv1.RunFunctionRequest {
-	r := largeRole(replicas, size)
-	rendered, err := renderroles.RenderRole(renderroles.Role{Namespace: "team-a", Deployment: "qwen", Spec: spec(r), Role: r, InstanceType: h100()})
-	require.NoError(tb, err)
-	role := &v1alpha1.ModelRole{
-		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelRoleKind),
-		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "qwen", RoleName: r.Name, Kind: r.Kind, Replicas: replicas, Size: size,
-			Revision: rendered.Revision, Template: rendered.Template},
-	}
-	role.Name, role.Namespace = "qwen-decode", "team-a"
-	req := &fnv1.RunFunctionRequest{
-		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(tb, role)}},
-		RequiredResources: map[string]*fnv1.Resources{"replicas": {}},
-	}
-	for n := range replicas {
-		rep := &v1alpha1.ModelReplica{
-			TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.ModelReplicaKind),
-			Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "qwen", RoleName: r.Name, Ordinal: n, Revision: rendered.Revision,
-				RevisionName: naming.RevisionName("qwen", r.Name, rendered.Revision)},
-		}
-		rep.Name = fmt.Sprintf("qwen-decode-r%d-abcde", n)
-		req.RequiredResources["replicas"].Items = append(req.RequiredResources["replicas"].Items, &fnv1.Resource{Resource: mustStruct(tb, rep)})
-	}
-	return req
-}
-
-// TestMessagesStayUnderTheGRPCLimit renders the largest composite of each step the schema admits
+// TestMessagesStayUnderTheGRPCLimit renders the largest deployment the schema admits
 // and checks the request and the response fit gRPC's default 4 MiB with room to spare (under half
 // of it).
 func TestMessagesStayUnderTheGRPCLimit(t *testing.T) {
 	for name, req := range map[string]*fnv1.RunFunctionRequest{
-		"deployment of 10 roles":      deploymentRequest(t, 10, workerv1.MaxReplicas, workerv1.MaxSize),
-		"role of 1024 replicas":       roleRequest(t, workerv1.MaxReplicas, 1),
-		"role of 1024 replicas of 64": roleRequest(t, workerv1.MaxReplicas, workerv1.MaxSize),
+		"deployment of 10 roles": deploymentRequest(t, 10, workerv1.MaxReplicas, workerv1.MaxSize),
 	} {
 		rsp, err := (&renderroles.Function{}).RunFunction(context.Background(), req)
 		require.NoError(t, err)
@@ -139,5 +108,3 @@ func benchmarkStep(b *testing.B, req *fnv1.RunFunctionRequest) {
 func BenchmarkDeploymentStep_Role1024x1(b *testing.B) {
 	benchmarkStep(b, deploymentRequest(b, 1, 1024, 1))
 }
-
-func BenchmarkRoleStep_1024Replicas(b *testing.B) { benchmarkStep(b, roleRequest(b, 1024, 1)) }

@@ -1,7 +1,6 @@
 package renderroles
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/mdplane/mdplane/apis/naming"
 	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/rolestatus"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
@@ -168,7 +168,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.quota = QuotaCondition(desiredReplicas, quotaStates, shortages)
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
-	p.eligibility = EligibilityCondition(eligibility)
+	p.eligibility = Condition(rolestatus.EligibilityCondition(eligibility))
 	p.podsCreated, p.podsCreatedKnown = observedPodsCreated(o)
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
@@ -188,21 +188,18 @@ func observedPodsCreated(o *deploymentObservation) (Condition, bool) {
 	if head := naming.ElasticHeadName(o.md.Name); o.roles[head] != nil {
 		names, roles = append(names, head), append(roles, o.roles[head])
 	}
-	carried, _ := refusedCondition(o.md.Status.ConditionedStatus)
-	return DeploymentPodsCreated(names, roles, carried)
+	carried, _ := rolestatus.PodsCreatedOf(o.md.Status.ConditionedStatus)
+	c, ok := rolestatus.DeploymentPodsCreated(names, roles, carried)
+	return Condition(c), ok
 }
 
-// observedRetirement is the deployment's retirement operation, which the rollout controller keeps on
-// the role whose replica it retires (one per deployment); nil when no declared role holds one.
+// observedRetirement is the deployment's retirement operation, as the role whose replica it retires
+// reports it (one per deployment); nil when no declared role does.
 func observedRetirement(md *workerv1.ModelDeployment, roles map[string]*v1alpha1.ModelRole) *workerv1.Retirement {
 	for _, role := range md.Spec.Roles {
 		r := roles[role.Name]
-		if r == nil || r.Annotations[workerv1.AnnotationRetirement] == "" {
-			continue
-		}
-		op := &workerv1.Retirement{}
-		if json.Unmarshal([]byte(r.Annotations[workerv1.AnnotationRetirement]), op) == nil {
-			return op
+		if r != nil && r.Status.Retirement != nil {
+			return r.Status.Retirement.DeepCopy()
 		}
 	}
 	return nil
@@ -221,7 +218,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	xfn.SetCondition(rsp, "QuotaReserved", p.quota.Status, p.quota.Reason, p.quota.Message)
 	xfn.SetCondition(rsp, "ReplicasUpToDate", p.upToDate.Status, p.upToDate.Reason, p.upToDate.Message)
 	xfn.SetCondition(rsp, weightsConditionType, p.weights.Status, p.weights.Reason, p.weights.Message)
-	xfn.SetCondition(rsp, EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
+	xfn.SetCondition(rsp, rolestatus.EligibilityConditionType, p.eligibility.Status, p.eligibility.Reason, p.eligibility.Message)
 	if p.podsCreatedKnown {
 		xfn.SetCondition(rsp, string(v1alpha1.PodsCreatedConditionType), p.podsCreated.Status, p.podsCreated.Reason, p.podsCreated.Message)
 	}

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/xfn"
 )
@@ -65,12 +64,11 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	steps := map[schema.GroupVersionKind]step{
 		workerv1.SchemeGroupVersion.WithKind(workerv1.ModelDeploymentKind): deploymentStep,
-		v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ModelRoleKind):       roleStep,
 	}
 	gvk := xr.Resource.GroupVersionKind()
 	run, ok := steps[gvk]
 	if !ok {
-		response.Fatal(rsp, fmt.Errorf("render-roles composes ModelDeployments and ModelRoles, not %s", gvk))
+		response.Fatal(rsp, fmt.Errorf("render-roles composes ModelDeployments, not %s", gvk))
 		return rsp, nil
 	}
 	if err := run(req, rsp, xr); err != nil {

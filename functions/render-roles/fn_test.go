@@ -2,11 +2,9 @@ package renderroles_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/stretchr/testify/assert"
@@ -147,6 +145,10 @@ func TestDeploymentStep(t *testing.T) {
 		assert.Equal(t, fnv1.Ready_READY_FALSE, desired["service"].GetReady(), "a Service is ready once it exists")
 		assert.Equal(t, "http://chat.team-a.svc:8000", field(t, rsp.GetDesired().GetComposite(), "status", "endpoint"))
 		assert.Equal(t, "0S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
+		for key, r := range desired {
+			assert.NotContains(t, []any{"ControllerRevision", "ModelReplica"}, field(t, r, "kind"),
+				"%s: the rollout controller snapshots the revisions and creates the replicas", key)
+		}
 	})
 	t.Run("a role is ready when its ModelRole is, and its ready replicas count in status", func(t *testing.T) {
 		rsp := run(t, request{composite: deployment, required: resolvedDeploymentInputs(), observed: map[string]string{
@@ -239,131 +241,14 @@ func TestDeploymentStep(t *testing.T) {
 	})
 }
 
-const role = `
-apiVersion: internal.mdplane.io/v1alpha1
-kind: ModelRole
-metadata: {name: chat-server, namespace: team-a}
-spec:
-  deploymentName: chat
-  roleName: server
-  kind: Server
-  replicas: 3
-  size: 1
-  revision: newrevisio
-  template: {metadata: {labels: {app.kubernetes.io/component: server}}, spec: {containers: [{name: main, image: new}]}}
-`
-
-// replicaOf is a ModelReplica of the role in slot ordinal on revision, its Ready condition ready;
-// options amend its metadata and status.
-func replicaOf(name string, ordinal int, revision string, ready bool, more ...string) string {
-	status := "False"
-	if ready {
-		status = "True"
-	}
-	spec, _ := json.Marshal(map[string]any{"deploymentName": "chat", "roleName": "server", "ordinal": ordinal,
-		"revision": revision, "revisionName": "chat-server-" + revision})
-	extra := ""
-	for _, m := range more {
-		extra += ", " + m
-	}
-	return `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: ` + name + `, namespace: team-a` + extra + `},
-	  spec: ` + string(spec) + `, status: {conditions: [{type: Ready, status: "` + status + `"}]}}`
-}
-
-func TestRoleStep(t *testing.T) {
-	withReplicas := func(items ...string) map[string][]string { return map[string][]string{"replicas": items} }
-	t.Run("asks for the role's ModelReplicas first", func(t *testing.T) {
-		rsp := run(t, request{composite: role})
-		sel := rsp.GetRequirements().GetResources()["replicas"]
-		assert.Equal(t, "ModelReplica", sel.GetKind())
-		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "chat",
-			"app.kubernetes.io/component": "server"}, sel.GetMatchLabels().GetLabels())
-		assert.Equal(t, "team-a", sel.GetNamespace())
-		assert.Empty(t, rsp.GetDesired().GetResources())
-	})
-	t.Run("composes the current revision and no replica: the rollout controller creates them", func(t *testing.T) {
-		desired := run(t, request{composite: role, required: withReplicas(replicaOf("chat-server-r0-a", 0, "newrevisio", true))}).GetDesired().GetResources()
-		assert.Len(t, desired, 1)
-		assert.Equal(t, "new", field(t, desired["revision-newrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
-	})
-	t.Run("an old revision a replica runs stays", func(t *testing.T) {
-		desired := run(t, request{composite: role, required: withReplicas(replicaOf("chat-server-r0-a", 0, "oldrevisio", true)), observed: map[string]string{
-			"revision-oldrevisio": `{apiVersion: apps/v1, kind: ControllerRevision, metadata: {name: chat-server-oldrevisio}, revision: 1, data: {revision: oldrevisio, size: 1, template: {spec: {containers: [{name: main, image: old}]}}}}`,
-		}}).GetDesired().GetResources()
-		assert.Equal(t, "old", field(t, desired["revision-oldrevisio"], "data", "template", "spec", "containers").([]any)[0].(map[string]any)["image"])
-		assert.Contains(t, desired, "revision-newrevisio")
-	})
-	t.Run("is ready once every slot holds a ready replica", func(t *testing.T) {
-		replicas := func(ready bool) map[string][]string {
-			return withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "newrevisio", true), replicaOf("c", 2, "newrevisio", ready))
-		}
-		rsp := run(t, request{composite: role, required: replicas(false)})
-		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady())
-		rsp = run(t, request{composite: role, required: replicas(true)})
-		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
-		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
-		assert.EqualValues(t, 3, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
-	})
-	t.Run("a converging role, or one whose watch circuit is open, is rendered again within seconds; a settled one within the minute", func(t *testing.T) {
-		replicas := func(ready bool) map[string][]string {
-			return withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "newrevisio", true), replicaOf("c", 2, "newrevisio", ready))
-		}
-		breakerOpen := replaceOnce(role, "spec:", "status: {conditions: [{type: Responsive, status: \"False\", reason: WatchCircuitOpen}]}\nspec:")
-		for _, tc := range []struct {
-			rule      string
-			composite string
-			ready     bool
-			ttl       time.Duration
-		}{
-			{"a replica not ready yet", role, false, renderroles.ConvergingTTL},
-			{"every replica ready", role, true, time.Minute},
-			{"every replica ready, the watch circuit open", breakerOpen, true, renderroles.ConvergingTTL},
-		} {
-			rsp := run(t, request{composite: tc.composite, required: replicas(tc.ready)})
-			assert.Equal(t, tc.ttl, rsp.GetMeta().GetTtl().AsDuration(), tc.rule)
-		}
-	})
-	t.Run("counts a slot whose replica is being deleted as Terminating and an empty one as in flight", func(t *testing.T) {
-		rsp := run(t, request{composite: role, required: withReplicas(
-			replicaOf("a", 0, "newrevisio", true, `deletionTimestamp: "2026-11-30T06:00:00Z"`),
-			replicaOf("b", 1, "oldrevisio", true))})
-		assert.Equal(t, map[string]any{"Terminating": float64(1), "InFlight": float64(2)}, field(t, rsp.GetDesired().GetComposite(), "status", "quota"))
-		assert.EqualValues(t, 0, field(t, rsp.GetDesired().GetComposite(), "status", "upToDate"))
-	})
-	t.Run("counts the standing replicas by the mode of the revision each runs, not the role's current one", func(t *testing.T) {
-		// The role now takes over (its template has no scrape annotations); r1 still runs the managed
-		// revision it was created with.
-		rsp := run(t, request{composite: role, required: withReplicas(replicaOf("a", 0, "newrevisio", true), replicaOf("b", 1, "oldrevisio", true)),
-			observed: map[string]string{
-				"revision-oldrevisio": `{apiVersion: apps/v1, kind: ControllerRevision, metadata: {name: chat-server-oldrevisio}, revision: 1, data: {revision: oldrevisio, size: 1, template: {metadata: {annotations: {prometheus.io/scrape: "true"}}, spec: {containers: [{name: main, image: old}]}}}}`,
-			}})
-		assert.Equal(t, map[string]any{"managed": float64(1), "unmanaged": float64(1)}, field(t, rsp.GetDesired().GetComposite(), "status", "modes"))
-	})
-	t.Run("reports the flavors its standing replicas were admitted on, once each, sorted", func(t *testing.T) {
-		withFlavors := func(replica, flavors string) string {
-			return strings.Replace(replica, "status: {conditions:", "status: {flavors: "+flavors+", conditions:", 1)
-		}
-		rsp := run(t, request{composite: role, required: withReplicas(
-			withFlavors(replicaOf("a", 0, "newrevisio", true), "[h100-spot]"),
-			withFlavors(replicaOf("b", 1, "newrevisio", true), "[a-reserved, h100-spot]"))})
-		assert.Equal(t, []any{"a-reserved", "h100-spot"}, field(t, rsp.GetDesired().GetComposite(), "status", "assignedFlavors"))
-	})
-	t.Run("a replica above replicas is neither counted nor composed: the rollout controller retires it", func(t *testing.T) {
-		scaled := replaceOnce(role, "replicas: 3", "replicas: 1")
-		above := replicaOf("b", 1, "newrevisio", true)
-		rsp := run(t, request{composite: scaled, required: withReplicas(replicaOf("a", 0, "newrevisio", true), above), observed: map[string]string{"replica-1": above}})
-		assert.NotContains(t, rsp.GetDesired().GetResources(), "replica-1")
-		assert.EqualValues(t, 1, field(t, rsp.GetDesired().GetComposite(), "status", "ready"))
-		assert.Equal(t, fnv1.Ready_READY_TRUE, rsp.GetDesired().GetComposite().GetReady())
-	})
-}
-
 func TestUnknownCompositeIsFatal(t *testing.T) {
 	msg, _ := fatalMessage(run(t, request{composite: `{apiVersion: example.org/v1, kind: Other, metadata: {name: x}}`}))
 	assert.Contains(t, msg, "not example.org/v1, Kind=Other")
-	msg, _ = fatalMessage(run(t, request{composite: `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelReplica, metadata: {name: x}}`}))
-	assert.Contains(t, msg, "composes ModelDeployments and ModelRoles, not internal.mdplane.io/v1alpha1, Kind=ModelReplica",
-		"a ModelReplica is no composite: the members controller reconciles it")
+	for _, kind := range []string{"ModelRole", "ModelReplica"} {
+		msg, _ = fatalMessage(run(t, request{composite: `{apiVersion: internal.mdplane.io/v1alpha1, kind: ` + kind + `, metadata: {name: x}}`}))
+		assert.Contains(t, msg, "composes ModelDeployments, not internal.mdplane.io/v1alpha1, Kind="+kind,
+			"ModelRoles and ModelReplicas are no composites: mdplane's controllers reconcile them")
+	}
 }
 
 func replaceOnce(s, old, replacement string) string {

@@ -2,6 +2,7 @@ package renderroles_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,20 +12,17 @@ import (
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
-// TestStatusRetirement: status.retirement is the operation the rollout controller keeps on the role
-// whose replica it retires, and absent when no role holds one.
+// TestStatusRetirement: status.retirement is the operation the role whose replica it retires
+// reports, and absent when no role reports one.
 func TestStatusRetirement(t *testing.T) {
 	md := &workerv1.ModelDeployment{Spec: workerv1.ModelDeploymentSpec{Roles: []workerv1.ModelDeploymentRole{{Name: "prefill"}, {Name: "decode"}}}}
-	role := func(annotation string) *v1alpha1.ModelRole {
-		r := &v1alpha1.ModelRole{}
-		if annotation != "" {
-			r.Annotations = map[string]string{workerv1.AnnotationRetirement: annotation}
-		}
-		return r
+	role := func(op *workerv1.Retirement) *v1alpha1.ModelRole {
+		return &v1alpha1.ModelRole{Status: v1alpha1.ModelRoleStatus{Retirement: op}}
 	}
-	assert.Nil(t, renderroles.ObservedRetirement(md, map[string]*v1alpha1.ModelRole{"prefill": role(""), "decode": role("")}), "no operation: absent")
-	got := renderroles.ObservedRetirement(md, map[string]*v1alpha1.ModelRole{"prefill": role(""),
-		"decode": role(`{"roleName":"decode","replicaOrdinal":0,"targetWorkloadUID":"","state":"Draining","reason":"busy","startedAt":"2026-12-01T10:00:00Z","deadline":"2026-12-01T10:05:00Z","phaseStartedAt":"2026-12-01T10:00:30Z"}`)})
+	assert.Nil(t, renderroles.ObservedRetirement(md, map[string]*v1alpha1.ModelRole{"prefill": role(nil), "decode": role(nil)}), "no operation: absent")
+	got := renderroles.ObservedRetirement(md, map[string]*v1alpha1.ModelRole{"prefill": role(nil),
+		"decode": role(&workerv1.Retirement{RoleName: "decode", ReplicaOrdinal: 0, State: workerv1.RetirementDraining, Reason: "busy",
+			Deadline: metav1.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)})})
 	if assert.NotNil(t, got) {
 		assert.Equal(t, workerv1.RetirementDraining, got.State)
 		assert.Equal(t, "decode", got.RoleName)

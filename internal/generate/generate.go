@@ -51,19 +51,15 @@ func step(name, function string) xpv1.PipelineStep {
 	return xpv1.PipelineStep{Step: name, FunctionRef: xpv1.FunctionReference{Name: function}}
 }
 
-// The API groups of apis/. They are spelled out rather than imported because the generator must
-// build before the deepcopy functions those packages need exist.
-const (
-	workerGroup   = "worker.gpustack.ai"
-	internalGroup = "internal.mdplane.io"
-)
+// workerGroup is the API group of the composite kinds. It is spelled out rather than imported
+// because the generator must build before the deepcopy functions its package needs exist.
+const workerGroup = "worker.gpustack.ai"
 
 // composites are the kinds served as Crossplane XRs; every other kind in apis/ is a plain CRD.
 var composites = []composite{
 	{group: workerGroup, plural: "modeldeployments", steps: []xpv1.PipelineStep{
 		step("render-roles", FunctionRenderRoles), step("kv-cache", FunctionKVCache),
 	}},
-	{group: internalGroup, plural: "modelroles", steps: []xpv1.PipelineStep{step("render-roles", FunctionRenderRoles)}},
 }
 
 // Files are generated files keyed by their slash-separated path relative to the repository root.

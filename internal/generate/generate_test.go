@@ -59,16 +59,16 @@ func TestEveryCompositeHasAnXRDAndAComposition(t *testing.T) {
 	require.NoError(t, err)
 	for _, name := range []string{
 		"worker.gpustack.ai_modeldeployments.yaml",
-		"internal.mdplane.io_modelroles.yaml",
 	} {
 		assert.Contains(t, files, generate.XRDDir+"/"+name)
 		assert.Contains(t, files, generate.CompositionDir+"/"+name)
 		assert.NotContains(t, files, generate.CRDDir+"/"+name, "a composite is served through its XRD, never a CRD of its own")
 	}
-	replicas := "internal.mdplane.io_modelreplicas.yaml"
-	assert.Contains(t, files, generate.CRDDir+"/"+replicas, "a ModelReplica is a plain CRD: mdplane's controllers reconcile it, nothing composes through it")
-	assert.NotContains(t, files, generate.XRDDir+"/"+replicas)
-	assert.NotContains(t, files, generate.CompositionDir+"/"+replicas)
+	for _, plain := range []string{"internal.mdplane.io_modelroles.yaml", "internal.mdplane.io_modelreplicas.yaml"} {
+		assert.Contains(t, files, generate.CRDDir+"/"+plain, "ModelRoles and ModelReplicas are plain CRDs: mdplane's controllers reconcile them, nothing composes through them")
+		assert.NotContains(t, files, generate.XRDDir+"/"+plain)
+		assert.NotContains(t, files, generate.CompositionDir+"/"+plain)
+	}
 	md := string(files[generate.CompositionDir+"/worker.gpustack.ai_modeldeployments.yaml"])
 	assert.Less(t, strings.Index(md, "step: render-roles"), strings.Index(md, "step: kv-cache"),
 		"a ModelDeployment renders its roles before the kv-cache step amends them")

@@ -113,9 +113,16 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 			return nil, fmt.Errorf("%s %s/%s: %w", xr.GetKind(), xr.GetNamespace(), xr.GetName(), err)
 		}
 	}
-	all := []Output{*out}
-	// What this composite composes, and what a controller creates for it, is visible below it, not
-	// to the caller; each of those that is itself a composite is rendered in turn.
+	return e.below(ctx, *out, cluster)
+}
+
+// below is out followed by the render of everything under it: each object it composes or a
+// controller creates for it that is a composite is rendered, and each that a controller
+// materializes something for is materialized, level by level.
+func (e *Engine) below(ctx context.Context, out Output, cluster []*unstructured.Unstructured) ([]Output, error) {
+	all := []Output{out}
+	// What this level composes, and what a controller creates for it, is visible below it, not
+	// to the caller.
 	cluster = slices.Clone(cluster)
 	var children []*unstructured.Unstructured
 	for _, c := range out.Composed {
@@ -135,17 +142,19 @@ func (e *Engine) Render(ctx context.Context, xr *unstructured.Unstructured, clus
 			// Offline there is no API server to generate a name; the generateName stem stands in.
 			child.SetName(strings.TrimSuffix(child.GetGenerateName(), "-"))
 		}
-		if !composite {
-			// A kind mdplane's controllers reconcile without a Composition (a ModelReplica): what
-			// they create for it, and nothing else, is its level.
-			objs, err := m(child, cluster)
-			if err != nil {
+		var nested []Output
+		var err error
+		if composite {
+			nested, err = e.Render(ctx, child, cluster)
+		} else {
+			// A kind mdplane's controllers reconcile without a Composition (a ModelRole, a
+			// ModelReplica): what they create for it, and nothing else, is its level.
+			var objs []*unstructured.Unstructured
+			if objs, err = m(child, cluster); err != nil {
 				return nil, fmt.Errorf("%s %s/%s: %w", child.GetKind(), child.GetNamespace(), child.GetName(), err)
 			}
-			all = append(all, Output{Input: child, Materialized: objs})
-			continue
+			nested, err = e.below(ctx, Output{Input: child, Materialized: objs}, cluster)
 		}
-		nested, err := e.Render(ctx, child, cluster)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -40,7 +41,7 @@ func NewReplica(role *v1alpha1.ModelRole, ordinal int32) *v1alpha1.ModelReplica 
 }
 
 // CurrentRevision is the RoleRevision of a role's current configuration: what its ControllerRevision
-// holds once the role's composition has applied it.
+// holds.
 func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
 	return &v1alpha1.RoleRevision{
 		TypeMeta: typeMeta(v1alpha1.SchemeGroupVersion.String(), v1alpha1.RoleRevisionKind),
@@ -49,6 +50,21 @@ func CurrentRevision(spec v1alpha1.ModelRoleSpec) *v1alpha1.RoleRevision {
 		Template: spec.Template,
 		Elastic:  spec.Elastic,
 	}
+}
+
+// NewRevision is the ControllerRevision the rollout controller snapshots a role's current
+// configuration in, controlled by the role, before it creates a replica of it.
+func NewRevision(role *v1alpha1.ModelRole) (*appsv1.ControllerRevision, error) {
+	spec := role.Spec
+	data, err := json.Marshal(CurrentRevision(spec))
+	if err != nil {
+		return nil, err
+	}
+	meta := objectMeta(role.Namespace, naming.RevisionName(spec.DeploymentName, spec.RoleName, spec.Revision), naming.RoleLabels(spec.DeploymentName, spec.RoleName))
+	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
+		Name: role.Name, UID: role.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	return &appsv1.ControllerRevision{TypeMeta: typeMeta("apps/v1", "ControllerRevision"), ObjectMeta: meta,
+		Data: runtime.RawExtension{Raw: data}, Revision: 1}, nil
 }
 
 // ReadRevision decodes the RoleRevision a ControllerRevision holds.

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -31,8 +30,6 @@ var Deviations = []Deviation{
 		Why: "no Pod network for the API server to reach Crossplane's webhook Service; Crossplane's webhooks check Compositions and XRDs, which mdplane's packages ship checked"},
 	{Component: "crossplane", Flag: "--poll-interval", value: func(o Options) string { return o.CrossplanePollInterval.String() },
 		Why: "tests wait for composites to settle; the default (1m) also converges, more slowly"},
-	{Component: "crossplane", Flag: "--circuit-breaker-burst", value: func(o Options) string { return strconv.Itoa(o.CircuitBreakerBurst) },
-		Why: "docs/install.md asks for a burst of 1000: with the default 100 a rollout's watch events open a ModelRole's breaker"},
 	{Component: "crossplane", Flag: "--debug", value: fixed(""),
 		Why: "debug logs, for a failing test's logs; no change of behaviour"},
 	{Component: "crossplane", Flag: "",

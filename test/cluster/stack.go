@@ -65,9 +65,6 @@ type Options struct {
 	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane's processes, the controllers
 	// and each function, on loopback ports (ProfileAddress).
 	Profile bool
-	// CircuitBreakerBurst is Crossplane's --circuit-breaker-burst: the watch events a composite may
-	// receive at once before its breaker opens; 1000 when 0 (docs/install.md).
-	CircuitBreakerBurst int
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
 	// ControllerArgs are extra flags for the controllers' mdplane-controllers process, such as a
@@ -148,9 +145,6 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if len(opts.Products) == 0 {
 		opts.Products = DefaultProducts
-	}
-	if opts.CircuitBreakerBurst == 0 {
-		opts.CircuitBreakerBurst = 1000
 	}
 	if opts.CrossplanePollInterval == 0 {
 		opts.CrossplanePollInterval = 5 * time.Second

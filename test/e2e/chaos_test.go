@@ -511,9 +511,9 @@ func startSecondWriter(t *testing.T, ctx context.Context, namespace string, seed
 	asCrossplane, asControllers := clientAs(t, cluster.CrossplaneUser), clientAs(t, cluster.ControllersUser)
 	writerOf := func(obj client.Object) client.Client {
 		switch obj.(type) {
-		case *v1alpha1.ModelRole, *v1alpha1.ModelReplica:
+		case *v1alpha1.ModelRole:
 			return asCrossplane
-		case *appsv1.ControllerRevision:
+		case *v1alpha1.ModelReplica, *appsv1.ControllerRevision:
 			return asControllers
 		}
 		return stack.Client

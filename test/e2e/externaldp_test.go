@@ -289,7 +289,8 @@ func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	if err := stack.Client.List(ctx, replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: name, workerv1.LabelPodOrdinal: "1"}); err != nil || len(replicas.Items) != 1 {
 		t.Fatalf("%d replicas of ordinal 1: %v", len(replicas.Items), err)
 	}
-	if err := asCrossplane.Delete(ctx, &replicas.Items[0]); err != nil {
+	// A replica is the controllers' to delete.
+	if err := clientAs(t, cluster.ControllersUser).Delete(ctx, &replicas.Items[0]); err != nil {
 		t.Fatal(err)
 	}
 

@@ -432,16 +432,17 @@ spec:
 	eventually(t, 2*time.Minute, "two gated Pods", gated)
 
 	// Crossplane reconciles a composite again after the function's TTL (a minute) or on any change
-	// to it, and the members controller a ModelReplica on any change to it, so each round edits an
-	// annotation on the deployment, its ModelRoles and its ModelReplicas (those in Crossplane's name:
-	// nobody else may write them); Crossplane's log proves the roles' reconciles happened.
-	before := roleReconciles(t, ctx, "team-b")
+	// to it or to what it composes, and the members controller a role's ModelReplicas on any change
+	// to the role, so each round edits an annotation on the deployment and its ModelRoles (those in
+	// Crossplane's name: nobody else may write them); Crossplane's log proves the deployment's
+	// reconciles happened.
+	before := deploymentReconciles(t, "team-b", "queued")
 	asCrossplane := clientAs(t, cluster.CrossplaneUser)
 	for round := range 4 {
 		if _, err := stack.Kubectl("annotate", "--overwrite", "-n", "team-b", "modeldeployment/queued", fmt.Sprintf("e2e/round=%d", round)); err != nil {
 			t.Fatal(err)
 		}
-		for _, list := range []client.ObjectList{&v1alpha1.ModelRoleList{}, &v1alpha1.ModelReplicaList{}} {
+		for _, list := range []client.ObjectList{&v1alpha1.ModelRoleList{}} {
 			if err := stack.Client.List(ctx, list, client.InNamespace("team-b")); err != nil {
 				t.Fatal(err)
 			}
@@ -461,12 +462,10 @@ spec:
 			t.Fatalf("after reconcile round %d the deployment is not Synced (%s, %v): an apply failed", round+1, status, err)
 		}
 	}
-	after := roleReconciles(t, ctx, "team-b")
-	for name, n := range after {
-		t.Logf("ModelRole %s: %d reconciles while gated", name, n-before[name])
-		if n-before[name] < 3 {
-			t.Errorf("ModelRole %s was reconciled %d times during the check, want at least 3", name, n-before[name])
-		}
+	n := deploymentReconciles(t, "team-b", "queued") - before
+	t.Logf("ModelDeployment team-b/queued: %d reconciles while gated", n)
+	if n < 3 {
+		t.Errorf("ModelDeployment team-b/queued was reconciled %d times during the check, want at least 3", n)
 	}
 	wls, err := workloads(ctx, "team-b")
 	if err != nil {
@@ -479,35 +478,19 @@ spec:
 	}
 }
 
-// roleReconciles counts, per ModelRole of namespace, the reconciles Crossplane logged.
-func roleReconciles(t *testing.T, ctx context.Context, namespace string) map[string]int {
+// deploymentReconciles counts the reconciles of one ModelDeployment Crossplane logged.
+func deploymentReconciles(t *testing.T, namespace, name string) int {
 	t.Helper()
-	roles := &unstructured.UnstructuredList{}
-	roles.SetAPIVersion("internal.mdplane.io/v1alpha1")
-	roles.SetKind("ModelRoleList")
-	if err := stack.Client.List(ctx, roles, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
 	log, err := os.ReadFile(stack.LogFile("crossplane"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := map[string]int{}
+	n := 0
 	for _, line := range strings.Split(string(log), "\n") {
-		if !strings.Contains(line, "Reconciling") || !strings.Contains(line, "composite/modelroles.internal.mdplane.io") {
-			continue
-		}
-		for _, r := range roles.Items {
-			if strings.Contains(line, fmt.Sprintf(`"name":%q,"namespace":%q`, r.GetName(), namespace)) {
-				counts[r.GetName()]++
-			}
+		if strings.Contains(line, "Reconciling") && strings.Contains(line, "composite/modeldeployments.worker.gpustack.ai") &&
+			strings.Contains(line, fmt.Sprintf(`"name":%q,"namespace":%q`, name, namespace)) {
+			n++
 		}
 	}
-	if len(roles.Items) == 0 {
-		t.Fatalf("no ModelRoles in %s", namespace)
-	}
-	for _, r := range roles.Items {
-		counts[r.GetName()] += 0
-	}
-	return counts
+	return n
 }

@@ -213,7 +213,7 @@ func compareDeployment(t *testing.T, bin string, functions []*renderv1alpha1.Fun
 	levels := 0
 	for _, o := range outputs {
 		if o.Composite == nil {
-			continue // a ModelReplica has no Composition: its Pods come from Materialize, as on a cluster
+			continue // a ModelRole or ModelReplica has no Composition: what is below it comes from the materializers, as the controllers create it
 		}
 		levels++
 		t.Run(fmt.Sprintf("%s/%s %s", md.GetName(), o.Input.GetKind(), o.Input.GetName()), func(t *testing.T) {

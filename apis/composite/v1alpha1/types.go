@@ -8,8 +8,11 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// ModelRole is one role of a ModelDeployment: the unit a rollout turns over. It composes one
-// immutable revision per configuration still in use and one ModelReplica per ordinal.
+// ModelRole is one role of a ModelDeployment: the unit a rollout turns over. It is a plain CRD, not
+// a Crossplane composite: the deployment composes it; the rollout controller snapshots each
+// configuration still in use as an immutable revision (a ControllerRevision) and creates one
+// ModelReplica per ordinal; the roles controller sums the replicas into its status at a bounded
+// rate. No composite reads, or is woken by, a replica.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,categories=mdplane-internal
@@ -116,9 +119,9 @@ type ElasticRole struct {
 }
 
 // ModelRoleStatus aggregates a role's replicas. Counts are in instances. The counts are pointers:
-// nil until the render-roles function has counted, so that a count of zero is reported as 0.
+// nil until the roles controller has counted, so that a count of zero is reported as 0.
 type ModelRoleStatus struct {
-	// Conditions are written by Crossplane and the render-roles function.
+	// Conditions are Ready (every instance Ready) and PodsCreated, written by the roles controller.
 	xpv2.ConditionedStatus `json:",inline"`
 	// Ready is the number of instances whose every member is Ready.
 	// +optional
@@ -139,6 +142,11 @@ type ModelRoleStatus struct {
 	// Members counts the live members of the role's standing instances, for WeightsReady.
 	// +optional
 	Members *MemberCounts `json:"members,omitempty"`
+	// Retirement is the deployment's retirement operation when it targets one of this role's
+	// replicas, as the rollout controller's record holds it; the deployment step lifts it into
+	// status.retirement.
+	// +optional
+	Retirement *workerv1.Retirement `json:"retirement,omitempty"`
 	// Replacement is the one replacement in flight, remembered so a restart resumes it.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`

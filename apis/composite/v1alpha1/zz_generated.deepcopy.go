@@ -5,6 +5,7 @@
 package v1alpha1
 
 import (
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -309,6 +310,11 @@ func (in *ModelRoleStatus) DeepCopyInto(out *ModelRoleStatus) {
 		in, out := &in.Members, &out.Members
 		*out = new(MemberCounts)
 		**out = **in
+	}
+	if in.Retirement != nil {
+		in, out := &in.Retirement, &out.Retirement
+		*out = new(workerv1.Retirement)
+		(*in).DeepCopyInto(*out)
 	}
 	if in.Replacement != nil {
 		in, out := &in.Replacement, &out.Replacement

@@ -56,10 +56,6 @@ const (
 	// replicas nor fills empty slots, and the members controller creates no Pods.
 	ReasonRolloutHeldByWeights = "RolloutHeldByWeights"
 
-	// AnnotationRetirement on a ModelRole holds the deployment's retirement operation targeting one
-	// of the role's replicas, as JSON (workerv1.Retirement); the deployment step lifts it into
-	// status.retirement. The rollout controller writes it by an optimistic patch.
-	AnnotationRetirement = "worker.gpustack.ai/retirement"
 	// AnnotationRetirementRetry on a ModelDeployment asks an Aborted retirement to start again:
 	// <roleName>:<replicaOrdinal>:<opaqueToken> (elastic-dp-lifecycle §4.3).
 	AnnotationRetirementRetry = "modeldeployment.gpustack.ai/retirement-retry"

@@ -30,7 +30,7 @@ func Scheme() *runtime.Scheme {
 // Builder is a fake client holding objs, with the controllers' indexes.
 func Builder(objs ...client.Object) *fake.ClientBuilder {
 	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
-		WithStatusSubresource(&kueue.Workload{}, &kueue.AdmissionCheck{}, &workerv1.InstanceType{}, &workerv1.ModelDeployment{}, &v1alpha1.ModelReplica{}, &workerv1.ModelArtifact{}, &workerv1.KVCachePool{})
+		WithStatusSubresource(&kueue.Workload{}, &kueue.AdmissionCheck{}, &workerv1.InstanceType{}, &workerv1.ModelDeployment{}, &v1alpha1.ModelRole{}, &v1alpha1.ModelReplica{}, &workerv1.ModelArtifact{}, &workerv1.KVCachePool{})
 	for _, f := range index.Fields {
 		b = b.WithIndex(f.Object, f.Name, f.Extract)
 	}

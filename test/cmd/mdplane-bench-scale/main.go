@@ -28,12 +28,11 @@ func main() {
 	kueueQPS := flag.Float64("kueue-qps", 500, "Kueue's client QPS, as docs/install.md recommends; 0 keeps Kueue's default (20)")
 	kueueBurst := flag.Int("kueue-burst", 1000, "Kueue's client burst, as docs/install.md recommends; 0 keeps Kueue's default (30)")
 	changes := flag.Bool("changes", true, "after the create phase, scale to half and back and roll a second deployment's extraArgs")
-	breaker := flag.Int("circuit-breaker-burst", 0, "Crossplane's --circuit-breaker-burst; 0 keeps the stack's 1000")
 	profile := flag.Duration("profile", 2*time.Minute, "length of the CPU profiles of mdplane's processes taken from the deployment's creation; 0 takes none")
 	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
 	flag.Parse()
 	if err := run(cfg, cluster.Options{
-		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0, CircuitBreakerBurst: *breaker,
+		Dir: *dir, GPUsPerNode: *gpus, PodsPerNode: *podsPerNode, KueueQPS: *kueueQPS, KueueBurst: *kueueBurst, Audit: true, Profile: *profile > 0,
 	}, *profile, *changes); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-bench-scale:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package renderroles_test
+package rolestatus_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
+	"github.com/mdplane/mdplane/internal/rolestatus"
 )
 
 func TestRoleEligibility(t *testing.T) {
@@ -23,23 +23,23 @@ func TestRoleEligibility(t *testing.T) {
 		active    bool
 	}{
 		{"eligible counts qualified replica groups once every replica is conclusive",
-			[]*v1alpha1.Qualification{qualified, revoked}, ptr.To[int32](1), renderroles.EligibilityRevoked, true},
+			[]*v1alpha1.Qualification{qualified, revoked}, ptr.To[int32](1), rolestatus.EligibilityRevoked, true},
 		{"an explicit 0 when every replica is conclusively unqualified",
-			[]*v1alpha1.Qualification{revoked, revoked}, ptr.To[int32](0), renderroles.EligibilityRevoked, false},
+			[]*v1alpha1.Qualification{revoked, revoked}, ptr.To[int32](0), rolestatus.EligibilityRevoked, false},
 		{"nil while any replica is inconclusive",
-			[]*v1alpha1.Qualification{qualified, q(v1alpha1.QualificationUnsupported, false)}, nil, renderroles.EligibilityUnsupported, false},
+			[]*v1alpha1.Qualification{qualified, q(v1alpha1.QualificationUnsupported, false)}, nil, rolestatus.EligibilityUnsupported, false},
 		{"a replica reporting nothing is not observed",
-			[]*v1alpha1.Qualification{nil}, nil, renderroles.EligibilityNotObserved, false},
+			[]*v1alpha1.Qualification{nil}, nil, rolestatus.EligibilityNotObserved, false},
 		{"one replica observed beside one not observed yet is held",
-			[]*v1alpha1.Qualification{qualified, nil}, nil, renderroles.EligibilityHeld, false},
+			[]*v1alpha1.Qualification{qualified, nil}, nil, rolestatus.EligibilityHeld, false},
 		{"activation waits for the label on every qualified replica",
-			[]*v1alpha1.Qualification{qualified, q(v1alpha1.QualificationQualified, false)}, ptr.To[int32](2), renderroles.EligibilityQualified, false},
+			[]*v1alpha1.Qualification{qualified, q(v1alpha1.QualificationQualified, false)}, ptr.To[int32](2), rolestatus.EligibilityQualified, false},
 		{"every replica qualified and labelled activates the role",
-			[]*v1alpha1.Qualification{qualified, qualified}, ptr.To[int32](2), renderroles.EligibilityQualified, true},
+			[]*v1alpha1.Qualification{qualified, qualified}, ptr.To[int32](2), rolestatus.EligibilityQualified, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			eligible, reason, active := renderroles.RoleEligibility(tc.instances)
+			eligible, reason, active := rolestatus.RoleEligibility(tc.instances)
 			assert.Equal(t, tc.eligible, eligible)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.active, active)
@@ -63,36 +63,9 @@ func TestEligibilityCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			c := renderroles.EligibilityCondition(tc.roles)
+			c := rolestatus.EligibilityCondition(tc.roles)
 			assert.Equal(t, tc.status, c.Status)
 			assert.Equal(t, tc.reason, c.Reason)
-		})
-	}
-}
-
-func TestRoleServiceSelection(t *testing.T) {
-	cases := []struct {
-		rule                  string
-		everyMember, eligible bool
-		want                  map[string]string
-	}{
-		{"a leader-served role's Service selects its leaders", false, false,
-			map[string]string{"modeldeployment.gpustack.ai/member-index": "0"}},
-		{"an External-DP Server role's Service selects every serving rank", true, false,
-			map[string]string{"modeldeployment.gpustack.ai/serves": "true"}},
-		{"an active qualification adds the eligibility term and marks the Service", true, true,
-			map[string]string{"modeldeployment.gpustack.ai/serves": "true", "modeldeployment.gpustack.ai/endpoint-eligible": "true"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
-			svc := renderroles.RenderRoleService("ns", "md-server", "md", "server",
-				&renderroles.RenderedRole{ServicePort: 8000, TargetPort: 8000, ServesEveryMember: tc.everyMember}, tc.eligible)
-			want := map[string]string{"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "md", "app.kubernetes.io/component": "server"}
-			for k, v := range tc.want {
-				want[k] = v
-			}
-			assert.Equal(t, want, svc.Spec.Selector)
-			assert.Equal(t, tc.eligible, svc.Annotations["worker.gpustack.ai/endpoint-eligibility"] == "active")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package renderroles_test
+package rolestatus_test
 
 import (
 	"testing"
@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
-	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/rolestatus"
 )
 
 const refusal = `pods "md-decode-r1-m0" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "gpustack-compile-cache")`
@@ -31,27 +31,27 @@ func TestRolePodsCreated(t *testing.T) {
 		name     string
 		replicas []*v1alpha1.ModelReplica
 		carried  bool
-		want     renderroles.Condition
+		want     rolestatus.Condition
 		known    bool
 	}{
 		{name: "a refused replica makes the role False, naming the replica and the API server's message",
 			replicas: []*v1alpha1.ModelReplica{replicaWith(0, accepted), replicaWith(1, refused)}, known: true,
-			want: renderroles.Condition{Status: "False", Reason: "PodRefused", Message: "replica 1: " + refusal}},
+			want: rolestatus.Condition{Status: "False", Reason: "PodRefused", Message: "replica 1: " + refusal}},
 		{name: "several refused replicas name the first and count the others",
 			replicas: []*v1alpha1.ModelReplica{replicaWith(0, refused), nil, replicaWith(2, refused), replicaWith(3, refused)}, known: true,
-			want: renderroles.Condition{Status: "False", Reason: "PodRefused", Message: "replica 0: " + refusal + "; and 2 more replicas refused"}},
+			want: rolestatus.Condition{Status: "False", Reason: "PodRefused", Message: "replica 0: " + refusal + "; and 2 more replicas refused"}},
 		{name: "near miss: every replica accepted is True",
 			replicas: []*v1alpha1.ModelReplica{replicaWith(0, accepted), replicaWith(1, accepted)}, known: true,
-			want: renderroles.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
+			want: rolestatus.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
 		{name: "a role that carries the condition keeps writing it once its replicas carry none",
 			replicas: []*v1alpha1.ModelReplica{replicaWith(0)}, carried: true, known: true,
-			want: renderroles.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
+			want: rolestatus.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
 		{name: "near miss: nothing written before any replica reports",
 			replicas: []*v1alpha1.ModelReplica{replicaWith(0), nil},
-			want:     renderroles.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
+			want:     rolestatus.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every replica"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, known := renderroles.RolePodsCreated(tc.replicas, tc.carried)
+			got, known := rolestatus.RolePodsCreated(tc.replicas, tc.carried)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.known, known)
 		})
@@ -66,21 +66,21 @@ func TestDeploymentPodsCreated(t *testing.T) {
 		name    string
 		roles   []*v1alpha1.ModelRole
 		carried bool
-		want    renderroles.Condition
+		want    rolestatus.Condition
 		known   bool
 	}{
 		{name: "a refused role makes the deployment False, naming the role, the replica and the API server's message",
 			roles: []*v1alpha1.ModelRole{acceptedRole, refusedRole}, known: true,
-			want: renderroles.Condition{Status: "False", Reason: "PodRefused", Message: "role decode replica 1: " + refusal}},
+			want: rolestatus.Condition{Status: "False", Reason: "PodRefused", Message: "role decode replica 1: " + refusal}},
 		{name: "near miss: every role accepted is True",
 			roles: []*v1alpha1.ModelRole{acceptedRole, acceptedRole}, known: true,
-			want: renderroles.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every role"}},
+			want: rolestatus.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every role"}},
 		{name: "near miss: nothing written before any role reports",
 			roles: []*v1alpha1.ModelRole{nil, roleWith()},
-			want:  renderroles.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every role"}},
+			want:  rolestatus.Condition{Status: "True", Reason: "Created", Message: "the API server accepted the Pods of every role"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, known := renderroles.DeploymentPodsCreated([]string{"prefill", "decode"}, tc.roles, tc.carried)
+			got, known := rolestatus.DeploymentPodsCreated([]string{"prefill", "decode"}, tc.roles, tc.carried)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.known, known)
 		})

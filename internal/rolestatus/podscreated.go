@@ -1,4 +1,4 @@
-package renderroles
+package rolestatus
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 )
 
-// refusedCondition reads a PodsCreated condition: whether it is carried at all, and the refusal a
+// PodsCreatedOf reads a PodsCreated condition: whether it is carried at all, and the refusal a
 // False one holds.
-func refusedCondition(s xpv2.ConditionedStatus) (carried bool, refusal string) {
+func PodsCreatedOf(s xpv2.ConditionedStatus) (carried bool, refusal string) {
 	for _, c := range s.Conditions {
 		if c.Type != v1alpha1.PodsCreatedConditionType {
 			continue
@@ -27,7 +27,7 @@ func refusedCondition(s xpv2.ConditionedStatus) (carried bool, refusal string) {
 
 // RolePodsCreated is a role's PodsCreated condition from its standing replicas, by ordinal: False
 // naming the first refused replica and how many more were refused. ok is false while neither a
-// replica nor the role (carried) holds one: a condition the function stopped writing would stay as
+// replica nor the role (carried) holds one: a condition the roles controller stopped writing would stay as
 // it was last written, so once written it is written on every pass.
 func RolePodsCreated(replicas []*v1alpha1.ModelReplica, carried bool) (c Condition, ok bool) {
 	var first string
@@ -36,7 +36,7 @@ func RolePodsCreated(replicas []*v1alpha1.ModelReplica, carried bool) (c Conditi
 		if r == nil {
 			continue
 		}
-		has, refusal := refusedCondition(r.Status.ConditionedStatus)
+		has, refusal := PodsCreatedOf(r.Status.ConditionedStatus)
 		ok = ok || has
 		if refusal == "" {
 			continue
@@ -58,7 +58,7 @@ func DeploymentPodsCreated(names []string, roles []*v1alpha1.ModelRole, carried 
 		if role == nil {
 			continue
 		}
-		has, refusal := refusedCondition(role.Status.ConditionedStatus)
+		has, refusal := PodsCreatedOf(role.Status.ConditionedStatus)
 		ok = ok || has
 		if refusal != "" {
 			refusals = append(refusals, "role "+names[i]+" "+refusal)

@@ -1,4 +1,4 @@
-package renderroles
+package rolestatus
 
 import (
 	"fmt"

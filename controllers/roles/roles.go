@@ -1,0 +1,209 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/naming"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/retirement"
+	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/rolestatus"
+)
+
+// DefaultInterval is the least time between two status writes of one role that change its counts
+// alone. A change of what the role is (Ready, PodsCreated, its eligibility, every replica up to date
+// or holding quota, a retirement beginning or ending) is written at once; a retirement's own steps
+// are counts here; the counts of a role coming up or rolling over are gathered
+// and written at most this often, so the deployment above it is rendered again a few times a
+// minute, whatever the role's size: each write wakes the deployment, and Crossplane's watch circuit
+// breaker allows a composite about one event a second.
+const DefaultInterval = 15 * time.Second
+
+// Reporter writes each ModelRole's status from its replicas.
+type Reporter struct {
+	Client client.Client
+	// Interval is the least time between two status writes of a role; DefaultInterval when zero.
+	Interval time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Retirements is the rollout controller's retirement book: the operation targeting a replica
+	// of the role is reported on it. Without one, the status keeps the operation it reports.
+	Retirements *retirement.Book
+
+	written sync.Map // role UID → when its status was last written
+}
+
+// SetupWithManager watches ModelRoles' specs and every change of their replicas.
+func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
+	toRole := func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("role_status").
+		// Its own status writes do not wake a role: only its spec does.
+		For(&v1alpha1.ModelRole{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ModelReplica{}, handler.EnqueueRequestsFromMapFunc(toRole)).
+		// A revision read later than its replicas decides their mode.
+		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(toRole))
+	if r.Retirements != nil {
+		b = b.WatchesRawSource(source.Channel(r.Retirements.Subscribe(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile sums a role's replicas and writes its status when it changed: at once when what the
+// role is changed, else at most once per interval.
+func (r *Reporter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	role := &v1alpha1.ModelRole{}
+	if err := r.Client.Get(ctx, req.NamespacedName, role); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
+		r.written.Delete(role.UID)
+		return reconcile.Result{}, nil
+	}
+	observed, err := r.observe(ctx, role)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	want := status(role, rolestatus.Count(observed), r.Retirements.Targeting(role), r.now())
+	if sameStatus(role.Status, want) {
+		return reconcile.Result{}, nil
+	}
+	if wait := r.wait(role); wait > 0 && milestones(role.Status, role.Spec.Replicas) == milestones(want, role.Spec.Replicas) {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	patch := client.MergeFrom(role.DeepCopy())
+	role.Status = want
+	if err := r.Client.Status().Patch(ctx, role, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.written.Store(role.UID, r.now())
+	return reconcile.Result{}, nil
+}
+
+// observe reads the role's replicas and the mode of each revision they run.
+func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (rolestatus.Observed, error) {
+	list := &v1alpha1.ModelReplicaList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(role.Namespace), client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName)),
+		client.UnsafeDisableDeepCopy); err != nil {
+		return rolestatus.Observed{}, err
+	}
+	carried, _ := rolestatus.PodsCreatedOf(role.Status.ConditionedStatus)
+	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}}
+	for i := range list.Items {
+		replica := &list.Items[i]
+		o.Replicas = append(o.Replicas, replica)
+		rev := replica.Spec.Revision
+		if _, read := o.TakesOver[rev]; read {
+			continue
+		}
+		if rev == role.Spec.Revision {
+			o.TakesOver[rev] = replicas.CurrentRevision(role.Spec).TakesOver()
+			continue
+		}
+		cr := &appsv1.ControllerRevision{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: replica.Spec.RevisionName}, cr); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return rolestatus.Observed{}, err
+			}
+			continue
+		}
+		if revision, err := replicas.ReadRevision(cr); err == nil {
+			o.TakesOver[rev] = revision.TakesOver()
+		}
+	}
+	return o, nil
+}
+
+// status is the role's status as summed, with its Ready and PodsCreated conditions; a condition
+// whose status, reason and message hold keeps its transition time.
+func status(role *v1alpha1.ModelRole, s rolestatus.Summary, retiring *workerv1.Retirement, now time.Time) v1alpha1.ModelRoleStatus {
+	out := s.Status
+	out.Replacement = role.Status.Replacement
+	out.Retirement = retiring.DeepCopy()
+	out.Conditions = slices.Clone(role.Status.Conditions)
+	ready := xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ReasonCreating,
+		Message: fmt.Sprintf("%d of %d replicas are Ready", ptr.Deref(s.Status.Ready, 0), role.Spec.Replicas)}
+	if s.Ready {
+		ready = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionTrue, Reason: xpv2.ReasonAvailable}
+	}
+	set := func(c xpv2.Condition) {
+		c.ObservedGeneration = role.Generation
+		c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		if have := role.Status.GetCondition(c.Type); have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message {
+			c.LastTransitionTime = have.LastTransitionTime
+		}
+		out.SetConditions(c)
+	}
+	set(ready)
+	if s.PodsCreatedKnown {
+		c := s.PodsCreated
+		set(xpv2.Condition{Type: v1alpha1.PodsCreatedConditionType, Status: corev1.ConditionStatus(c.Status), Reason: xpv2.ConditionReason(c.Reason), Message: c.Message})
+	}
+	return out
+}
+
+// milestone is what a role is, apart from its counts: what a person and the deployment act on.
+type milestone struct {
+	ready, podsCreated, podsCreatedMessage string
+	eligibility                            string
+	eligibilityActive                      bool
+	allUpToDate, allReserved, retiring     bool
+}
+
+func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
+	pc := s.GetCondition(v1alpha1.PodsCreatedConditionType)
+	return milestone{ready: string(s.GetCondition(xpv2.TypeReady).Status), podsCreated: string(pc.Status), podsCreatedMessage: pc.Message,
+		eligibility: s.Eligibility, eligibilityActive: s.EligibilityActive,
+		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil}
+}
+
+// sameStatus reports whether two statuses say the same, transition times aside.
+func sameStatus(a, b v1alpha1.ModelRoleStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// wait is how long the role's next status write must wait.
+func (r *Reporter) wait(role *v1alpha1.ModelRole) time.Duration {
+	last, ok := r.written.Load(role.UID)
+	if !ok {
+		return 0
+	}
+	interval := r.Interval
+	if interval == 0 {
+		interval = DefaultInterval
+	}
+	return last.(time.Time).Add(interval).Sub(r.now())
+}
+
+func (r *Reporter) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
