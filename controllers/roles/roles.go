@@ -25,6 +25,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/internal/rolekey"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/rolestatus"
@@ -55,13 +56,7 @@ type Reporter struct {
 
 // SetupWithManager watches ModelRoles' specs and every change of their replicas.
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
-	toRole := func(_ context.Context, o client.Object) []reconcile.Request {
-		l := o.GetLabels()
-		if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
-	}
+	toRole := rolekey.Requests
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("role_status").
 		// Its own status writes do not wake a role: only its spec does.
@@ -91,7 +86,7 @@ func (r *Reporter) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	want := status(role, rolestatus.Count(observed), r.Retirements.Targeting(role), r.now())
-	if sameStatus(role.Status, want) {
+	if equality.Semantic.DeepEqual(role.Status, want) { // the transition times of unchanged conditions are kept
 		return reconcile.Result{}, nil
 	}
 	if wait := r.wait(role); wait > 0 && milestones(role.Status, role.Spec.Replicas) == milestones(want, role.Spec.Replicas) {
@@ -181,11 +176,6 @@ func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
 	return milestone{ready: string(s.GetCondition(xpv2.TypeReady).Status), podsCreated: string(pc.Status), podsCreatedMessage: pc.Message,
 		eligibility: s.Eligibility, eligibilityActive: s.EligibilityActive,
 		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil}
-}
-
-// sameStatus reports whether two statuses say the same, transition times aside.
-func sameStatus(a, b v1alpha1.ModelRoleStatus) bool {
-	return equality.Semantic.DeepEqual(a, b)
 }
 
 // wait is how long the role's next status write must wait.

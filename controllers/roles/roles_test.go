@@ -2,6 +2,7 @@ package roles_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func role(revision string, replicas int32) *v1alpha1.ModelRole {
 }
 
 func replica(ordinal int32, revision string, ready bool) *v1alpha1.ModelReplica {
-	r := &v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Name: "md-server-r" + string('0'+rune(ordinal)) + "-" + revision, Namespace: ns,
+	r := &v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("md-server-r%d-%s", ordinal, revision), Namespace: ns,
 		Labels: naming.ReplicaLabels("md", "server", ordinal)},
 		Spec: v1alpha1.ModelReplicaSpec{DeploymentName: "md", RoleName: "server", Ordinal: ordinal, Revision: revision,
 			RevisionName: naming.RevisionName("md", "server", revision)}}

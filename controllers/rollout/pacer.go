@@ -34,6 +34,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/internal/rolekey"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
 	"github.com/mdplane/mdplane/internal/replicas"
@@ -75,13 +76,7 @@ const createWorkers = 16
 
 // SetupWithManager watches ModelRoles, their ModelReplicas and their groups' Workloads.
 func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
-	toRole := func(_ context.Context, o client.Object) []reconcile.Request {
-		l := o.GetLabels()
-		if l[workerv1.LabelInstance] == "" || l[workerv1.LabelComponent] == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: naming.RoleNameOf(l)}}}
-	}
+	toRole := rolekey.Requests
 	// A pass reads every slot of the role, so only the changes a pass reads wake it: a replica or
 	// Pod coming or going, a Pod's scheduling gates or revoked eligibility, a Workload's admission. The status churn of a
 	// role's hundreds of Pods and replicas coming up would otherwise run a pass per event.

@@ -36,7 +36,7 @@ func (p *Pacer) keepRevisions(ctx context.Context, o *observed) error {
 		if inUse[cr.Name] || !metav1.IsControlledBy(cr, role) {
 			continue // not a snapshot this controller took of this role
 		}
-		if err := p.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); client.IgnoreNotFound(err) != nil {
+		if err := client.IgnoreNotFound(p.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID})); err != nil {
 			return fmt.Errorf("deleting revision %s/%s, which no replica runs any more: %w", cr.Namespace, cr.Name, err)
 		}
 	}

@@ -250,12 +250,3 @@ func TestUnknownCompositeIsFatal(t *testing.T) {
 			"ModelRoles and ModelReplicas are no composites: mdplane's controllers reconcile them")
 	}
 }
-
-func replaceOnce(s, old, replacement string) string {
-	for i := 0; i+len(old) <= len(s); i++ {
-		if s[i:i+len(old)] == old {
-			return s[:i] + replacement + s[i+len(old):]
-		}
-	}
-	return s
-}
