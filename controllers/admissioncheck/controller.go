@@ -46,6 +46,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	ParkAfter time.Duration
+
+	told told
 }
 
 // Judgment is what one reconcile judges: the whole set of a deployment, or a lone Workload whose
@@ -249,7 +251,8 @@ func (r *Reconciler) act(ctx context.Context, md *workerv1.ModelDeployment, p pl
 // writeAll applies writes: those of one Workload in their order (a parked member's check before its
 // deactivation), those of different Workloads concurrently, at most verdictWriters at once. The
 // first error is returned once every started write has ended; the reconcile is then retried, and
-// what was written already is not written again (an unchanged state writes nothing).
+// what was written already is not written again (an unchanged state writes nothing, nor does one
+// written since the Workload was read: told).
 func (r *Reconciler) writeAll(ctx context.Context, writes []write) error {
 	var order []string
 	byWorkload := map[string][]write{}
@@ -264,9 +267,13 @@ func (r *Reconciler) writeAll(ctx context.Context, writes []write) error {
 	for _, name := range order {
 		g.Go(func() error {
 			for _, w := range byWorkload[name] {
+				if r.told.covers(w) {
+					continue
+				}
 				if err := r.write(ctx, w); err != nil {
 					return err
 				}
+				r.told.wrote(w, r.Clock.Now())
 			}
 			return nil
 		})

@@ -56,6 +56,12 @@ func parkedAtGen(wl *kueue.Workload, generation string) *kueue.Workload {
 	return wl
 }
 
+// built sets when Kueue built a Workload.
+func built(wl *kueue.Workload, at time.Time) *kueue.Workload {
+	wl.CreationTimestamp = metav1.NewTime(at)
+	return wl
+}
+
 // saying gives a Workload's check a message, as an earlier verdict wrote it.
 func saying(wl *kueue.Workload, message string) *kueue.Workload {
 	wl.Status.AdmissionChecks[0].Message = message
@@ -126,6 +132,25 @@ func TestReconcile(t *testing.T) {
 				saying(held("a", t0), "held until the whole set has reserved quota: 1 of 3 replica groups are still assembling their Pods (server 1 of 3)"),
 				held("b", t0), queued("c")}, now: t0.Add(time.Minute),
 			checks:  map[string]string{"a": "Pending: " + lackingQuota(1, 3)},
+			requeue: DefaultParkAfter - time.Minute},
+		{rule: "a member whose Workload was built within the settle is not told its set assembles yet",
+			objs: []client.Object{deployment(3), member(0, "a"), member(1, "b"),
+				built(held("a", t0), t0.Add(time.Minute-4*time.Second)), built(queued("b"), t0.Add(time.Minute-6*time.Second))}, now: t0.Add(time.Minute),
+			checks: map[string]string{
+				"a": "",
+				"b": "Pending: held until the whole set has reserved quota: 1 of 3 replica groups are still assembling their Pods (server 1 of 3)"},
+			untouched: []string{"a"}, requeue: time.Second},
+		{rule: "a set whose last Workload was built within the settle is not told it lacks quota yet: it may turn Ready at once",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"),
+				saying(held("a", t0), "held until the whole set has reserved quota: 1 of 2 replica groups are still assembling their Pods (server 1 of 2)"),
+				built(queued("b"), t0.Add(time.Minute-2*time.Second))}, now: t0.Add(time.Minute),
+			checks: map[string]string{
+				"a": "Pending: held until the whole set has reserved quota: 1 of 2 replica groups are still assembling their Pods (server 1 of 2)",
+				"b": ""},
+			untouched: []string{"a", "b"}, requeue: 3 * time.Second},
+		{rule: "a set settled for the settle's length is told it lacks quota",
+			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), built(queued("b"), t0.Add(time.Minute-waitSettle))}, now: t0.Add(time.Minute),
+			checks:  map[string]string{"a": "Pending: " + lackingQuota(1, 2), "b": "Pending: " + lackingQuota(1, 2)},
 			requeue: DefaultParkAfter - time.Minute},
 		{rule: "a settled set held past the park time is parked rather than held",
 			objs: []client.Object{deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")}, now: later,

@@ -115,7 +115,14 @@ func park(members []*kueue.Workload, v Verdict, generation string, now time.Time
 // member on each change of the set).
 func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
 	waiting := slices.DeleteFunc(slices.Clone(members), admittedMember)
+	var due time.Duration
+	if v.State == kueue.CheckStatePending {
+		waiting, due = toldOfWait(waiting, v, now)
+	}
 	p := plan{writes: checkWrites(now, waiting, v.State, v.Message, true), requeueAfter: v.ParkIn}
+	if due > 0 && (p.requeueAfter == 0 || due < p.requeueAfter) {
+		p.requeueAfter = due
+	}
 	for _, m := range members {
 		if s := CheckState(m, CheckName); s != nil && v.Admitted && s.State != kueue.CheckStateReady {
 			p.admitted = true
@@ -128,6 +135,38 @@ func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
 		}
 	}
 	return p
+}
+
+// waitSettle is how long a wait stands before a waiting member is told of it. Kueue builds a group's
+// Workload the moment its Pods exist and reserves its quota a moment later, so a set usually
+// assembles, reserves and turns Ready within seconds: told at once, each member would get the
+// assembling message, then the lacking one, then Ready, three writes where Ready alone says it all.
+const waitSettle = 5 * time.Second
+
+// toldOfWait keeps the waiting members that may be told of the set's wait now: while the set
+// assembles, a member whose Workload has stood waitSettle; once every group has its Workload, every
+// member, when the last was built waitSettle ago. due is when the next one may be told (0: none
+// waits).
+func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (told []*kueue.Workload, due time.Duration) {
+	later := func(since time.Time) bool {
+		if left := since.Add(waitSettle).Sub(now); left > 0 {
+			if due == 0 || left < due {
+				due = left
+			}
+			return true
+		}
+		return false
+	}
+	if !v.Settled.IsZero() && later(v.Settled) {
+		return nil, due
+	}
+	for _, m := range waiting {
+		if v.Settled.IsZero() && later(m.CreationTimestamp.Time) {
+			continue
+		}
+		told = append(told, m)
+	}
+	return told, due
 }
 
 // admittedMember reports whether Kueue admitted a member with this check Ready: it is serving.

@@ -49,13 +49,16 @@ const memberCreates = 8
 const slotBusyRetry = 2 * time.Second
 
 // reportInterval is the least time between two status writes of a replica that change what its role
-// reads (its admission state, size and readiness); detailInterval that between writes changing only
-// the counts and the admitted flag a person reads. A replica's Pods change several times a second
-// while it comes up (created, gated, admitted, scheduled, Ready), and its Workload's reservation
-// follows its creation and its Pods' readiness its admission by a few seconds: the intervals fold
-// each such burst into one write, about three per replica coming up.
+// reads (its reservation, size, readiness and qualification), settleInterval how long such a change
+// stands before it is written, and detailInterval the wait of a change of details alone (the counts,
+// the Workload's name, a reservation still pending, the admitted flag). A replica's Pods change
+// several times a second while it comes up (created, gated, admitted, scheduled, Ready) and its
+// group-forward probe answers within a second of its members turning Ready: the settle folds such a
+// burst into one write, and the intervals the changes seconds apart, about three writes per replica
+// coming up (its members, its reservation, its readiness with its verdict).
 const (
 	reportInterval = 5 * time.Second
+	settleInterval = 2 * time.Second
 	detailInterval = 10 * time.Second
 )
 
@@ -365,11 +368,11 @@ func (r *Reconciler) createMissing(ctx context.Context, replica *v1alpha1.ModelR
 	return created, busy, errors.Join(errs...)
 }
 
-// report writes the replica's members and admission when they changed, at most once per
-// reportInterval, or detailInterval when only the details changed, a change of details alone
-// waiting detailInterval for a change the role reads to carry it; wait is how long a change waits
-// for its write. accepted says the API server accepted every create of the replica: its
-// PodsCreated condition turns True.
+// report writes the replica's members and admission when they changed: the first report at once,
+// then a change the role reads once it has settled and reportInterval has passed since the last
+// write, a change of details alone after detailInterval unless a change the role reads carries it;
+// wait is how long a change waits for its write. accepted says the API server accepted every create
+// of the replica: its PodsCreated condition turns True.
 func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod, size int, accepted bool) (wait time.Duration, err error) {
 	group := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	wl := &kueue.Workload{}
@@ -393,11 +396,14 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		r.reported.settled(replica.UID)
 		return recheck, nil
 	}
-	interval, detailOnly := detailInterval, true
-	if readByRole(status) != readByRole(replica.Status) {
-		interval, detailOnly = reportInterval, false
+	kind := detailChange
+	switch {
+	case replica.Status.Members == nil:
+		kind = firstReport
+	case readByRole(status) != readByRole(replica.Status):
+		kind = roleChange
 	}
-	if wait := r.reported.wait(replica.UID, interval, detailOnly); wait > 0 {
+	if wait := r.reported.wait(replica.UID, kind); wait > 0 {
 		if recheck > 0 {
 			wait = min(wait, recheck)
 		}
@@ -499,7 +505,10 @@ func readiness(s v1alpha1.ModelReplicaStatus) xpv2.Condition {
 
 // roleView is what a replica's role and deployment read of its status.
 type roleView struct {
-	quota, workload string
+	// quota is the replica's admission state, its waits (no Workload yet, a group still assembling,
+	// a reservation pending) as one: the role counts each, but acts on none of them, and Kueue moves
+	// a replica through them seconds apart.
+	quota           string
 	size            int32
 	reserved, ready bool
 	// WeightsReady's status reads whether every live member has its volumes and its engine Ready;
@@ -516,7 +525,7 @@ type roleView struct {
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
-	v := roleView{quota: s.Quota, workload: s.Workload, size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
+	v := roleView{quota: promptQuota(s.Quota), size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
 		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live, flavors: strings.Join(s.Flavors, ",")}
 	if c := s.GetCondition(v1alpha1.PodsCreatedConditionType); c.Reason != "" {
 		v.podsCreated = string(c.Status) + ": " + c.Message
@@ -526,4 +535,13 @@ func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified
 	}
 	return v
+}
+
+// promptQuota is an admission state as its role acts on it: the waits before a reservation are one.
+func promptQuota(quota string) string {
+	switch quota {
+	case replicas.QuotaInFlight, replicas.QuotaIncomplete, replicas.QuotaPending:
+		return "waiting"
+	}
+	return quota
 }

@@ -335,6 +335,31 @@ func TestReport(t *testing.T) {
 		got := &v1alpha1.ModelReplica{}
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
 		assert.Equal(t, "Reserved", got.Status.Quota)
+		now = now.Add(reportInterval)
+		for _, pod := range podsOf(t, c) {
+			ready(&pod)
+			require.NoError(t, c.Status().Update(ctx, &pod))
+		}
+		assert.Equal(t, settleInterval, reconcileReplica(t, r).RequeueAfter,
+			"every member Ready: the change settles first, so that what follows at once (a probe's verdict) rides along")
+		assert.Equal(t, 2, w["status"])
+		now = now.Add(settleInterval)
+		reconcileReplica(t, r)
+		assert.Equal(t, 3, w["status"])
+	})
+	t.Run("a reservation still pending is a detail: the role acts on none of the waits before it", func(t *testing.T) {
+		w := writes{}
+		pending := reserved()
+		pending.Status.Conditions = nil
+		r, _, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		now := time.Now()
+		r.reported.now = func() time.Time { return now }
+		reconcileReplica(t, r)
+		reconcileReplica(t, r)
+		require.Equal(t, 1, w["status"])
+		require.NoError(t, r.Client.Create(ctx, pending))
+		now = now.Add(reportInterval)
+		assert.Equal(t, detailInterval, reconcileReplica(t, r).RequeueAfter, "its Workload built, not reserved: a detail")
 	})
 	t.Run("a second reconcile of an unchanged replica writes nothing", func(t *testing.T) {
 		w := writes{}
@@ -372,6 +397,8 @@ func TestEndpointEligibilityLabel(t *testing.T) {
 	now = now.Add(reportInterval)
 	reconcileReplica(t, r)
 	assert.Equal(t, []string{"true"}, eligible(t, c), "a Ready single member is qualified: granted")
+	now = now.Add(settleInterval)
+	reconcileReplica(t, r) // the change has settled: reported
 	got := &v1alpha1.ModelReplica{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
 	assert.Equal(t, v1alpha1.QualificationQualified, got.Status.Qualification.Verdict)

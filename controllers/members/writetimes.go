@@ -7,68 +7,85 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// writeTimes remembers when each replica's status was last written, and since when a detail change
-// has waited for its write.
+// change is the kind of a replica's unwritten status change, which decides how long it waits.
+type change int
+
+const (
+	// firstReport is a replica's first report (its members exist): written at once.
+	firstReport change = iota
+	// roleChange changes what the replica's role reads: written once it has stood settleInterval,
+	// and at least reportInterval after the replica's last write.
+	roleChange
+	// detailChange changes only details a person reads: written detailInterval after it was first
+	// seen, unless a role change carries it sooner.
+	detailChange
+)
+
+// writeTimes remembers when each replica's status was last written, and since when its unwritten
+// changes have waited: those its role reads, and those of details alone.
 type writeTimes struct {
 	mu      sync.Mutex
 	last    map[types.UID]time.Time
+	changes map[types.UID]time.Time
 	details map[types.UID]time.Time
 	now     func() time.Time
 }
 
 func newWriteTimes() *writeTimes {
-	return &writeTimes{last: map[types.UID]time.Time{}, details: map[types.UID]time.Time{}, now: time.Now}
+	return &writeTimes{last: map[types.UID]time.Time{}, changes: map[types.UID]time.Time{}, details: map[types.UID]time.Time{}, now: time.Now}
 }
 
-// wait is how long until replica's change may be written, 0 when now: interval after its last write
-// and, for a change of details alone, detailInterval after that change was first seen, so that it
-// rides along with the next change the role reads when one comes sooner. Entries older than the
-// interval are dropped as they are met.
-func (w *writeTimes) wait(replica types.UID, interval time.Duration, detailOnly bool) time.Duration {
+// wait is how long until replica's change of kind may be written, 0 when now: its hold since it was
+// first seen (settleInterval for a role change, detailInterval for details), and its interval since
+// the replica's last write (reportInterval, detailInterval).
+func (w *writeTimes) wait(replica types.UID, kind change) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	var left time.Duration
-	if detailOnly {
-		seen, ok := w.details[replica]
-		if !ok {
-			w.details[replica], seen = now, now
-		}
-		left = detailInterval - now.Sub(seen)
+	var hold, interval time.Duration
+	var since map[types.UID]time.Time
+	switch kind {
+	case roleChange:
+		hold, interval, since = settleInterval, reportInterval, w.changes
+	case detailChange:
+		hold, interval, since = detailInterval, detailInterval, w.details
+		delete(w.changes, replica) // a role change seen before has been undone
+	default:
+		return 0
 	}
+	seen, ok := since[replica]
+	if !ok {
+		since[replica], seen = now, now
+	}
+	left := hold - now.Sub(seen)
 	if at, ok := w.last[replica]; ok {
-		if gap := interval - now.Sub(at); gap > left {
-			left = gap
-		} else if gap <= 0 {
-			delete(w.last, replica)
-		}
+		left = max(left, interval-now.Sub(at))
 	}
 	return max(left, 0)
 }
 
-// settled forgets a detail change that is no longer pending (the status caught up with it).
+// settled forgets the changes that are no longer pending (the status caught up with them).
 func (w *writeTimes) settled(replica types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.changes, replica)
 	delete(w.details, replica)
 }
 
-// wrote records a write of replica's status now, and forgets the writes too old to hold anything
-// back (a replica deleted since would otherwise stay remembered).
+// wrote records a write of replica's status now, and forgets what is too old to hold anything back
+// (a replica deleted since would otherwise stay remembered).
 func (w *writeTimes) wrote(replica types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	for uid, at := range w.last {
-		if now.Sub(at) > detailInterval {
-			delete(w.last, uid)
+	for _, m := range []map[types.UID]time.Time{w.last, w.changes, w.details} {
+		for uid, at := range m {
+			if now.Sub(at) > 2*detailInterval {
+				delete(m, uid)
+			}
 		}
 	}
-	for uid, at := range w.details {
-		if now.Sub(at) > 2*detailInterval {
-			delete(w.details, uid)
-		}
-	}
+	delete(w.changes, replica)
 	delete(w.details, replica)
 	w.last[replica] = now
 }

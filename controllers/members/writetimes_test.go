@@ -7,32 +7,42 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestWriteTimes: a change the role reads is written at once, then at most once per reportInterval;
-// a change of details alone waits detailInterval from when it was first seen (a change the role
-// reads in between carries it), and a write or a settled status starts that wait over.
+// TestWriteTimes: a replica's first report is written at once; a change the role reads once it has
+// stood settleInterval and reportInterval after the last write; a change of details alone
+// detailInterval from when it was first seen (a change the role reads in between carries it); a
+// write or a settled status starts each wait over.
 func TestWriteTimes(t *testing.T) {
 	start := time.Now()
 	now := start
 	w := newWriteTimes()
 	w.now = func() time.Time { return now }
 
-	assert.Zero(t, w.wait("r", reportInterval, false), "the first change the role reads is written at once")
+	assert.Zero(t, w.wait("r", firstReport), "the first report is written at once")
 	w.wrote("r")
 	now = now.Add(time.Second)
-	assert.Equal(t, reportInterval-time.Second, w.wait("r", reportInterval, false), "the next waits out the report interval")
-
-	assert.Equal(t, detailInterval, w.wait("r", detailInterval, true), "a detail waits the detail interval from when it was first seen")
-	now = now.Add(5 * time.Second)
-	assert.Zero(t, w.wait("r", reportInterval, false), "a change the role reads within it is written, carrying the detail")
+	assert.Equal(t, reportInterval-time.Second, w.wait("r", roleChange), "a role change waits out the report interval")
+	now = now.Add(reportInterval)
+	assert.Zero(t, w.wait("r", roleChange), "and is written once it has also settled")
 	w.wrote("r")
 
 	now = now.Add(time.Minute)
-	assert.Equal(t, detailInterval, w.wait("r", detailInterval, true), "a detail alone waits from when it was first seen")
+	assert.Equal(t, settleInterval, w.wait("r", roleChange), "long after the last write, a role change still settles first")
+	now = now.Add(settleInterval / 2)
+	assert.Equal(t, settleInterval/2, w.wait("r", roleChange), "seen again: the settle is not started over")
+	now = now.Add(settleInterval / 2)
+	assert.Zero(t, w.wait("r", roleChange))
+	w.wrote("r")
+
+	now = now.Add(time.Minute)
+	assert.Equal(t, detailInterval, w.wait("r", detailChange), "a detail waits the detail interval from when it was first seen")
 	now = now.Add(4 * time.Second)
-	assert.Equal(t, detailInterval-4*time.Second, w.wait("r", detailInterval, true), "seen again: the wait is not started over")
+	assert.Equal(t, detailInterval-4*time.Second, w.wait("r", detailChange), "seen again: the wait is not started over")
+	assert.Equal(t, settleInterval, w.wait("r", roleChange), "a role change meanwhile waits only its settle, carrying the detail")
 	now = now.Add(detailInterval)
-	assert.Zero(t, w.wait("r", detailInterval, true), "written once it has waited its interval")
+	assert.Zero(t, w.wait("r", detailChange), "written once it has waited its interval")
 
 	w.settled("r")
-	assert.Equal(t, detailInterval, w.wait("r", detailInterval, true), "a change settled without a write starts over")
+	assert.Equal(t, detailInterval, w.wait("r", detailChange), "a change settled without a write starts over")
+	now = now.Add(settleInterval)
+	assert.Equal(t, settleInterval, w.wait("r", roleChange), "a role change undone before (a detail seen since) settles anew")
 }

@@ -82,6 +82,10 @@ func Probe(ctx context.Context, c *http.Client, e workerv1.Engine, members []*co
 	ctx, cancel := context.WithTimeout(ctx, ProbeBound)
 	defer cancel()
 	leg := v1alpha1.QualificationLeg{Type: LegGroupForward, State: v1alpha1.LegVerified}
+	// In name order: the first member not verified names the leg's reason, and a retry that named
+	// another member each time (the cache lists them in no order) would rewrite the status for nothing.
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range members {
 		state, reason := probeMember(ctx, c, e, p)
 		if state != v1alpha1.LegVerified {

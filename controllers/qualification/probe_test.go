@@ -73,6 +73,18 @@ func TestGroupForwardProbe(t *testing.T) {
 			assert.Equal(t, tc.state, leg.State, leg.Reason)
 		})
 	}
+	t.Run("the reason names the first member not verified by name, in whatever order they are listed", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"id":"cmpl-other","choices":[{"finish_reason":"length"}]}`))
+		}))
+		defer srv.Close()
+		addr := srv.Listener.Addr().String()
+		a, b := probed(t, "a", addr, "vllm/vllm-openai:v0.25.1"), probed(t, "b", addr, "vllm/vllm-openai:v0.25.1")
+		first := qualification.Probe(context.Background(), srv.Client(), workerv1.EngineVLLM, []*corev1.Pod{b, a})
+		again := qualification.Probe(context.Background(), srv.Client(), workerv1.EngineVLLM, []*corev1.Pod{a, b})
+		assert.Contains(t, first.Reason, "member a:")
+		assert.Equal(t, first, again, "a retry writes no status")
+	})
 	t.Run("an unanswered probe is held", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		addr := srv.Listener.Addr().String()

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
@@ -76,6 +77,7 @@ const createWorkers = 16
 
 // SetupWithManager watches ModelRoles, their ModelReplicas and their groups' Workloads.
 func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
+	p.once.Do(p.init)
 	toRole := rolekey.Requests
 	// A pass reads every slot of the role, so only the changes a pass reads wake it: a replica or
 	// Pod coming or going, a Pod's scheduling gates or revoked eligibility, a Workload's admission. The status churn of a
@@ -133,6 +135,9 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 					workerv1.CadenceOf(was) != workerv1.CadenceOf(is)
 			},
 		})).
+		// The deployment's retirement record changing wakes the roles it names: the pass after a
+		// stored step takes the next one (the record is no object the pacer watches).
+		WatchesRawSource(source.Channel(p.Retirements.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Complete(p)
 }
 

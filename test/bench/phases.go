@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +37,18 @@ func (p PhaseResult) Print(out io.Writer) {
 	ours, events := p.Writes.ours()
 	fmt.Fprintf(out, "  %-44s %3d replicas changed, settled in %6.1f s; crossplane + mdplane-controllers %6d writes, %6.1f per replica changed (%.1f without events)\n",
 		p.Name, p.Changed, p.Elapsed.Seconds(), ours, float64(ours)/float64(p.Changed), float64(ours-events)/float64(p.Changed))
+	var keys [][2]string
+	for k := range p.Writes.byResource {
+		if k[0] == "crossplane" || k[0] == "mdplane-controllers" {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Compare(p.Writes.byResource[b], p.Writes.byResource[a]) })
+	var parts []string
+	for _, k := range keys[:min(len(keys), 8)] {
+		parts = append(parts, fmt.Sprintf("%s %s %.1f", k[0], k[1], float64(p.Writes.byResource[k])/float64(p.Changed)))
+	}
+	fmt.Fprintf(out, "    per replica changed: %s\n", strings.Join(parts, ", "))
 }
 
 // Scale sets the deployment's replicas and waits until exactly that many replicas stand, every

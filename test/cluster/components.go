@@ -322,35 +322,12 @@ func (s *Stack) startKueue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-namespace: kueue-system
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
-metrics:
-  bindAddress: "0"
-webhook:
-  port: %d
-  host: %s
-  certDir: %s
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
-integrations:
-  frameworks: ["pod"]
-`, health, webhook.LocalServingPort, webhook.LocalServingHost, webhook.LocalServingCertDir)
-	if s.opts.KueueQPS != 0 || s.opts.KueueBurst != 0 {
-		config += "clientConnection:\n"
-		if s.opts.KueueQPS != 0 {
-			config += "  qps: " + strconv.FormatFloat(s.opts.KueueQPS, 'f', -1, 64) + "\n"
-		}
-		if s.opts.KueueBurst != 0 {
-			config += "  burst: " + strconv.Itoa(s.opts.KueueBurst) + "\n"
-		}
+	config, err := kueueConfiguration(s.modules["sigs.k8s.io/kueue"], s.opts, health, webhook)
+	if err != nil {
+		return err
 	}
 	configFile := filepath.Join(s.Dir, "config", "kueue.yaml")
-	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(configFile, config, 0o644); err != nil {
 		return err
 	}
 	kubeconfig, err := s.installKueueRBAC(ctx)
@@ -365,6 +342,42 @@ integrations:
 		}
 		return tcpOpen(net.JoinHostPort(webhook.LocalServingHost, strconv.Itoa(webhook.LocalServingPort)))()
 	}})
+}
+
+// kueueConfiguration is the Configuration Kueue's release installs (its manifests' and chart's
+// controller_manager_config.yaml: the controllers' concurrency, the client limit) with only what the
+// loopback stack needs changed: health, webhook and certificates on loopback, no metrics, no leader
+// election, and the integration docs/install.md asks for. A Configuration written from scratch would
+// run Kueue's Workload controller one reconcile at a time, where an installed Kueue runs five.
+func kueueConfiguration(module string, opts Options, healthPort int, webhook envtest.WebhookInstallOptions) ([]byte, error) {
+	shipped := filepath.Join(module, "config", "components", "manager", "controller_manager_config.yaml")
+	raw, err := os.ReadFile(shipped)
+	if err != nil {
+		return nil, fmt.Errorf("reading Kueue's released configuration: %w", err)
+	}
+	config := map[string]any{}
+	if err := yaml.Unmarshal(raw, &config); err != nil {
+		return nil, fmt.Errorf("reading Kueue's released configuration %s: %w", shipped, err)
+	}
+	config["namespace"] = "kueue-system"
+	config["health"] = map[string]any{"healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", healthPort)}
+	config["metrics"] = map[string]any{"bindAddress": "0"}
+	config["webhook"] = map[string]any{"port": webhook.LocalServingPort, "host": webhook.LocalServingHost, "certDir": webhook.LocalServingCertDir}
+	config["leaderElection"] = map[string]any{"leaderElect": false}
+	config["internalCertManagement"] = map[string]any{"enable": false}
+	config["integrations"] = map[string]any{"frameworks": []string{"pod"}}
+	client, _ := config["clientConnection"].(map[string]any)
+	if client == nil {
+		client = map[string]any{}
+	}
+	if opts.KueueQPS != 0 {
+		client["qps"] = opts.KueueQPS
+	}
+	if opts.KueueBurst != 0 {
+		client["burst"] = opts.KueueBurst
+	}
+	config["clientConnection"] = client
+	return yaml.Marshal(config)
 }
 
 // installKueueRBAC applies Kueue's own RBAC manifests (its config/components/rbac, named and

@@ -41,7 +41,7 @@ var Deviations = []Deviation{
 	{Component: "kueue", Flag: "--zap-log-level", value: fixed("2"),
 		Why: "verbose logs, for a failing test's logs; no change of behaviour"},
 	{Component: "kueue", Flag: "",
-		Why: "its Configuration turns off internal certificate management, metrics and leader election, and serves webhooks on loopback with envtest's certificate"},
+		Why: "its Configuration is the release's controller_manager_config.yaml with internal certificate management, metrics and leader election off, webhooks on loopback with envtest's certificate, and the Pod integration alone"},
 	{Component: "kube-controller-manager", Flag: "--controllers", value: fixed("garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"),
 		Why: "only the controllers the tests rely on; a cluster runs them all"},
 	{Component: "kube-controller-manager", Flag: "",

@@ -56,7 +56,7 @@ type Options struct {
 	// examples/cluster.yaml find a node of their accelerator group.
 	Products []string
 	// KueueQPS and KueueBurst set the client rate limit of the Kueue manager (its Configuration's
-	// clientConnection); zero leaves Kueue's defaults (20 and 30).
+	// clientConnection); zero leaves what Kueue's released configuration sets (50 and 100).
 	KueueQPS   float64
 	KueueBurst int
 	// Audit turns the API server's audit log on (AuditLog): one Metadata-level line per write

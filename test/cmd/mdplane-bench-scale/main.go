@@ -25,8 +25,8 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of each wait: the deployment Ready, its deletion, the floor Ready")
 	gpus := flag.Int("gpus-per-node", 128, "nvidia.com/gpu of each fake node")
 	podsPerNode := flag.Int("pods-per-node", 130, "Pod capacity of each fake node")
-	kueueQPS := flag.Float64("kueue-qps", 500, "Kueue's client QPS, as docs/install.md recommends; 0 keeps Kueue's default (20)")
-	kueueBurst := flag.Int("kueue-burst", 1000, "Kueue's client burst, as docs/install.md recommends; 0 keeps Kueue's default (30)")
+	kueueQPS := flag.Float64("kueue-qps", 500, "Kueue's client QPS, as docs/install.md recommends; 0 keeps Kueue's released configuration's (50)")
+	kueueBurst := flag.Int("kueue-burst", 1000, "Kueue's client burst, as docs/install.md recommends; 0 keeps Kueue's released configuration's (100)")
 	changes := flag.Bool("changes", true, "after the create phase, scale to half and back and roll a second deployment's extraArgs")
 	profile := flag.Duration("profile", 2*time.Minute, "length of the CPU profiles of mdplane's processes taken from the deployment's creation; 0 takes none")
 	dir := flag.String("dir", "", "the stack's state directory (logs, audit log); a temporary one when empty, kept")
@@ -64,6 +64,7 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 	if err != nil {
 		return err
 	}
+	responsiveness := r.WatchResponsiveness(ctx)
 	var profiles *bench.Profiles
 	if profile > 0 {
 		profiles = bench.StartProfiles(ctx, s, s.Dir, profile)
@@ -107,6 +108,9 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 	for _, p := range phases {
 		p.Print(os.Stdout)
 	}
+	responsiveness.Stop()
+	fmt.Println("\nCrossplane's watch circuit breaker on the deployments, create phase and changes:")
+	responsiveness.Print(os.Stdout)
 	deleted, err := r.Delete(ctx)
 	if err != nil {
 		bench.Report(os.Stdout, cfg, create)
