@@ -147,7 +147,7 @@ const waitSettle = 5 * time.Second
 // assembles, a member whose Workload has stood waitSettle; once every group has its Workload, every
 // member, when the last was built waitSettle ago. due is when the next one may be told (0: none
 // waits).
-func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (told []*kueue.Workload, due time.Duration) {
+func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (tell []*kueue.Workload, due time.Duration) {
 	later := func(since time.Time) bool {
 		if left := since.Add(waitSettle).Sub(now); left > 0 {
 			if due == 0 || left < due {
@@ -164,9 +164,9 @@ func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (told []*ku
 		if v.Settled.IsZero() && later(m.CreationTimestamp.Time) {
 			continue
 		}
-		told = append(told, m)
+		tell = append(tell, m)
 	}
-	return told, due
+	return tell, due
 }
 
 // admittedMember reports whether Kueue admitted a member with this check Ready: it is serving.

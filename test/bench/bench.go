@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	"sigs.k8s.io/yaml"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/test/cluster"
@@ -457,20 +455,10 @@ func Settings(out io.Writer, stack *cluster.Stack) {
 	fmt.Fprintf(out, "  mdplane-controllers: flags %q\n", passed("mdplane-controllers"))
 	fmt.Fprintln(out, "    defaults: --member-workers=16 (the members controller's concurrent replicas), one worker for each other controller;")
 	fmt.Fprintln(out, "    client QPS/burst none unless --kube-api-qps (controller-runtime's ctrl.GetConfigOrDie disables client-side limiting)")
-	var config struct {
-		ClientConnection struct {
-			QPS   *float64 `json:"qps"`
-			Burst *int     `json:"burst"`
-		} `json:"clientConnection"`
-		Controller struct {
-			GroupKindConcurrency map[string]int `json:"groupKindConcurrency"`
-		} `json:"controller"`
-	}
-	for _, a := range stack.Args("kueue") {
-		if file, ok := strings.CutPrefix(a, "--config="); ok {
-			raw, _ := os.ReadFile(file)
-			_ = yaml.Unmarshal(raw, &config)
-		}
+	config, err := stack.KueueConfig()
+	if err != nil {
+		fmt.Fprintf(out, "  kueue %s: its Configuration unread: %v\n", cluster.KueueVersion, err)
+		return
 	}
 	qps, burst := "20 (default)", "30 (default)"
 	if c := config.ClientConnection; c.QPS != nil {
@@ -479,6 +467,5 @@ func Settings(out io.Writer, stack *cluster.Stack) {
 	if c := config.ClientConnection; c.Burst != nil {
 		burst = strconv.Itoa(*c.Burst)
 	}
-	workers := max(config.Controller.GroupKindConcurrency["Workload.kueue.x-k8s.io"], 1)
-	fmt.Fprintf(out, "  kueue %s: clientConnection qps %s, burst %s; Workload controller workers %d\n", cluster.KueueVersion, qps, burst, workers)
+	fmt.Fprintf(out, "  kueue %s: clientConnection qps %s, burst %s; Workload controller workers %d\n", cluster.KueueVersion, qps, burst, config.WorkloadWorkers())
 }

@@ -39,7 +39,7 @@ func (p PhaseResult) Print(out io.Writer) {
 		p.Name, p.Changed, p.Elapsed.Seconds(), ours, float64(ours)/float64(p.Changed), float64(ours-events)/float64(p.Changed))
 	var keys [][2]string
 	for k := range p.Writes.byResource {
-		if k[0] == "crossplane" || k[0] == "mdplane-controllers" {
+		if slices.Contains(ourClients, k[0]) {
 			keys = append(keys, k)
 		}
 	}
@@ -171,9 +171,12 @@ func (r *Runner) settled(ctx context.Context, name string, replicas int) error {
 	return nil
 }
 
+// ourClients are the clients whose writes a run is judged by.
+var ourClients = []string{"crossplane", "mdplane-controllers"}
+
 // ours is the writes of Crossplane and mdplane-controllers, and how many of them were events.
 func (w Writes) ours() (all, events int) {
-	for _, c := range []string{"crossplane", "mdplane-controllers"} {
+	for _, c := range ourClients {
 		all += w.byClient[c]
 		events += w.byResource[[2]string{c, "events"}]
 	}

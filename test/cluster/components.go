@@ -344,6 +344,40 @@ func (s *Stack) startKueue(ctx context.Context) error {
 	}})
 }
 
+// KueueConfig is what the stack's Kueue Configuration sets of the client limit, the controllers'
+// workers, leader election and the integrations.
+type KueueConfig struct {
+	ClientConnection struct {
+		QPS   *float64 `json:"qps"`
+		Burst *int     `json:"burst"`
+	} `json:"clientConnection"`
+	Controller struct {
+		GroupKindConcurrency map[string]int `json:"groupKindConcurrency"`
+	} `json:"controller"`
+	LeaderElection struct {
+		LeaderElect bool `json:"leaderElect"`
+	} `json:"leaderElection"`
+	Integrations struct {
+		Frameworks []string `json:"frameworks"`
+	} `json:"integrations"`
+}
+
+// WorkloadWorkers is how many Workloads Kueue's Workload controller reconciles at once (one when
+// the Configuration does not say).
+func (c KueueConfig) WorkloadWorkers() int {
+	return max(c.Controller.GroupKindConcurrency["Workload.kueue.x-k8s.io"], 1)
+}
+
+// KueueConfig reads the Configuration the stack started Kueue with.
+func (s *Stack) KueueConfig() (KueueConfig, error) {
+	var c KueueConfig
+	raw, err := os.ReadFile(filepath.Join(s.Dir, "config", "kueue.yaml"))
+	if err != nil {
+		return c, err
+	}
+	return c, yaml.Unmarshal(raw, &c)
+}
+
 // kueueConfiguration is the Configuration Kueue's release installs (its manifests' and chart's
 // controller_manager_config.yaml: the controllers' concurrency, the client limit) with only what the
 // loopback stack needs changed: health, webhook and certificates on loopback, no metrics, no leader

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,11 +14,11 @@ import (
 // to it and grants nothing of its own; the built-in aggregate grants nothing in
 // rbac.authorization.k8s.io; the RBAC manager has its own ServiceAccount and may escalate.
 func TestCrossplaneChartRBAC(t *testing.T) {
-	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/crossplane/crossplane/v2").Output()
+	dir, err := moduleDir(".", "github.com/crossplane/crossplane/v2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := CrossplaneChartRBAC(strings.TrimSpace(string(dir)))
+	objs, err := CrossplaneChartRBAC(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,13 +252,20 @@ func (s *Stack) build() error {
 		"github.com/crossplane/crossplane/v2": here,
 		"sigs.k8s.io/kwok":                    filepath.Join(here, "tools", "kwok"),
 	} {
-		out, err := exec.Command("go", "-C", dir, "list", "-m", "-f", "{{.Dir}}", module).Output()
-		if err != nil {
-			return fmt.Errorf("locating module %s: %w", module, err)
+		if s.modules[module], err = moduleDir(dir, module); err != nil {
+			return err
 		}
-		s.modules[module] = strings.TrimSpace(string(out))
 	}
 	return nil
+}
+
+// moduleDir is the directory of module's source as the Go module in dir requires it.
+func moduleDir(dir, module string) (string, error) {
+	out, err := exec.Command("go", "-C", dir, "list", "-m", "-f", "{{.Dir}}", module).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // packageDir is this package's source directory, where build.sh and tools/ are. The stack runs from
