@@ -375,7 +375,8 @@ func (s *Stack) KueueConfig() (KueueConfig, error) {
 	if err != nil {
 		return c, err
 	}
-	return c, yaml.Unmarshal(raw, &c)
+	err = yaml.Unmarshal(raw, &c)
+	return c, err
 }
 
 // kueueConfiguration is the Configuration Kueue's release installs (its manifests' and chart's
