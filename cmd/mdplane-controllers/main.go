@@ -40,6 +40,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/artifacts"
 	"github.com/mdplane/mdplane/controllers/elastic"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/inventory"
 	"github.com/mdplane/mdplane/controllers/kvcachepools"
@@ -274,6 +275,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 	rolloutEvents := mgr.GetEventRecorder("model-deployment-rollout")
 	// The rollout pacer's retirement operations, which the members and roles controllers read.
 	retirements := retirement.NewBook()
+	// The deletes of a leaving replica's members and Workload, which three controllers make.
+	deletes := expectations.NewDeletes()
 	type controller struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -287,12 +290,12 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: o.queueTypes}},
 		// The node labels the queues' flavors select, whoever counts the types' capacity.
 		{"the InstanceType node labels", &inventory.Membership{Client: mgr.GetClient()}},
-		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}},
-		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents}},
+		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Deletes: deletes}},
+		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents, Deletes: deletes, Retirements: retirements}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
 		{"the transfer pairing", &pairing.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-pairing")}},
 		{"the role status", &roles.Reporter{Client: mgr.GetClient(), Retirements: retirements}},
-		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements}},
+		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements, Deletes: deletes}},
 		// The observation and operation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
 		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine(o.probeDial)}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.

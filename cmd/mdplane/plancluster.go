@@ -140,15 +140,15 @@ func (s *clusterState) observe(ctx context.Context, in *plan.Input) error {
 }
 
 // liveRole is a role as the rollout controller reads it, its slots judged against the edited
-// render's ModelRole: the live role, the ordinal it remembers replacing, its slots, and what each
+// render's ModelRole: the live role, the ordinal its status reports replacing, its slots, and what each
 // ordinal's own standing Pods request.
 func liveRole(edited *v1alpha1.ModelRole, roles []v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod, workloads []kueue.Workload) plan.LiveRole {
 	live := plan.LiveRole{InFlight: -1, Held: map[int32]corev1.ResourceList{}}
 	for j := range roles {
 		if roles[j].Spec.RoleName == edited.Spec.RoleName {
 			live.Role = &roles[j]
-			if v, err := strconv.ParseInt(live.Role.Annotations[workerv1.AnnotationReplacing], 10, 32); err == nil {
-				live.InFlight = int32(v)
+			if rep := live.Role.Status.Replacement; rep != nil && rep.Ordinal != nil {
+				live.InFlight = *rep.Ordinal
 			}
 		}
 	}

@@ -62,3 +62,52 @@ func (e *Creates) Awaiting(owner types.UID, m int32, seen bool) bool {
 	}
 	return true
 }
+
+// Deletes remembers the objects deleted whose deletion the cache has not shown yet. A Pod or
+// Workload held by a finalizer stays in the cache without its deletionTimestamp for the watch's lag,
+// and several controllers delete the members and Workload of a leaving replica: without this, each
+// pass on the lagging cache would delete the same object again, one more write each time. Shared by
+// the controllers of one process; a nil Deletes remembers nothing.
+type Deletes struct {
+	mu      sync.Mutex
+	deleted map[types.UID]time.Time
+	now     func() time.Time
+}
+
+// NewDeletes returns an empty memory of deletes.
+func NewDeletes() *Deletes {
+	return &Deletes{deleted: map[types.UID]time.Time{}, now: time.Now}
+}
+
+// Claim reports whether the caller is to delete the object of uid, and if so records the delete as
+// issued: false while a delete of it claimed by any controller sharing the memory is within TTL
+// (two controllers reacting to one departure at the same moment send one delete). Past TTL, a
+// delete whose effect never reached the cache is sent again. A nil Deletes always claims.
+func (e *Deletes) Claim(uid types.UID) bool {
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if at, ok := e.deleted[uid]; ok && now.Sub(at) <= TTL {
+		return false
+	}
+	for u, at := range e.deleted {
+		if now.Sub(at) > TTL {
+			delete(e.deleted, u)
+		}
+	}
+	e.deleted[uid] = now
+	return true
+}
+
+// Release forgets a claimed delete that failed, so the next pass sends it again.
+func (e *Deletes) Release(uid types.UID) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.deleted, uid)
+}

@@ -30,7 +30,7 @@ func (r *Reconciler) qualify(ctx context.Context, replica *v1alpha1.ModelReplica
 		}
 		role = nil
 	}
-	in := qualification.Replica{Size: int32(size), Members: pods, Condemned: condemned(replica, role), Retiring: r.retiring(replica, role)}
+	in := qualification.Replica{Size: int32(size), Members: pods, Condemned: r.condemned(replica, role), Retiring: r.retiring(replica, role)}
 	if size > 1 && role != nil {
 		leg, wait, err := r.groupForward(ctx, replica, role, in)
 		if err != nil {
@@ -107,12 +107,16 @@ func allGranted(pods []*corev1.Pod) bool {
 	return true
 }
 
-// condemned reports whether the rollout has chosen the replica for replacement: its role remembers
-// the replica's ordinal as the replacement in flight while the replica runs an outdated revision
-// (the pacer writes that before it deletes the replica; a replica being deleted is not qualified at
+// condemned reports whether the rollout has chosen the replica for replacement: its role's
+// replacement in flight is the replica's ordinal while the replica runs an outdated revision (the
+// pacer records that before it deletes the replica; a replica being deleted is not qualified at
 // all, as its Pods leave at once).
-func condemned(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
-	return role != nil && role.Annotations[workerv1.AnnotationReplacing] == fmt.Sprint(replica.Spec.Ordinal) && !replica.Spec.UpToDate(role.Spec)
+func (r *Reconciler) condemned(replica *v1alpha1.ModelReplica, role *v1alpha1.ModelRole) bool {
+	if role == nil {
+		return false
+	}
+	in := r.Retirements.Replacement(role).Ordinal
+	return in != nil && *in == replica.Spec.Ordinal && !replica.Spec.UpToDate(role.Spec)
 }
 
 // retiring reports whether the deployment's retirement operation reserves the replica's ordinal.

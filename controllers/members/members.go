@@ -403,7 +403,11 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	case readByRole(status) != readByRole(replica.Status):
 		kind = roleChange
 	}
-	if wait := r.reported.wait(replica.UID, kind); wait > 0 {
+	wait = r.reported.wait(replica.UID, kind)
+	if kind == firstReport {
+		wait = r.reported.firstReportWait(replica.CreationTimestamp.Time)
+	}
+	if wait > 0 {
 		if recheck > 0 {
 			wait = min(wait, recheck)
 		}

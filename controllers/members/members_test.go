@@ -361,6 +361,24 @@ func TestReport(t *testing.T) {
 		now = now.Add(reportInterval)
 		assert.Equal(t, detailInterval, reconcileReplica(t, r).RequeueAfter, "its Workload built, not reserved: a detail")
 	})
+	t.Run("a replica created a moment ago holds its first report until it has existed the settle interval", func(t *testing.T) {
+		created := time.Now().Truncate(time.Second) // as the API server stores it
+		young := replica(2)
+		young.CreationTimestamp = metav1.NewTime(created)
+		r, c, _ := newReconciler(t, writes{}, young, revision(t, "rev1", 2))
+		now := created.Add(time.Second)
+		r.reported.now = func() time.Time { return now }
+		reconcileReplica(t, r)
+		res := reconcileReplica(t, r) // sees its members
+		assert.Equal(t, settleInterval-time.Second, res.RequeueAfter)
+		got := &v1alpha1.ModelReplica{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(young), got))
+		assert.Nil(t, got.Status.Members, "not reported yet")
+		now = created.Add(settleInterval)
+		reconcileReplica(t, r)
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(young), got))
+		assert.NotNil(t, got.Status.Members, "reported once it has existed the settle interval")
+	})
 	t.Run("a second reconcile of an unchanged replica writes nothing", func(t *testing.T) {
 		w := writes{}
 		r, _, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))

@@ -11,7 +11,9 @@ import (
 type change int
 
 const (
-	// firstReport is a replica's first report (its members exist): written at once.
+	// firstReport is a replica's first report (its members exist): written once the replica has
+	// existed settleInterval (firstReportWait), so a replica admitted at once (a rollout's
+	// replacement, a scale-up within quota) reports its members and its reservation in one write.
 	firstReport change = iota
 	// roleChange changes what the replica's role reads: written once it has stood settleInterval,
 	// and at least reportInterval after the replica's last write.
@@ -62,6 +64,13 @@ func (w *writeTimes) wait(replica types.UID, kind change) time.Duration {
 		left = max(left, interval-now.Sub(at))
 	}
 	return max(left, 0)
+}
+
+// firstReportWait is how long the first report of a replica created at created waits: until the
+// replica has existed settleInterval. It counts from the replica's creation, not from when this
+// process first saw it, so a restarted controller does not hold a report back again.
+func (w *writeTimes) firstReportWait(created time.Time) time.Duration {
+	return max(settleInterval-w.now().Sub(created), 0)
 }
 
 // settled forgets the changes that are no longer pending (the status caught up with them).

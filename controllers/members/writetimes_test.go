@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestWriteTimes: a replica's first report is written at once; a change the role reads once it has
+// TestWriteTimes: a replica's first report is written once the replica has existed settleInterval; a change the role reads once it has
 // stood settleInterval and reportInterval after the last write; a change of details alone
 // detailInterval from when it was first seen (a change the role reads in between carries it); a
 // write or a settled status starts each wait over.
@@ -17,7 +17,8 @@ func TestWriteTimes(t *testing.T) {
 	w := newWriteTimes()
 	w.now = func() time.Time { return now }
 
-	assert.Zero(t, w.wait("r", firstReport), "the first report is written at once")
+	assert.Equal(t, settleInterval-time.Second, w.firstReportWait(now.Add(-time.Second)), "a replica created a second ago reports a second later")
+	assert.Zero(t, w.firstReportWait(now.Add(-settleInterval)), "near miss: one that has existed the settle interval reports now")
 	w.wrote("r")
 	now = now.Add(time.Second)
 	assert.Equal(t, reportInterval-time.Second, w.wait("r", roleChange), "a role change waits out the report interval")

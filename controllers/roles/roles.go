@@ -40,6 +40,12 @@ import (
 // breaker allows a composite about one event a second.
 const DefaultInterval = 15 * time.Second
 
+// MilestoneGap is the least time between any two status writes of one role, milestones included:
+// changes of what the role is that arrive together (a rollout's edit makes the role not up to date
+// and its first departure makes it not Ready, milliseconds apart) share one write. Each write of
+// the role wakes the deployment's composition, which then reconciles several times over.
+const MilestoneGap = 2 * time.Second
+
 // Reporter writes each ModelRole's status from its replicas.
 type Reporter struct {
 	Client client.Client
@@ -47,8 +53,8 @@ type Reporter struct {
 	Interval time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Retirements is the rollout controller's retirement book: the operation targeting a replica
-	// of the role is reported on it. Without one, the status keeps the operation it reports.
+	// Retirements is the rollout controller's record: the operation targeting a replica of the role
+	// and the role's replacement are reported on it. Without one, the status keeps what it reports.
 	Retirements *retirement.Book
 
 	written sync.Map // role UID → when its status was last written
@@ -65,13 +71,14 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 		// A revision read later than its replicas decides their mode.
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(toRole))
 	if r.Retirements != nil {
-		b = b.WatchesRawSource(source.Channel(r.Retirements.Subscribe(), &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.Retirements.Subscribe(), &handler.EnqueueRequestForObject{})).
+			WatchesRawSource(source.Channel(r.Retirements.SubscribeReplacements(), &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }
 
-// Reconcile sums a role's replicas and writes its status when it changed: at once when what the
-// role is changed, else at most once per interval.
+// Reconcile sums a role's replicas and writes its status when it changed: when what the role is
+// changed, as soon as MilestoneGap has passed since the last write; else at most once per interval.
 func (r *Reporter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	role := &v1alpha1.ModelRole{}
 	if err := r.Client.Get(ctx, req.NamespacedName, role); err != nil {
@@ -85,11 +92,14 @@ func (r *Reporter) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	want := status(role, rolestatus.Count(observed), r.Retirements.Targeting(role), r.now())
+	want := status(role, rolestatus.Count(observed), r.Retirements.Targeting(role), r.Retirements.Replacement(role), r.now())
 	if equality.Semantic.DeepEqual(role.Status, want) { // the transition times of unchanged conditions are kept
 		return reconcile.Result{}, nil
 	}
-	if wait := r.wait(role); wait > 0 && milestones(role.Status, role.Spec.Replicas) == milestones(want, role.Spec.Replicas) {
+	if wait := r.wait(role, r.interval()); wait > 0 && milestones(role.Status, role.Spec.Replicas) == milestones(want, role.Spec.Replicas) {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if wait := r.wait(role, MilestoneGap); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	patch := client.MergeFrom(role.DeepCopy())
@@ -136,10 +146,13 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 }
 
 // status is the role's status as summed, with its Ready and PodsCreated conditions; a condition
-// whose status, reason and message hold keeps its transition time.
-func status(role *v1alpha1.ModelRole, s rolestatus.Summary, retiring *workerv1.Retirement, now time.Time) v1alpha1.ModelRoleStatus {
+// whose status, reason and message hold keeps its transition time. A replacement's change is a
+// count: a rollout turns one over per replica.
+func status(role *v1alpha1.ModelRole, s rolestatus.Summary, retiring *workerv1.Retirement, replacing v1alpha1.Replacement, now time.Time) v1alpha1.ModelRoleStatus {
 	out := s.Status
-	out.Replacement = role.Status.Replacement
+	if replacing.Ordinal != nil || replacing.Gate != "" {
+		out.Replacement = &replacing
+	}
 	out.Retirement = retiring.DeepCopy()
 	out.Conditions = slices.Clone(role.Status.Conditions)
 	ready := xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ReasonCreating,
@@ -178,17 +191,20 @@ func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
 		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil}
 }
 
-// wait is how long the role's next status write must wait.
-func (r *Reporter) wait(role *v1alpha1.ModelRole) time.Duration {
+// wait is how long the role's next status write must wait to be interval after its last.
+func (r *Reporter) wait(role *v1alpha1.ModelRole, interval time.Duration) time.Duration {
 	last, ok := r.written.Load(role.UID)
 	if !ok {
 		return 0
 	}
-	interval := r.Interval
-	if interval == 0 {
-		interval = DefaultInterval
-	}
 	return last.(time.Time).Add(interval).Sub(r.now())
+}
+
+func (r *Reporter) interval() time.Duration {
+	if r.Interval == 0 {
+		return DefaultInterval
+	}
+	return r.Interval
 }
 
 func (r *Reporter) now() time.Time {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -67,6 +68,19 @@ func setReady(t *testing.T, c client.Client, r *v1alpha1.ModelReplica) {
 	require.NoError(t, c.Status().Update(ctx, have))
 }
 
+// oneTurnsReady is a reporter with a 5 s interval that has written a role of replicas (r0 Ready, r1
+// not), whose r1 has then turned Ready.
+func oneTurnsReady(t *testing.T, replicas int32) (*roles.Reporter, *clock) {
+	t.Helper()
+	r1 := replica(1, "b", false)
+	c := fakecluster.Builder(role("b", replicas), replica(0, "b", true), r1).Build()
+	clk := &clock{now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+	r := &roles.Reporter{Client: c, Now: clk.Now, Interval: 5 * time.Second}
+	reconcileRole(t, r)
+	setReady(t, c, r1)
+	return r, clk
+}
+
 func TestReporter(t *testing.T) {
 	t.Run("writes the role's counts and Ready condition from its replicas", func(t *testing.T) {
 		c := fakecluster.Builder(role("b", 2), replica(0, "b", true), replica(1, "a", false)).Build()
@@ -83,12 +97,7 @@ func TestReporter(t *testing.T) {
 		assert.Equal(t, corev1.ConditionTrue, got.Status.GetCondition(xpv2.TypeReady).Status)
 	})
 	t.Run("a change of counts alone within the interval of the last write waits for the interval's end", func(t *testing.T) {
-		r1 := replica(1, "b", false)
-		c := fakecluster.Builder(role("b", 3), replica(0, "b", true), r1).Build()
-		clk := &clock{now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
-		r := &roles.Reporter{Client: c, Now: clk.Now, Interval: 5 * time.Second}
-		reconcileRole(t, r)
-		setReady(t, c, r1)
+		r, clk := oneTurnsReady(t, 3)
 		clk.now = clk.now.Add(2 * time.Second)
 		res, got := reconcileRole(t, r)
 		assert.Equal(t, 3*time.Second, res.RequeueAfter)
@@ -98,17 +107,19 @@ func TestReporter(t *testing.T) {
 		assert.Zero(t, res.RequeueAfter)
 		assert.EqualValues(t, 2, *got.Status.Ready)
 	})
-	t.Run("the role turning Ready is written at once, within the interval too", func(t *testing.T) {
-		r1 := replica(1, "b", false)
-		c := fakecluster.Builder(role("b", 2), replica(0, "b", true), r1).Build()
-		clk := &clock{now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
-		r := &roles.Reporter{Client: c, Now: clk.Now, Interval: 5 * time.Second}
-		reconcileRole(t, r)
-		setReady(t, c, r1)
-		clk.now = clk.now.Add(time.Second)
+	t.Run("the role turning Ready is written within the interval, once the milestone gap has passed", func(t *testing.T) {
+		r, clk := oneTurnsReady(t, 2)
+		clk.now = clk.now.Add(roles.MilestoneGap)
 		res, got := reconcileRole(t, r)
 		assert.Zero(t, res.RequeueAfter)
 		assert.Equal(t, corev1.ConditionTrue, got.Status.GetCondition(xpv2.TypeReady).Status)
+	})
+	t.Run("milestones arriving together share one write", func(t *testing.T) {
+		r, clk := oneTurnsReady(t, 2)
+		clk.now = clk.now.Add(roles.MilestoneGap / 4)
+		res, got := reconcileRole(t, r)
+		assert.Equal(t, roles.MilestoneGap*3/4, res.RequeueAfter)
+		assert.Equal(t, corev1.ConditionFalse, got.Status.GetCondition(xpv2.TypeReady).Status, "not written yet")
 	})
 	t.Run("reports the deployment's retirement operation on the role it targets, not on a sibling", func(t *testing.T) {
 		md := &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns, UID: "md-uid"}}
@@ -126,6 +137,24 @@ func TestReporter(t *testing.T) {
 		sibling := &v1alpha1.ModelRole{}
 		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "md-decode"}, sibling))
 		assert.Nil(t, sibling.Status.Retirement)
+	})
+	t.Run("reports the role's replacement from the deployment's record, as a count", func(t *testing.T) {
+		md := &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns, UID: "md-uid"}}
+		c := fakecluster.Builder(md, role("b", 2), replica(0, "b", true), replica(1, "a", true)).Build()
+		clk := &clock{now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+		book := retirement.NewBook()
+		r := &roles.Reporter{Client: c, Retirements: book, Now: clk.Now, Interval: 5 * time.Second}
+		_, got := reconcileRole(t, r)
+		assert.Nil(t, got.Status.Replacement)
+		inFlight := v1alpha1.Replacement{Ordinal: ptr.To[int32](1), Gate: workerv1.ReplacementGateAdmitted}
+		require.NoError(t, book.Remember(ctx, c, md, "server", inFlight))
+		clk.now = clk.now.Add(time.Second)
+		res, got := reconcileRole(t, r)
+		assert.Equal(t, 4*time.Second, res.RequeueAfter, "a replacement turning over is not what the role is: it waits for the interval")
+		assert.Nil(t, got.Status.Replacement)
+		clk.now = clk.now.Add(4 * time.Second)
+		_, got = reconcileRole(t, r)
+		assert.Equal(t, &inFlight, got.Status.Replacement)
 	})
 	t.Run("an unchanged role is not written again", func(t *testing.T) {
 		c := fakecluster.Builder(role("b", 1), replica(0, "b", true)).Build()

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +20,9 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
 )
 
@@ -43,6 +44,11 @@ import (
 type Departures struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Deletes are the deletes the cache has not shown yet, shared with the pacer; none when nil.
+	Deletes *expectations.Deletes
+	// Retirements is the pacer's record of each role's replacement in flight; without one, the
+	// role's status says.
+	Retirements *retirement.Book
 }
 
 // SetupWithManager watches ModelReplicas and the Pods they control.
@@ -83,11 +89,11 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if lost == nil {
 		return reconcile.Result{}, nil
 	}
-	replacing := ""
+	inFlight := int32(-1)
 	if role != nil {
-		replacing = role.Annotations[workerv1.AnnotationReplacing]
+		inFlight = inFlightOf(d.Retirements.Replacement(role))
 	}
-	if waitsBehind(replacing, replica.Spec.Ordinal) {
+	if waitsBehind(inFlight, replica.Spec.Ordinal) {
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return d.rebuild(ctx, replica, lost)
@@ -117,8 +123,8 @@ func terminalMember(own []corev1.Pod) *corev1.Pod {
 // waitsBehind reports whether a broken replica waits behind a replacement already in flight in its
 // role: one replica missing at a time. The pacer's progress (its Pod and Workload events) brings it
 // back.
-func waitsBehind(replacing string, ordinal int32) bool {
-	return replacing != "" && replacing != strconv.Itoa(int(ordinal))
+func waitsBehind(inFlight, ordinal int32) bool {
+	return inFlight >= 0 && inFlight != ordinal
 }
 
 // rebuild retires a replica that lost a member, and says why on the deployment: once, by the
@@ -160,7 +166,7 @@ func (d *Departures) deletePods(ctx context.Context, replica *v1alpha1.ModelRepl
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if err := d.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := deleteOnce(ctx, d.Client, d.Deletes, p); err != nil {
 			return fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
 		}
 	}

@@ -2,13 +2,10 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +54,9 @@ type Pacer struct {
 	// Retirements holds each deployment's retirement operation; a book of its own when nil. The
 	// roles controller reads the same book to report the operation on its role.
 	Retirements *retirement.Book
+	// Deletes are the deletes the cache has not shown yet, shared with the departures and the
+	// Workload reaper, which delete the same members and Workloads; a memory of its own when nil.
+	Deletes *expectations.Deletes
 
 	once      sync.Once
 	expected  *expectations.Creates // the replicas created and not yet in the cache, per role and ordinal
@@ -68,6 +68,9 @@ func (p *Pacer) init() {
 	p.expected = expectations.New()
 	if p.Retirements == nil {
 		p.Retirements = retirement.NewBook()
+	}
+	if p.Deletes == nil {
+		p.Deletes = expectations.NewDeletes()
 	}
 }
 
@@ -149,7 +152,7 @@ func paced(changed func(old, new client.Object) bool) predicate.Funcs {
 }
 
 // Reconcile takes one step of a role's rollout: it reads the role's slots (observe), decides the
-// pass with pure functions (decide, Pace), then retires, fills and annotates (act).
+// pass with pure functions (decide, Pace), then retires, fills and remembers the replacement (act).
 func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p.once.Do(p.init)
 	o, err := p.observe(ctx, req.NamespacedName)
@@ -203,19 +206,22 @@ type observed struct {
 	workloads map[string]*kueue.Workload // by name
 	admitted  map[int32]bool             // by ordinal: whether the slot's group Workload is admitted
 	cadence   workerv1.RolloutCadence    // the deployment's
+	// deployment is the role's; replacement is the role's replacement its record holds.
+	deployment  *workerv1.ModelDeployment
+	replacement v1alpha1.Replacement
 }
 
 // pass is what one pass does, in order: delete the never-admitted replicas a scale-down removed
 // (the seated ones leave through the retirement protocol, retireSeated),
-// create a replica in each vacant slot, patch the role's annotations once, then retire the replica
-// the step replaces.
+// create a replica in each vacant slot, write the role's replacement to the deployment's record when
+// it changed, then retire the replica the step replaces.
 type pass struct {
 	scaledDown  []pacing.Slot
-	duplicates  []pacing.Slot      // second replicas of one slot: a create whose expectation expired before the cache showed it
-	vacant      []int32            // declared ordinals with neither a standing replica nor a Pod or Workload left
-	departing   []int32            // declared ordinals without a standing replica whose departed one left Pods or its Workload
-	filled      []int32            // declared ordinals with a standing replica
-	annotations map[string]*string // changed annotations; nil removes one
+	duplicates  []pacing.Slot        // second replicas of one slot: a create whose expectation expired before the cache showed it
+	vacant      []int32              // declared ordinals with neither a standing replica nor a Pod or Workload left
+	departing   []int32              // declared ordinals without a standing replica whose departed one left Pods or its Workload
+	filled      []int32              // declared ordinals with a standing replica
+	replacement v1alpha1.Replacement // the role's replacement after this pass
 	step        pacing.Step
 }
 
@@ -237,6 +243,12 @@ func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observe
 		return nil, client.IgnoreNotFound(err) // a role outliving its deployment is being collected
 	}
 	o.cadence = workerv1.CadenceOf(md.Annotations)
+	// An unreadable operation is the retirement protocol's to say and drop (retireSeated).
+	if _, err := p.book().Load(ctx, p.reader(), md); err != nil && !errors.Is(err, retirement.ErrUnreadable) {
+		return nil, err
+	}
+	o.deployment = md
+	o.replacement, _ = p.book().Replacing(client.ObjectKeyFromObject(md), role.Spec.RoleName)
 	return o, nil
 }
 
@@ -266,16 +278,12 @@ func decide(o observed) pass {
 		kept[s.Ordinal] = s
 	}
 	sort.Slice(d.scaledDown, func(i, j int) bool { return d.scaledDown[i].Ordinal > d.scaledDown[j].Ordinal })
-	inFlight := remembered(role)
+	inFlight := inFlightOf(o.replacement)
 	d.step = pacing.Pace(role.Spec.Revision, role.Spec.Replicas, o.slots, inFlight, o.cadence)
 	if held := role.Annotations[workerv1.AnnotationRolloutHeld]; d.step.Replace != "" && held != "" {
 		// A replacement would come up on a configuration without what its predecessor had (the
 		// cache it wrote into); the outdated replicas keep serving until the hold is lifted.
 		d.step = pacing.Step{InFlight: inFlight, Message: "the outdated replicas stay: " + held}
-	}
-	replacing := ""
-	if d.step.InFlight >= 0 {
-		replacing = strconv.Itoa(int(d.step.InFlight))
 	}
 	// A weights hold also keeps empty slots empty: a new Pod could not get the weights (no
 	// replacement, no scale-up). A cache hold fills them: a new replica merely starts without a
@@ -291,40 +299,39 @@ func decide(o observed) pass {
 			d.vacant = append(d.vacant, ordinal)
 		}
 	}
-	d.annotations = changed(role.Annotations, map[string]string{workerv1.AnnotationReplacing: replacing, workerv1.AnnotationReplacementGate: d.step.Gate})
-	if d.step.InFlight == inFlight {
-		delete(d.annotations, workerv1.AnnotationReplacing) // an unparseable value is left as it is
-	}
+	d.replacement = remember(d.step, o.cadence)
 	return d
 }
 
-// remembered is the ordinal whose replacement the role remembers as unresolved, or -1.
-func remembered(role *v1alpha1.ModelRole) int32 {
-	v, err := strconv.ParseInt(role.Annotations[workerv1.AnnotationReplacing], 10, 32)
-	if err != nil {
+// remember is the replacement a step leaves: the slot in flight and the gate the next departure
+// waits at. A step that starts a replacement (or names a broken replica to rebuild) waits at no
+// gate itself, but the next pass will wait for that replacement at the cadence's gate: writing the
+// gate with the ordinal makes one write of the record per replacement rather than two.
+func remember(step pacing.Step, cadence workerv1.RolloutCadence) v1alpha1.Replacement {
+	r := v1alpha1.Replacement{Gate: step.Gate}
+	if step.InFlight >= 0 {
+		r.Ordinal = ptr.To(step.InFlight)
+		if r.Gate == "" {
+			r.Gate = workerv1.ReplacementGateAdmitted
+			if cadence == workerv1.RolloutCadenceCapacity {
+				r.Gate = workerv1.ReplacementGateReady
+			}
+		}
+	}
+	return r
+}
+
+// inFlightOf is the ordinal whose replacement is remembered as unresolved, or -1.
+func inFlightOf(r v1alpha1.Replacement) int32 {
+	if r.Ordinal == nil {
 		return -1
 	}
-	return int32(v)
+	return *r.Ordinal
 }
 
-// changed is the annotation patch from have to want, where an empty wanted value removes the key.
-func changed(have, want map[string]string) map[string]*string {
-	out := map[string]*string{}
-	for k, v := range want {
-		if have[k] == v {
-			continue
-		}
-		out[k] = nil
-		if v != "" {
-			out[k] = ptr.To(v)
-		}
-	}
-	return out
-}
-
-// act retires the scaled-down replicas, fills the vacant slots, writes the role's annotations in one
-// patch, then retires the replica the step replaces (after its ordinal is remembered, so a restart
-// resumes the same slot) once the API server confirms the step.
+// act retires the scaled-down replicas, fills the vacant slots, writes the role's replacement to the
+// deployment's record, then retires the replica the step replaces (after its ordinal is remembered,
+// so a restart resumes the same slot) once the API server confirms the step.
 func (p *Pacer) act(ctx context.Context, o *observed, d pass) error {
 	role := o.role
 	for _, s := range d.scaledDown {
@@ -343,7 +350,7 @@ func (p *Pacer) act(ctx context.Context, o *observed, d pass) error {
 	if err := p.fill(ctx, role, d.vacant, d.filled); err != nil {
 		return err
 	}
-	if err := p.annotate(ctx, role, d.annotations); err != nil {
+	if err := p.book().Remember(ctx, p.Client, o.deployment, role.Spec.RoleName, d.replacement); err != nil {
 		return err
 	}
 	if d.step.Replace == "" {
@@ -368,7 +375,7 @@ func (p *Pacer) confirmed(ctx context.Context, o *observed, step pacing.Step) (b
 		return false, fmt.Errorf("reading the Pods of ModelRole %s/%s before replica r%d leaves: %w", role.Namespace, role.Name, step.Ordinal, err)
 	}
 	slots, _ := pacing.ReadSlots(role, o.replicas, pods.Items, o.admitted)
-	again := pacing.Pace(role.Spec.Revision, role.Spec.Replicas, slots, remembered(role), o.cadence)
+	again := pacing.Pace(role.Spec.Revision, role.Spec.Replicas, slots, inFlightOf(o.replacement), o.cadence)
 	if again.Replace != step.Replace {
 		ctrl.LoggerFrom(ctx).Info("the API server does not confirm the next replacement yet", "role", role.Name, "replica", step.Replace, "now", again.Message)
 		return false, nil
@@ -401,6 +408,22 @@ func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, fill
 		})
 	}
 	return creates.Wait()
+}
+
+// deleteOnce deletes obj while it is the object read (UID precondition), unless a delete of it was
+// claimed already and the cache has not shown it yet. An object already gone counts as deleted;
+// one replaced under the same name is not this delete's to take.
+func deleteOnce(ctx context.Context, c client.Client, deletes *expectations.Deletes, obj client.Object) error {
+	uid := obj.GetUID()
+	if !deletes.Claim(uid) {
+		return nil
+	}
+	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	deletes.Release(uid)
+	return err
 }
 
 // retire deletes a ModelReplica and says so on the deployment. The replica goes last (foreground):
@@ -469,19 +492,4 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 		}
 	}
 	return &observed{role: role, slots: slots, occupied: occupied, replicas: replicas.Items, pods: pods.Items, workloads: byName, admitted: admittedGroups}, nil
-}
-
-// annotate sets (or, with nil, removes) annotations of the ModelRole in one merge patch.
-func (p *Pacer) annotate(ctx context.Context, role *v1alpha1.ModelRole, annotations map[string]*string) error {
-	if len(annotations) == 0 {
-		return nil
-	}
-	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
-	if err != nil {
-		return err
-	}
-	if err := p.Client.Patch(ctx, role, client.RawPatch(types.MergePatchType, raw)); err != nil {
-		return fmt.Errorf("annotating ModelRole %s/%s with %s: %w", role.Namespace, role.Name, strings.Join(slices.Sorted(maps.Keys(annotations)), ", "), err)
-	}
-	return nil
 }

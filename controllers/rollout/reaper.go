@@ -15,6 +15,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
 )
 
@@ -26,6 +27,8 @@ type WorkloadReaper struct {
 	Client client.Client
 	// Reader reads a Workload's owner Pod the cache does not hold yet; the Client when nil.
 	Reader client.Reader
+	// Deletes are the deletes the cache has not shown yet, shared with the pacer; none when nil.
+	Deletes *expectations.Deletes
 }
 
 // SetupWithManager watches Workloads and the deployments' Pods, mapping a Pod to its group.
@@ -65,8 +68,7 @@ func (r *WorkloadReaper) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("deleting the Workload of a departed replica group", "workload", req.Name, "pods", len(pods.Items))
-	err := r.Client.Delete(ctx, wl, client.Preconditions{UID: &wl.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := deleteOnce(ctx, r.Client, r.Deletes, wl); err != nil {
 		return reconcile.Result{}, fmt.Errorf("deleting Workload %s/%s of a departed group: %w", req.Namespace, req.Name, err)
 	}
 	return reconcile.Result{}, nil

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,7 +27,9 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
+	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
 	"github.com/mdplane/mdplane/internal/replicas"
 )
@@ -37,7 +40,43 @@ const ns = "team-a"
 var ctx = context.Background()
 
 func deployment() *workerv1.ModelDeployment {
-	return &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns}}
+	return &workerv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Namespace: ns, UID: "md-uid"}}
+}
+
+// replacingRole is a three-replica role whose status reports the replacement of ordinal in flight
+// (what the departures controller reads without the pacer's book).
+func replacingRole(ordinal int32) *v1alpha1.ModelRole {
+	role := modelRole(3, "b", nil)
+	role.Status.Replacement = ptr.To(replacing(ordinal, workerv1.ReplacementGateAdmitted))
+	return role
+}
+
+// replacing is a replacement in flight at ordinal, waiting at gate.
+func replacing(ordinal int32, gate string) v1alpha1.Replacement {
+	return v1alpha1.Replacement{Ordinal: ptr.To(ordinal), Gate: gate}
+}
+
+// record is the deployment's rollout record holding the server role's replacement.
+func record(r v1alpha1.Replacement) *corev1.ConfigMap {
+	raw, _ := json.Marshal(r)
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: retirement.RecordName("md-uid"), Namespace: ns},
+		Data: map[string]string{retirement.ReplacementKeyPrefix + "server": string(raw)}}
+}
+
+// recorded is the server role's replacement in the deployment's rollout record; zero when none.
+func recorded(t *testing.T, c client.Client) v1alpha1.Replacement {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	var r v1alpha1.Replacement
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: retirement.RecordName("md-uid")}, cm); apierrors.IsNotFound(err) {
+		return r
+	} else {
+		require.NoError(t, err)
+	}
+	if raw := cm.Data[retirement.ReplacementKeyPrefix+"server"]; raw != "" {
+		require.NoError(t, json.Unmarshal([]byte(raw), &r))
+	}
+	return r
 }
 
 func modelRole(replicas int32, revision string, annotations map[string]string) *v1alpha1.ModelRole {
@@ -165,6 +204,8 @@ func TestPacerReconcile(t *testing.T) {
 		retired     []string
 		created     []int32 // ordinals given a new replica of the role's revision
 		annotations map[string]string
+		inFlight    *int32               // the replacement in flight the deployment's record holds before the pass
+		replacement v1alpha1.Replacement // what the record holds after it
 		events      []string
 		cadence     workerv1.RolloutCadence // written on the deployment when set
 	}{
@@ -172,16 +213,16 @@ func TestPacerReconcile(t *testing.T) {
 			role: modelRole(2, "b", nil), objs: objects(standing(0, "b"), standing(1, "b"))},
 		{rule: "the highest outdated ordinal leaves first once all are admitted, remembered before it goes",
 			role: modelRole(3, "b", nil), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "a")),
-			retired: []string{"md-server-r2-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "2"},
+			retired: []string{"md-server-r2-a"}, replacement: replacing(2, workerv1.ReplacementGateAdmitted),
 			events: []string{leaving(2, "replacing replica r2 (revision a) with revision b; 3 outdated")}},
 		{rule: "an empty slot holds the next departure: one replica missing at a time",
-			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{memberOf(replicaAt(2, "a"), leavingPod)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
+			replacement: replacing(2, workerv1.ReplacementGateAdmitted)},
 		{rule: "a slot whose last Pod is gone gets a replica of the current revision",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a")),
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2), objs: objects(standing(0, "a"), standing(1, "a")),
 			created:     []int32{2},
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
+			replacement: replacing(2, workerv1.ReplacementGateAdmitted)},
 		{rule: "a new role gets a replica in every slot",
 			role: modelRole(3, "b", nil), created: []int32{0, 1, 2}},
 		{rule: "a slot whose departed replica's Pods remain is not refilled: they hold its group name",
@@ -189,18 +230,18 @@ func TestPacerReconcile(t *testing.T) {
 			objs:    objects(standing(0, "b"), []client.Object{memberOf(replicaAt(1, "a"), leavingPod)}),
 			created: []int32{2}},
 		{rule: "a slot whose departed group's Workload outlives its Pods is not refilled: new Pods would join that group",
-			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{groupOf(2, true)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
+			replacement: replacing(2, workerv1.ReplacementGateAdmitted)},
 		{rule: "a replacement waiting for admission holds the next departure",
-			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2),
 			objs:        objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod), groupOf(2, false)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
+			replacement: replacing(2, workerv1.ReplacementGateAdmitted)},
 		{rule: "the retired replica's re-created Pod in the old admitted group does not admit its replacement",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}),
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2),
 			objs: objects(standing(0, "a"), standing(1, "a"), []client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), gatedPod),
 				func() *corev1.Pod { p := memberOf(replicaAt(2, "a")); p.Name += "-again"; return p }(), groupOf(2, true)}),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateAdmitted}},
+			replacement: replacing(2, workerv1.ReplacementGateAdmitted)},
 		{rule: "a role whose rollout is held keeps its outdated replicas (RolloutHeldByCache)",
 			role:        modelRole(3, "b", map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByCache: BindingNotFound: gone"}),
 			objs:        objects(standing(0, "a"), standing(1, "a"), standing(2, "a")),
@@ -230,16 +271,16 @@ func TestPacerReconcile(t *testing.T) {
 			annotations: map[string]string{workerv1.AnnotationRolloutHeld: "RolloutHeldByWeights: ClaimNotBound: pending"},
 			events:      []string{leaving(1, "the role was scaled to 1")}},
 		{rule: "an admitted replacement resolves, and the next outdated leaves",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "b")),
-			retired: []string{"md-server-r1-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2), objs: objects(standing(0, "a"), standing(1, "a"), standing(2, "b")),
+			retired: []string{"md-server-r1-a"}, replacement: replacing(1, workerv1.ReplacementGateAdmitted),
 			events: []string{leaving(1, "replacing replica r1 (revision a) with revision b; 2 outdated")}},
 		{rule: "a queued replacement superseded by a newer edit is replaced at once",
-			role:    modelRole(2, "c", map[string]string{workerv1.AnnotationReplacing: "1"}),
+			role: modelRole(2, "c", nil), inFlight: ptr.To[int32](1),
 			objs:    objects(standing(0, "a"), []client.Object{replicaAt(1, "b"), memberOf(replicaAt(1, "b"), gatedPod), groupOf(1, false)}),
-			retired: []string{"md-server-r1-b"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			retired: []string{"md-server-r1-b"}, replacement: replacing(1, workerv1.ReplacementGateAdmitted),
 			events: []string{leaving(1, "replica r1 on revision b was never admitted; replaced by revision c at once")}},
 		{rule: "nothing outdated left clears the replacement in flight",
-			role: modelRole(2, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), objs: objects(standing(0, "b"), standing(1, "b"))},
+			role: modelRole(2, "b", nil), inFlight: ptr.To[int32](1), objs: objects(standing(0, "b"), standing(1, "b"))},
 		{rule: "a scale-down deletes the never-admitted replicas at and above replicas at once, highest first",
 			role: modelRole(1, "b", nil), objs: objects(standing(0, "b"), neverAdmitted(1, "b"), neverAdmitted(2, "b")),
 			retired: []string{"md-server-r1-b", "md-server-r2-b"},
@@ -254,13 +295,13 @@ func TestPacerReconcile(t *testing.T) {
 			retired: []string{"md-server-r1-a-duplicate"},
 			events:  []string{leaving(1, "a second replica of its slot")}},
 		{rule: "capacity cadence: an admitted replacement whose members are not Ready holds the next departure",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), cadence: workerv1.RolloutCadenceCapacity,
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2), cadence: workerv1.RolloutCadenceCapacity,
 			objs:        objects(serving(0, "a"), serving(1, "a"), standing(2, "b")),
-			annotations: map[string]string{workerv1.AnnotationReplacing: "2", workerv1.AnnotationReplacementGate: workerv1.ReplacementGateReady}},
+			replacement: replacing(2, workerv1.ReplacementGateReady)},
 		{rule: "capacity cadence: a Ready replacement lets the next outdated replica leave",
-			role: modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), cadence: workerv1.RolloutCadenceCapacity,
+			role: modelRole(3, "b", nil), inFlight: ptr.To[int32](2), cadence: workerv1.RolloutCadenceCapacity,
 			objs:    objects(serving(0, "a"), serving(1, "a"), serving(2, "b")),
-			retired: []string{"md-server-r1-a"}, annotations: map[string]string{workerv1.AnnotationReplacing: "1"},
+			retired: []string{"md-server-r1-a"}, replacement: replacing(1, workerv1.ReplacementGateReady),
 			events: []string{leaving(1, "replacing replica r1 (revision a) with revision b; 2 outdated")}},
 		{rule: "a role being deleted is left alone",
 			role: func() *v1alpha1.ModelRole {
@@ -275,7 +316,11 @@ func TestPacerReconcile(t *testing.T) {
 			if tc.cadence != "" {
 				md.Annotations = map[string]string{workerv1.AnnotationRolloutCadence: string(tc.cadence)}
 			}
-			c := fakecluster.Builder(append(tc.objs, tc.role, md)...).Build()
+			objs := append(slices.Clone(tc.objs), tc.role, md)
+			if tc.inFlight != nil {
+				objs = append(objs, record(replacing(*tc.inFlight, workerv1.ReplacementGateAdmitted)))
+			}
+			c := fakecluster.Builder(objs...).Build()
 			recorder := events.NewFakeRecorder(10)
 			_, err := (&Pacer{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
 			require.NoError(t, err)
@@ -295,7 +340,8 @@ func TestPacerReconcile(t *testing.T) {
 			if role.Annotations == nil {
 				role.Annotations = map[string]string{}
 			}
-			assert.Equal(t, tc.annotations, role.Annotations)
+			assert.Equal(t, tc.annotations, role.Annotations, "the role's annotations are not the pacer's to write")
+			assert.Equal(t, tc.replacement, recorded(t, c), "the replacement the record holds")
 			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})
 	}
@@ -348,7 +394,9 @@ func TestPacerCreatesAReplicaOnceWhileTheCacheLags(t *testing.T) {
 	assert.Equal(t, []int32{1}, createdReplicas(t, c, objects(standing(0, "b")), "b"))
 }
 
-func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
+func TestPacerRemembersTheReplacementOffTheRole(t *testing.T) {
+	// The role is a composed resource of the deployment: a write of it would wake the deployment in
+	// Crossplane, twice per replica a rollout turns over.
 	role := modelRole(3, "b", nil)
 	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "a"), []client.Object{role, deployment()})...).Build()
 	before := &v1alpha1.ModelRole{}
@@ -357,10 +405,28 @@ func TestPacerPatchesTheRoleOncePerPass(t *testing.T) {
 	require.NoError(t, err)
 	after := &v1alpha1.ModelRole{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), after))
-	assert.Equal(t, map[string]string{workerv1.AnnotationReplacing: "2"}, after.Annotations, "the replacement remembered")
-	b, _ := strconv.Atoi(before.ResourceVersion)
-	a, _ := strconv.Atoi(after.ResourceVersion)
-	assert.Equal(t, b+1, a, "one write of the role")
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "the role is not written")
+	assert.Equal(t, replacing(2, workerv1.ReplacementGateAdmitted), recorded(t, c), "the replacement remembered in the deployment's record, with the gate the next pass waits at")
+}
+
+func TestPacerWritesTheRecordOncePerReplacement(t *testing.T) {
+	// r2's replacement is admitted: the pass retires r1, then the next waits for r1's replacement.
+	role := modelRole(3, "b", nil)
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "b"),
+		[]client.Object{role, deployment(), record(replacing(2, workerv1.ReplacementGateAdmitted))})...).Build()
+	p := &Pacer{Client: c, Recorder: events.NewFakeRecorder(10)}
+	version := func() string {
+		cm := &corev1.ConfigMap{}
+		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: retirement.RecordName("md-uid")}, cm))
+		return cm.ResourceVersion
+	}
+	_, err := p.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.Equal(t, replacing(1, workerv1.ReplacementGateAdmitted), recorded(t, c))
+	written := version()
+	_, err = p.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
+	require.NoError(t, err)
+	assert.Equal(t, written, version(), "waiting at the gate it recorded writes nothing more")
 }
 
 func TestDeparturesReconcile(t *testing.T) {
@@ -416,10 +482,10 @@ func TestDeparturesReconcile(t *testing.T) {
 			objs: []client.Object{r1, memberOf(r1, drainedPod), groupOf(1, true)}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaEvicted " + rebuilt("evicted: EvictionByEvictionAPI: Eviction API: evicting")}},
 		{rule: "a broken replica waits behind another replacement in flight in its role",
-			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
+			objs:    []client.Object{replacingRole(2), r1, memberOf(r1, leavingPod), groupOf(1, true)},
 			replica: r1, requeue: 5 * time.Second},
 		{rule: "the replica in flight itself is rebuilt",
-			objs:    []client.Object{modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "1"}), r1, memberOf(r1, leavingPod), groupOf(1, true)},
+			objs:    []client.Object{replacingRole(1), r1, memberOf(r1, leavingPod), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
 		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
 			objs:    []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
@@ -465,6 +531,32 @@ func TestDeparturesReconcile(t *testing.T) {
 			assert.Equal(t, tc.events, fakecluster.Events(recorder))
 		})
 	}
+}
+
+func TestALeavingMemberIsDeletedOnceWhileTheCacheLags(t *testing.T) {
+	leaving := replicaAt(1, "a")
+	leaving.DeletionTimestamp, leaving.Finalizers = &metav1.Time{Time: time.Now()}, []string{"foregroundDeletion"}
+	member := memberOf(replicaAt(1, "a"), func(p *corev1.Pod) { p.Finalizers = []string{"kueue.x-k8s.io/managed"} })
+	deletes := 0
+	// The delete takes on the API server; the cache has not shown its deletionTimestamp yet.
+	c := interceptor.NewClient(fakecluster.Builder(leaving, member, deployment()).Build(), interceptor.Funcs{
+		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			deletes++
+			return nil
+		},
+	})
+	memory := expectations.NewDeletes()
+	departures := &Departures{Client: c, Recorder: events.NewFakeRecorder(10), Deletes: memory}
+	for range 3 {
+		_, err := departures.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(leaving)})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, deletes, "one delete, however many passes read the lagging cache")
+
+	deletes = 0
+	_, err := (&Departures{Client: c, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(leaving)})
+	require.NoError(t, err)
+	assert.Equal(t, 1, deletes, "near miss: without the shared memory the member is deleted again")
 }
 
 func TestInstanceServicesReconcile(t *testing.T) {
@@ -601,10 +693,10 @@ func TestPacerSnapshotsTheRevisionBeforeItsReplicas(t *testing.T) {
 
 func TestPacerConfirmsADepartureOnTheAPIServer(t *testing.T) {
 	// The cache shows r2's replacement admitted; the API server already has Kueue stopping it.
-	role := modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"})
-	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "b"), []client.Object{role, deployment()})...).Build()
+	role, inFlight := modelRole(3, "b", nil), record(replacing(2, workerv1.ReplacementGateAdmitted))
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), standing(2, "b"), []client.Object{role, deployment(), inFlight})...).Build()
 	stopped := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"),
-		[]client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), leavingPod), groupOf(2, true), role, deployment()})...).Build()
+		[]client.Object{replicaAt(2, "b"), memberOf(replicaAt(2, "b"), leavingPod), groupOf(2, true), role, deployment(), inFlight})...).Build()
 	_, err := (&Pacer{Client: c, Reader: stopped, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(role)})
 	require.NoError(t, err)
 	assert.True(t, exists(t, c, &v1alpha1.ModelReplica{}, "md-server-r1-a"), "r1 stays while r2's replacement is leaving")
@@ -615,9 +707,10 @@ func TestPacerConfirmsADepartureOnTheAPIServer(t *testing.T) {
 }
 
 func TestPacerLetsAVacatedSlotSettle(t *testing.T) {
-	role := modelRole(3, "b", map[string]string{workerv1.AnnotationReplacing: "2"})
+	role := modelRole(3, "b", nil)
 	departing := memberOf(replicaAt(2, "a"), leavingPod)
-	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"), []client.Object{departing, role, deployment()})...).Build()
+	c := fakecluster.Builder(objects(standing(0, "a"), standing(1, "a"),
+		[]client.Object{departing, role, deployment(), record(replacing(2, workerv1.ReplacementGateAdmitted))})...).Build()
 	now := time.Now()
 	p := &Pacer{Client: c, Recorder: events.NewFakeRecorder(10), Now: func() time.Time { return now }}
 	pass := func() time.Duration {

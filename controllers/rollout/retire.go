@@ -341,15 +341,13 @@ func (p *Pacer) deleteTarget(ctx context.Context, o *observed, op workerv1.Retir
 		if !targets[pod.UID] || pod.DeletionTimestamp != nil {
 			continue
 		}
-		uid := pod.UID
-		if err := p.Client.Delete(ctx, pod.DeepCopy(), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		if err := deleteOnce(ctx, p.Client, p.Deletes, pod.DeepCopy()); err != nil {
 			return fmt.Errorf("deleting member %s/%s of a retired replica: %w", pod.Namespace, pod.Name, err)
 		}
 	}
 	group := workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, op.ReplicaOrdinal)
 	if wl := o.workloads[group]; wl != nil && op.TargetWorkloadUID != "" && string(wl.UID) == op.TargetWorkloadUID && wl.DeletionTimestamp == nil {
-		uid := wl.UID
-		if err := p.Client.Delete(ctx, wl.DeepCopy(), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		if err := deleteOnce(ctx, p.Client, p.Deletes, wl.DeepCopy()); err != nil {
 			return fmt.Errorf("deleting Workload %s/%s of a retired replica: %w", wl.Namespace, wl.Name, err)
 		}
 	}

@@ -61,23 +61,23 @@ type simGroup struct {
 }
 
 type sim struct {
-	t        *testing.T
-	seed     uint64
-	rng      *rand.Rand
-	size     int
-	replicas int32
-	revision string
-	edits    int
-	scales   int
-	evicted  int
-	role     map[string]string // the ModelRole's annotations
-	rs       []*simReplica
-	pods     []*simPod
-	groups   map[int32]*simGroup
-	retired  []*simReplica // replicas the pacer retired, whose Pods a lagging cache may have re-created once
-	serial   int
-	trace    []string
-	stats    *simStats
+	t           *testing.T
+	seed        uint64
+	rng         *rand.Rand
+	size        int
+	replicas    int32
+	revision    string
+	edits       int
+	scales      int
+	evicted     int
+	replacement v1alpha1.Replacement // the role's replacement, as the deployment's record holds it
+	rs          []*simReplica
+	pods        []*simPod
+	groups      map[int32]*simGroup
+	retired     []*simReplica // replicas the pacer retired, whose Pods a lagging cache may have re-created once
+	serial      int
+	trace       []string
+	stats       *simStats
 }
 
 // simStats show the simulation reaches what it checks.
@@ -88,7 +88,7 @@ type simStats struct {
 func newSim(t *testing.T, seed uint64, stats *simStats) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0x6d64706c616e65))
 	s := &sim{t: t, seed: seed, rng: rng, size: 1 + rng.IntN(2), replicas: 1 + rng.Int32N(4), revision: "rev0",
-		role: map[string]string{}, groups: map[int32]*simGroup{}, stats: stats}
+		groups: map[int32]*simGroup{}, stats: stats}
 	s.log("start: %d replicas of %d Pods on %s", s.replicas, s.size, s.revision)
 	return s
 }
@@ -211,7 +211,7 @@ func (s *sim) kueueEvents() []event {
 	}
 	for _, r := range s.rs {
 		lost := slices.ContainsFunc(s.pods, func(p *simPod) bool { return p.owner == r.uid && p.leaving })
-		if !r.leaving && lost && !waitsBehind(s.role[workerv1.AnnotationReplacing], r.ordinal) {
+		if !r.leaving && lost && !waitsBehind(inFlightOf(s.replacement), r.ordinal) {
 			out = append(out, event{"the departures retire " + r.name + ", which lost a member", func() { r.leaving = true }})
 		}
 	}
@@ -297,10 +297,10 @@ func (s *sim) createPod(r *simReplica, gated bool) {
 }
 
 // pace runs one pacer pass on the objects as the API server has them, checks what it decided, and
-// applies it: the retired ModelReplicas are deleted, the vacant slots filled, the role's annotations
-// patched.
+// applies it: the retired ModelReplicas are deleted, the vacant slots filled, the role's replacement
+// recorded.
 func (s *sim) pace() {
-	role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(s.role)},
+	role := &v1alpha1.ModelRole{
 		Spec: v1alpha1.ModelRoleSpec{DeploymentName: "md", RoleName: "server", Replicas: s.replicas, Size: int32(s.size), Revision: s.revision}}
 	replicas := make([]v1alpha1.ModelReplica, 0, len(s.rs))
 	admitted := map[int32]bool{}
@@ -328,7 +328,7 @@ func (s *sim) pace() {
 		pods = append(pods, pod)
 	}
 	slots, present := pacing.ReadSlots(role, replicas, pods, admitted)
-	d := decide(observed{role: role, slots: slots, occupied: present})
+	d := decide(observed{role: role, slots: slots, occupied: present, replacement: s.replacement})
 	s.log("the pacer: %s", d.step.Message)
 	for _, sl := range d.scaledDown {
 		s.retire(sl.Replica, "scale-down")
@@ -337,13 +337,7 @@ func (s *sim) pace() {
 		s.createReplica(ordinal)
 		s.log("  creates %s", s.rs[len(s.rs)-1].name)
 	}
-	for k, v := range d.annotations {
-		if v == nil {
-			delete(s.role, k)
-		} else {
-			s.role[k] = *v
-		}
-	}
+	s.replacement = d.replacement
 	if d.step.Replace != "" {
 		s.checkDeparture(d.step.Replace)
 		s.stats.departures++
@@ -425,7 +419,7 @@ func (s *sim) converged() bool {
 			return false
 		}
 	}
-	return len(s.rs) == int(s.replicas) && len(s.pods) == int(s.replicas)*s.size && s.role[workerv1.AnnotationReplacing] == ""
+	return len(s.rs) == int(s.replicas) && len(s.pods) == int(s.replicas)*s.size && s.replacement.Ordinal == nil
 }
 
 // step picks the next event at random; an edit, a scale change or an eviction comes about once in

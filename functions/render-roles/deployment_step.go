@@ -487,8 +487,9 @@ func observedRollout(role workerv1.ModelDeploymentRole, observed *v1alpha1.Model
 	if upToDate := observed.Status.UpToDate; upToDate != nil {
 		r.UpToDate, r.Observed = int64(*upToDate), true
 	}
-	r.Replacing = observed.Annotations[workerv1.AnnotationReplacing] != ""
-	r.Gate = observed.Annotations[workerv1.AnnotationReplacementGate]
+	if rep := observed.Status.Replacement; rep != nil {
+		r.Replacing, r.Gate = rep.Ordinal != nil, rep.Gate
+	}
 	r.Held = observed.Annotations[workerv1.AnnotationRolloutHeld]
 	r.OlderCompatible = int64(ptr.Deref(observed.Status.OlderCompatible, 0))
 	return r

@@ -147,7 +147,7 @@ type RoleRollout struct {
 	Replacing bool
 	// OlderCompatible counts the up-to-date instances kept on an older render baseline.
 	OlderCompatible int64
-	// Gate is the gate the role's next departure waits at (workerv1.AnnotationReplacementGate).
+	// Gate is the gate the role's next departure waits at (ModelRoleStatus.Replacement).
 	Gate string
 	// Held is the role's rollout hold (workerv1.AnnotationRolloutHeld: a reason, a colon, a message).
 	Held string

@@ -66,7 +66,7 @@ func TestStandbyFinishesARollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the first replacement in flight", func() error {
-		v, err := roleAnnotation(ctx, ns, name+"-server", "worker.gpustack.ai/replacing")
+		v, err := recordedReplacement(ctx, ns, name, "server")
 		if err != nil || v == "" {
 			return fmt.Errorf("replacing=%q: %v", v, err)
 		}

@@ -2,21 +2,24 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/retirement"
 )
 
 // runOnH20 applies the example cluster in namespace, a ClusterQueue of gpus behind the h20
@@ -344,19 +347,30 @@ func TestRolloutWaitsAndSupersedes(t *testing.T) {
 	})
 }
 
-// roleAnnotation reads one annotation of a ModelRole.
-func roleAnnotation(ctx context.Context, namespace, name, key string) (string, error) {
-	role := &unstructured.Unstructured{}
-	role.SetAPIVersion("internal.mdplane.io/v1alpha1")
-	role.SetKind("ModelRole")
-	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, role); err != nil {
+// recordedReplacement is the ordinal of the role's replacement in flight as the deployment's rollout
+// record holds it (what a restarted controller resumes from); empty when none.
+func recordedReplacement(ctx context.Context, namespace, deployment, role string) (string, error) {
+	md := &workerv1.ModelDeployment{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, md); err != nil {
 		return "", err
 	}
-	return role.GetAnnotations()[key], nil
+	cm := &corev1.ConfigMap{}
+	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: retirement.RecordName(md.UID)}, cm); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	raw := cm.Data[retirement.ReplacementKeyPrefix+role]
+	if raw == "" {
+		return "", nil
+	}
+	var r v1alpha1.Replacement
+	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Ordinal == nil {
+		return "", err
+	}
+	return strconv.Itoa(int(*r.Ordinal)), nil
 }
 
 // TestRolloutResumesAfterRestart: mdplane-controllers killed while a replacement waits for quota
-// remembers it on the ModelRole; started again, it finishes that replacement before the next
+// remembers it in the deployment's rollout record; started again, it finishes that replacement before the next
 // replica leaves.
 func TestRolloutResumesAfterRestart(t *testing.T) {
 	ctx := context.Background()
@@ -369,8 +383,8 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 		"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "r2 retired and its replacement queued, remembered on the ModelRole", func() error {
-		v, err := roleAnnotation(ctx, ns, name+"-server", "worker.gpustack.ai/replacing")
+	eventually(t, 2*time.Minute, "r2 retired and its replacement queued, remembered in the deployment's record", func() error {
+		v, err := recordedReplacement(ctx, ns, name, "server")
 		if err != nil || v != "2" {
 			return fmt.Errorf("replacing=%q: %v", v, err)
 		}

@@ -147,7 +147,9 @@ type ModelRoleStatus struct {
 	// status.retirement.
 	// +optional
 	Retirement *workerv1.Retirement `json:"retirement,omitempty"`
-	// Replacement is the one replacement in flight, remembered so a restart resumes it.
+	// Replacement is where the role's rollout stands, as the rollout controller's record holds it:
+	// the replacement in flight and the gate the next departure waits at. Reported at the role's
+	// status interval; the record itself is what a restarted controller resumes from.
 	// +optional
 	Replacement *Replacement `json:"replacement,omitempty"`
 	// Eligible counts the instances qualified to take traffic: absent while any instance is
@@ -186,15 +188,15 @@ func (r *RoleRevision) TakesOver() bool {
 	return r.Template.Annotations["prometheus.io/scrape"] != "true"
 }
 
-// Replacement is the slot a rollout is replacing.
+// Replacement is where a role's rollout stands: the slot whose replacement is unresolved and the
+// gate the role's next departure waits at.
 type Replacement struct {
-	// Ordinal of the slot.
-	Ordinal int32 `json:"ordinal"`
-	// Revision the slot is being refilled with.
-	Revision string `json:"revision"`
-	// StartedAt is when the old instance was retired.
+	// Ordinal of the slot whose replacement is unresolved; absent when none is.
 	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	Ordinal *int32 `json:"ordinal,omitempty"`
+	// Gate the next departure waits at (Admitted or Ready); empty when it waits at none.
+	// +optional
+	Gate string `json:"gate,omitempty"`
 }
 
 // ModelReplica is one instance of a role: one Kueue pod group of size Pods stamped from one revision.

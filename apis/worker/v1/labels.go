@@ -41,9 +41,6 @@ const (
 	// AnnotationParkedGeneration on a parked Workload records the deployment generation the joint
 	// admission check parked its set at; a new generation queues the set again.
 	AnnotationParkedGeneration = "worker.gpustack.ai/parked-generation"
-	// AnnotationReplacing on a ModelRole remembers the ordinal whose replacement is unresolved, so a
-	// restarted rollout controller resumes the same replacement.
-	AnnotationReplacing = "worker.gpustack.ai/replacing"
 	// AnnotationRolloutHeld on a ModelRole says why its outdated replicas are not replaced now (a
 	// reason, a colon, a message); the cache step writes it in the same apply as the configuration
 	// that made them outdated, so the rollout controller never sees one without the other.
@@ -64,10 +61,6 @@ const (
 	// next old replica of its role leaves: RolloutCadenceAdmission (the default) or
 	// RolloutCadenceCapacity (docs/rollout.md, "Capacity-preserving cadence").
 	AnnotationRolloutCadence = "modeldeployment.gpustack.ai/rollout-cadence"
-	// AnnotationReplacementGate on a ModelRole names the gate its replacement in flight waits at
-	// (ReplacementGateAdmitted or ReplacementGateReady); the rollout controller writes it and the
-	// deployment's ReplicasUpToDate condition repeats it.
-	AnnotationReplacementGate = "worker.gpustack.ai/replacement-gate"
 
 	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
 	// once there, the term stays (elastic-dp-lifecycle §2.5).
@@ -114,7 +107,7 @@ const (
 	RolloutCadenceCapacity RolloutCadence = "capacity-preserving"
 )
 
-// The gates a replacement in flight waits at (AnnotationReplacementGate).
+// The gates a replacement in flight waits at (ModelRoleStatus.Replacement of internal.mdplane.io).
 const (
 	ReplacementGateAdmitted = "Admitted"
 	ReplacementGateReady    = "Ready"
