@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestWriteTimes: a replica's first report is written once the replica has existed settleInterval; a change the role reads once it has
-// stood settleInterval and reportInterval after the last write; a change of details alone
-// detailInterval from when it was first seen (a change the role reads in between carries it); a
-// write or a settled status starts each wait over.
+// TestWriteTimes: a replica's first report is written once the replica has existed
+// settleInterval; a change the role reads once it has stood settleInterval and reportInterval after
+// the last write; a change of details alone detailInterval from when it was first seen (a change
+// the role reads in between carries it); a write or a settled status starts each wait over.
 func TestWriteTimes(t *testing.T) {
 	start := time.Now()
 	now := start
