@@ -209,7 +209,7 @@ func (b *Book) Remember(ctx context.Context, c client.Client, md *workerv1.Model
 		return nil
 	}
 	value := ""
-	if r.Ordinal != nil || r.Gate != "" {
+	if !r.None() {
 		raw, err := json.Marshal(r)
 		if err != nil {
 			return err

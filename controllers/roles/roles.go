@@ -150,7 +150,7 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 // count: a rollout turns one over per replica.
 func status(role *v1alpha1.ModelRole, s rolestatus.Summary, retiring *workerv1.Retirement, replacing v1alpha1.Replacement, now time.Time) v1alpha1.ModelRoleStatus {
 	out := s.Status
-	if replacing.Ordinal != nil || replacing.Gate != "" {
+	if !replacing.None() {
 		out.Replacement = &replacing
 	}
 	out.Retirement = retiring.DeepCopy()

@@ -54,10 +54,7 @@ func (p *Pacer) retireSeated(ctx context.Context, o *observed, d *pass) (time.Du
 		}
 		return s.EverAdmitted
 	})
-	md := &workerv1.ModelDeployment{}
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: role.Namespace, Name: role.Spec.DeploymentName}, md); err != nil {
-		return 0, client.IgnoreNotFound(err) // a role outliving its deployment is being collected
-	}
+	md := o.deployment
 	held, err := p.book().Load(ctx, p.reader(), md)
 	if err != nil {
 		if held, err = nil, p.dropUnreadable(ctx, role, md, err); err != nil {

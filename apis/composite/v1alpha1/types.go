@@ -199,6 +199,9 @@ type Replacement struct {
 	Gate string `json:"gate,omitempty"`
 }
 
+// None reports whether the replacement records nothing: no slot in flight and no gate.
+func (r Replacement) None() bool { return r.Ordinal == nil && r.Gate == "" }
+
 // ModelReplica is one instance of a role: one Kueue pod group of size Pods stamped from one revision.
 // Its spec never changes after creation; replacing it is deleting it. It is a plain CRD, not a
 // Crossplane composite: the rollout controller creates it, the members controller creates its Pods
