@@ -105,6 +105,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespon
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
+	xfn.StateReadiness(rsp)
 	xfn.SetCondition(rsp, "DomainRegistered", domain.Registered.Status, domain.Registered.Reason, domain.Registered.Message)
 	setConditions(rsp, md, d, unmanagedRoles(req, md))
 	removed := setRouterStatus(rsp, md, rt, routerRoles, poolEndpoint(d, objs.pool), status)

@@ -80,7 +80,7 @@ func TestRouterEndpoint(t *testing.T) {
 		assert.NotContains(t, status, "endpoint", "the deployment Service is not the address behind a router")
 		assert.Equal(t, "NotDeployed", condition(rsp, "RouterReady").GetReason())
 		assert.Contains(t, rsp.GetDesired().GetResources(), "router-deployment")
-		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetResources()["router-deployment"].GetReady())
+		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady(), "the deployment is not Ready while its router serves no replica")
 	})
 	t.Run("the router's address once a replica is available", func(t *testing.T) {
 		rsp, err := (&kvcache.Function{}).RunFunction(context.Background(),

@@ -231,6 +231,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		return err
 	}
+	xfn.StateReadiness(rsp)
 	return xfn.SetDesiredStatus(req, rsp, xr, &p.status)
 }
 

@@ -142,7 +142,7 @@ func TestDeploymentStep(t *testing.T) {
 		assert.Equal(t, "chat", field(t, desired["service"], "metadata", "name"))
 		assert.Equal(t, "0", field(t, desired["service"], "spec", "selector", "modeldeployment.gpustack.ai/member-index"),
 			"Services front leaders")
-		assert.Equal(t, fnv1.Ready_READY_FALSE, desired["service"].GetReady(), "a Service is ready once it exists")
+		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady(), "a Service is ready once it exists, the deployment once every resource is")
 		assert.Equal(t, "http://chat.team-a.svc:8000", field(t, rsp.GetDesired().GetComposite(), "status", "endpoint"))
 		assert.Equal(t, "0S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
 		for key, r := range desired {
@@ -157,8 +157,8 @@ func TestDeploymentStep(t *testing.T) {
 			"service": `{apiVersion: v1, kind: Service, metadata: {name: chat}}`,
 		}})
 		desired := rsp.GetDesired().GetResources()
+		assert.Equal(t, fnv1.Ready_READY_FALSE, rsp.GetDesired().GetComposite().GetReady(), "the role's Service is not observed yet")
 		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["role-server"].GetReady())
-		assert.Equal(t, fnv1.Ready_READY_TRUE, desired["service"].GetReady())
 		assert.Equal(t, "2S", field(t, rsp.GetDesired().GetComposite(), "status", "roleSummary"))
 		roles := field(t, rsp.GetDesired().GetComposite(), "status", "roles").([]any)
 		assert.EqualValues(t, 2, roles[0].(map[string]any)["ready"])

@@ -69,7 +69,31 @@ func SetDesiredStatus(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionRespons
 			return err
 		}
 	}
-	return response.SetDesiredCompositeResource(rsp, dxr)
+	ready := rsp.GetDesired().GetComposite().GetReady() // a readiness already stated is kept
+	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
+		return err
+	}
+	rsp.Desired.Composite.Ready = ready
+	return nil
+}
+
+// StateReadiness states the composite's readiness outright from the desired composed resources, once
+// a step has composed its own: ready when there are some, every one is ready and no earlier step
+// stated not ready. It then marks each composed resource ready. Crossplane records an event on the
+// composite for every composed resource it is told is not ready, on every reconcile (a dozen event
+// writes in a 20-replica rolling edit); a stated readiness supersedes the resources' own, so the
+// composite is Ready exactly when it was before and those writes are spared. Each step of the
+// pipeline calls it, so the verdict is the conjunction of every step's resources.
+func StateReadiness(rsp *fnv1.RunFunctionResponse) {
+	resources := rsp.GetDesired().GetResources()
+	ready := len(resources) > 0 && rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE
+	for _, r := range resources {
+		if r.GetReady() != fnv1.Ready_READY_TRUE {
+			ready = false
+		}
+		r.Ready = fnv1.Ready_READY_TRUE
+	}
+	SetDesiredReady(rsp, ready)
 }
 
 // SetDesiredReady states the composite's readiness outright, where Crossplane would otherwise derive
