@@ -76,6 +76,13 @@ func (r *Runner) RollingEdit(ctx context.Context, replicas int) (*PhaseResult, e
 	if err := r.settle(ctx, rolling, replicas, time.Now()); err != nil {
 		return nil, err
 	}
+	// Its Pods Ready is not yet the deployment standing: the replicas' and the role's reports of
+	// that readiness follow within seconds, and are the create's writes, not the edit's.
+	if err := poll(ctx, r.cfg.Timeout, rolling+" Ready, every replica reported Ready", func() error {
+		return r.reported(ctx, md, replicas)
+	}); err != nil {
+		return nil, err
+	}
 	before, err := r.roleRevision(ctx, rolling)
 	if err != nil {
 		return nil, err
@@ -101,6 +108,27 @@ func (r *Runner) RollingEdit(ctx context.Context, replicas int) (*PhaseResult, e
 		return nil, err
 	}
 	return r.phase(fmt.Sprintf("rolling extraArgs edit of a %d-replica role", replicas), replicas, start)
+}
+
+// reported is nil once the deployment is Ready and each of its replicas reports its members Ready.
+func (r *Runner) reported(ctx context.Context, md *unstructured.Unstructured, replicas int) error {
+	if r.readySince(ctx, md).IsZero() {
+		return fmt.Errorf("%s is not Ready", md.GetName())
+	}
+	list := &v1alpha1.ModelReplicaList{}
+	if err := r.c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(naming.RoleLabels(md.GetName(), "server"))); err != nil {
+		return err
+	}
+	unreported := replicas - len(list.Items)
+	for _, mr := range list.Items {
+		if mr.Status.ReadyMembers == nil || int(*mr.Status.ReadyMembers) != r.cfg.Size {
+			unreported++
+		}
+	}
+	if unreported > 0 {
+		return fmt.Errorf("%d of %d replicas have not reported their members Ready", unreported, replicas)
+	}
+	return nil
 }
 
 // roleRevision is the current revision of a deployment's role.
