@@ -49,6 +49,12 @@ func standing(ctx context.Context, namespace, deployment string) (map[string]cor
 	return out, nil
 }
 
+// editRendered bounds how long an edit waits for its render when the deployment's Crossplane watch
+// circuit breaker may have opened: Crossplane v2.4 reconciles a composite several times per change
+// of its conditions, and on a loaded machine a burst of changes can empty the breaker; an edit is
+// then rendered at the breaker's half-open probe (30 s) or the render's one-minute TTL.
+const editRendered = 75 * time.Second
+
 func patchReplicas(t *testing.T, namespace, deployment string, replicas int) {
 	t.Helper()
 	if _, err := stack.Kubectl("patch", "modeldeployment", deployment, "-n", namespace, "--type=json",

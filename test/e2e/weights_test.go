@@ -522,7 +522,7 @@ spec:
 	}
 
 	patchReplicas(t, ns, name, 1)
-	eventually(t, 30*time.Second, "the hold lifted and the replica up to date", func() error {
+	eventually(t, editRendered, "the hold lifted and the replica up to date", func() error {
 		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "True", "UpToDate")
 	})
 	if c, err := deploymentConditionOf(ctx, ns, name, "WeightsReady"); err != nil {
