@@ -51,6 +51,7 @@ func manifestSets(t *testing.T) [][]string {
 func TestOfflineDefaultsAreTheWebhooks(t *testing.T) {
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
+	sentToDefaulter := sentTo(t, "mmodeldeployment.worker.gpustack.ai")
 	patched := map[string]int{}
 	for _, files := range manifestSets(t) {
 		t.Run(files[0], func(t *testing.T) {
@@ -72,6 +73,9 @@ func TestOfflineDefaultsAreTheWebhooks(t *testing.T) {
 				}
 				cluster, n := applyWebhook(t, handler, checker.Default(d.Object))
 				patched[d.Object.GetKind()] += n
+				if n > 0 && d.Object.GetKind() == workerv1.ModelDeploymentKind {
+					assert.True(t, sentToDefaulter(checker.Default(d.Object).Object), "%s: defaulted, but its match condition would not send it", d.Source)
+				}
 				assert.Equal(t, cluster, normalized(t, objects[i].Object), "%s: the offline defaults differ from the webhook's", d.Source)
 			}
 		})

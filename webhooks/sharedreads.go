@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -26,6 +27,8 @@ type SharedReads struct {
 
 	mu    sync.Mutex
 	reads map[readKey]*objectReads
+	// last is each object's last answer, which names the links of a chain to read ahead (Recent).
+	last map[readKey]client.Object
 }
 
 // readKey names an object by its Go type, its kind (for unstructured objects) and its key.
@@ -69,6 +72,20 @@ func (s *SharedReads) Get(ctx context.Context, key client.ObjectKey, obj client.
 	return nil
 }
 
+// Recent copies into obj the last answer a shared read of key gave, however old, and reports
+// whether there is one. It says what to read next, never what decides a review.
+func (s *SharedReads) Recent(key client.ObjectKey, obj client.Object) bool {
+	k := readKey{goType: fmt.Sprintf("%T", obj), kind: obj.GetObjectKind().GroupVersionKind().String(), key: key}
+	s.mu.Lock()
+	last := s.last[k]
+	s.mu.Unlock()
+	if last == nil {
+		return false
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(last.DeepCopyObject()).Elem())
+	return true
+}
+
 // join returns the read a Get of k waits for: the next read when one is in flight, else a new read
 // sent at once.
 func (s *SharedReads) join(k readKey, obj client.Object) *sharedRead {
@@ -105,6 +122,7 @@ func (s *SharedReads) start(k readKey, read *sharedRead, empty client.Object) {
 		close(read.done)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.remember(k, read)
 		reads := s.reads[k]
 		reads.inFlight, reads.next = reads.next, nil
 		if reads.inFlight == nil {
@@ -120,4 +138,18 @@ func (s *SharedReads) timeout() time.Duration {
 		return s.Timeout
 	}
 	return ReadBudget
+}
+
+// remember keeps a read's answer as the object's last, and forgets an object the read found gone.
+// The caller holds s.mu.
+func (s *SharedReads) remember(k readKey, read *sharedRead) {
+	switch {
+	case read.err == nil:
+		if s.last == nil {
+			s.last = map[readKey]client.Object{}
+		}
+		s.last[k] = read.result
+	case apierrors.IsNotFound(read.err):
+		delete(s.last, k)
+	}
 }

@@ -97,28 +97,100 @@ func instanceTypes(ctx context.Context, r Reader, names []string) (map[string]*w
 }
 
 // kvCacheChain reads spec.kvCache's Binding, its pool and the pool's backend; a link that does not
-// exist is left nil, and so are the links after it, which the rules report or skip.
+// exist is left nil, and so are the links after it, which the rules report or skip. Each link names
+// the next, and a review waiting for each answer before asking for the next would wait three round
+// trips: the pool and backend that the last answers named are read side by side with the Binding,
+// and a link the fresh answers name otherwise is read after them. Every link judged is read after
+// the review arrived.
 func kvCacheChain(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (*validation.KVCacheChain, error) {
+	bindingKey := client.ObjectKey{Namespace: md.Namespace, Name: md.Spec.KVCache.PoolRef.Name}
+	poolName, backendName := lastLinks(r, bindingKey)
+	binding := readAhead(ctx, r, bindingKey, &workerv1.KVCachePoolBinding{})
+	pool := guessAhead(ctx, r, poolName, &workerv1.KVCachePool{})
+	backend := guessAhead(ctx, r, backendName, &workerv1.KVCacheBackend{})
 	ch := &validation.KVCacheChain{}
-	binding := &workerv1.KVCachePoolBinding{}
-	if found, err := get(ctx, r, client.ObjectKey{Namespace: md.Namespace, Name: md.Spec.KVCache.PoolRef.Name}, binding); !found || err != nil {
+	if found, err := binding.wait(); !found || err != nil {
 		return ch, err
 	}
-	ch.Binding = binding
-	pool := &workerv1.KVCachePool{}
-	if found, err := get(ctx, r, client.ObjectKey{Name: binding.Spec.PoolRef.Name}, pool); !found || err != nil {
+	ch.Binding = binding.obj
+	pool = pool.orRead(ctx, r, client.ObjectKey{Name: ch.Binding.Spec.PoolRef.Name}, &workerv1.KVCachePool{})
+	if found, err := pool.wait(); !found || err != nil {
 		return ch, err
 	}
-	ch.Pool = pool
-	if len(pool.Spec.Backends) == 0 {
+	ch.Pool = pool.obj
+	if len(ch.Pool.Spec.Backends) == 0 {
 		return ch, nil
 	}
-	backend := &workerv1.KVCacheBackend{}
-	if found, err := get(ctx, r, client.ObjectKey{Name: pool.Spec.Backends[0]}, backend); !found || err != nil {
+	backend = backend.orRead(ctx, r, client.ObjectKey{Name: ch.Pool.Spec.Backends[0]}, &workerv1.KVCacheBackend{})
+	if found, err := backend.wait(); !found || err != nil {
 		return ch, err
 	}
-	ch.Backend = backend
+	ch.Backend = backend.obj
 	return ch, nil
+}
+
+// recentAnswers is a Reader that remembers its last answers (SharedReads).
+type recentAnswers interface {
+	Recent(key client.ObjectKey, obj client.Object) bool
+}
+
+// lastLinks are the pool and backend the last answers of r chained to a Binding, "" where r
+// remembers none.
+func lastLinks(r Reader, bindingKey client.ObjectKey) (pool, backend string) {
+	recent, ok := r.(recentAnswers)
+	if !ok {
+		return "", ""
+	}
+	b := &workerv1.KVCachePoolBinding{}
+	if !recent.Recent(bindingKey, b) {
+		return "", ""
+	}
+	p := &workerv1.KVCachePool{}
+	if !recent.Recent(client.ObjectKey{Name: b.Spec.PoolRef.Name}, p) || len(p.Spec.Backends) == 0 {
+		return b.Spec.PoolRef.Name, ""
+	}
+	return b.Spec.PoolRef.Name, p.Spec.Backends[0]
+}
+
+// pendingRead is one object read in the background.
+type pendingRead[T client.Object] struct {
+	key   client.ObjectKey
+	obj   T
+	done  chan struct{}
+	found bool
+	err   error
+}
+
+// readAhead starts reading key into obj.
+func readAhead[T client.Object](ctx context.Context, r Reader, key client.ObjectKey, obj T) *pendingRead[T] {
+	p := &pendingRead[T]{key: key, obj: obj, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.found, p.err = get(ctx, r, key, obj)
+	}()
+	return p
+}
+
+// guessAhead starts reading the cluster-scoped object a link is guessed to name; nil for no guess.
+func guessAhead[T client.Object](ctx context.Context, r Reader, name string, obj T) *pendingRead[T] {
+	if name == "" {
+		return nil
+	}
+	return readAhead(ctx, r, client.ObjectKey{Name: name}, obj)
+}
+
+// orRead is p when it reads key, else a read of key into obj started now.
+func (p *pendingRead[T]) orRead(ctx context.Context, r Reader, key client.ObjectKey, obj T) *pendingRead[T] {
+	if p != nil && p.key == key {
+		return p
+	}
+	return readAhead(ctx, r, key, obj)
+}
+
+// wait waits for the read; found is false when the object does not exist.
+func (p *pendingRead[T]) wait() (found bool, err error) {
+	<-p.done
+	return p.found, p.err
 }
 
 // get reads one object; found is false when it does not exist.

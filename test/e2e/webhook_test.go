@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +125,56 @@ spec:
 	if res == nil || res.Accelerator == nil || res.Accelerator.String() != "1" {
 		t.Fatalf("resources.accelerator not defaulted to 1 on an acceleratable type: %+v", res)
 	}
+}
+
+// TestADeploymentDeclaringEveryCountIsNotSentToTheDefaulter: the defaulter's match condition, as the
+// API server evaluates it. A deployment whose every role declares its accelerator count is admitted
+// without a call to the mutating webhook (the API server counts an exclusion); one leaving a count
+// unset is defaulted by it (TestTheAcceleratorCountDefaultsFromTheInstanceType).
+func TestADeploymentDeclaringEveryCountIsNotSentToTheDefaulter(t *testing.T) {
+	ctx := context.Background()
+	applyCluster(t, ctx, "team-mc")
+	t.Cleanup(func() { tearDown(t, ctx, "team-mc") })
+	before := defaulterExclusions(t)
+	f := filepath.Join(t.TempDir(), "declared.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: declared, namespace: team-mc}
+spec:
+  model: {name: Qwen/Qwen3-8B}
+  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
+  roles:
+    - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 1}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := stack.Kubectl("create", "--dry-run=server", "-f", f); err != nil {
+		t.Fatalf("the create: %v\n%s", err, out)
+	}
+	if after := defaulterExclusions(t); after <= before {
+		t.Fatalf("the API server did not skip the defaulter for a deployment declaring every count: exclusions %v, then %v", before, after)
+	}
+}
+
+// defaulterExclusions is the API server's count of requests its match conditions kept from the
+// ModelDeployment defaulter.
+func defaulterExclusions(t *testing.T) float64 {
+	t.Helper()
+	raw, err := stack.Kubectl("get", "--raw", "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(raw, "\n") {
+		if strings.HasPrefix(line, "apiserver_admission_match_condition_exclusions_total{") && strings.Contains(line, `name="mmodeldeployment.worker.gpustack.ai"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				t.Fatalf("reading %q: %v", line, err)
+			}
+			total += v
+		}
+	}
+	return total
 }
 
 // TestTwoBindingsNeverShareATenant: a domain name is the tenant the cache master keys blocks by, so
