@@ -117,7 +117,7 @@ func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
 	waiting := slices.DeleteFunc(slices.Clone(members), admittedMember)
 	var due time.Duration
 	if v.State == kueue.CheckStatePending {
-		waiting, due = toldOfWait(waiting, v, now)
+		waiting, due = toldOfWait(members, waiting, now)
 	}
 	p := plan{writes: checkWrites(now, waiting, v.State, v.Message, true), requeueAfter: v.ParkIn}
 	if due > 0 && (p.requeueAfter == 0 || due < p.requeueAfter) {
@@ -137,19 +137,26 @@ func hold(members []*kueue.Workload, v Verdict, now time.Time) plan {
 	return p
 }
 
-// waitSettle is how long a wait stands before a waiting member is told of it. Kueue builds a group's
-// Workload the moment its Pods exist and reserves its quota a moment later, so a set usually
-// assembles, reserves and turns Ready within seconds: told at once, each member would get the
-// assembling message, then the lacking one, then Ready, three writes where Ready alone says it all.
-const waitSettle = 5 * time.Second
+// waitSettle is how long a set stands still before its waiting members are told why they wait, and
+// waitLimit how long a member waits before it is told even while its set moves. A set coming up
+// builds a Workload or reserves quota every few milliseconds until its last group reserves and the
+// whole set turns Ready: told on the way, each member would get the assembling message, then the
+// lacking one, then Ready, three writes where Ready alone says it all (the deployment's conditions
+// carry the live counts meanwhile). A set that stops moving (a group Kueue cannot build, quota that
+// runs out) is told within waitSettle.
+const (
+	waitSettle = 5 * time.Second
+	waitLimit  = 2 * time.Minute
+)
 
-// toldOfWait keeps the waiting members that may be told of the set's wait now: while the set
-// assembles, a member whose Workload has stood waitSettle; once every group has its Workload, every
-// member, when the last was built waitSettle ago. due is when the next one may be told (0: none
+// toldOfWait keeps the waiting members that may be told of the set's wait now: every one once the
+// set has stood still waitSettle (no member's Workload built, no member's quota reserved since),
+// else those whose Workload has stood waitLimit. Both are read from the Workloads' own timestamps,
+// so a restarted controller tells no sooner and no later. due is when the next may be told (0: none
 // waits).
-func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (tell []*kueue.Workload, due time.Duration) {
-	later := func(since time.Time) bool {
-		if left := since.Add(waitSettle).Sub(now); left > 0 {
+func toldOfWait(members, waiting []*kueue.Workload, now time.Time) (tell []*kueue.Workload, due time.Duration) {
+	later := func(at time.Time) bool {
+		if left := at.Sub(now); left > 0 {
 			if due == 0 || left < due {
 				due = left
 			}
@@ -157,16 +164,27 @@ func toldOfWait(waiting []*kueue.Workload, v Verdict, now time.Time) (tell []*ku
 		}
 		return false
 	}
-	if !v.Settled.IsZero() && later(v.Settled) {
-		return nil, due
+	if !later(lastMoved(members).Add(waitSettle)) {
+		return waiting, 0
 	}
 	for _, m := range waiting {
-		if v.Settled.IsZero() && later(m.CreationTimestamp.Time) {
-			continue
+		if !later(m.CreationTimestamp.Add(waitLimit)) {
+			tell = append(tell, m)
 		}
-		tell = append(tell, m)
 	}
 	return tell, due
+}
+
+// lastMoved is when a set last moved: the latest of its members' Workloads built and quota reserved.
+func lastMoved(members []*kueue.Workload) time.Time {
+	var last time.Time
+	for _, m := range members {
+		last = latestOf(last, m.CreationTimestamp.Time)
+		if c := apimeta.FindStatusCondition(m.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionTrue {
+			last = latestOf(last, c.LastTransitionTime.Time)
+		}
+	}
+	return last
 }
 
 // admittedMember reports whether Kueue admitted a member with this check Ready: it is serving.

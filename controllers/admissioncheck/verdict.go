@@ -40,8 +40,6 @@ type Verdict struct {
 	Park bool
 	// ParkIn is how long until the set would be parked, when it is waiting and settled.
 	ParkIn time.Duration
-	// Settled is when a set lacking quota became settled: its last group's Workload was built.
-	Settled time.Time
 }
 
 // reserved reports whether a Workload holds a quota reservation that is not being given up.
@@ -107,8 +105,6 @@ type tally struct {
 	assembling, lacking   map[string]int32
 	nAssembling, nLacking int32
 	first, pendingSince   time.Time
-	// built is when the last of the declared groups' Workloads was built.
-	built time.Time
 }
 
 // latest is each declared (role, ordinal)'s Workload: of several groups in one slot, the one with a
@@ -144,9 +140,6 @@ func count(set Set, check kueue.AdmissionCheckReference) tally {
 
 // add counts one declared group by its Workload.
 func (t *tally) add(role string, wl *kueue.Workload, check kueue.AdmissionCheckReference) {
-	if wl != nil && wl.CreationTimestamp.After(t.built) {
-		t.built = wl.CreationTimestamp.Time
-	}
 	switch {
 	case wl == nil:
 		t.assembling[role]++
@@ -184,7 +177,7 @@ func latestOf(a, b time.Time) time.Time {
 // lacking is the verdict of a settled set some of whose groups lack quota: Pending, parked once a
 // group has held quota with the check Pending for parkAfter, else with the time left until then.
 func lacking(t tally, total int32, declared map[string]int32, now time.Time, parkAfter time.Duration) Verdict {
-	v := Verdict{State: kueue.CheckStatePending, Settled: t.built, Message: fmt.Sprintf(
+	v := Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 		"held until the whole set has reserved quota: %d of %d replica groups still lack quota (%s)",
 		t.nLacking, total, roleCounts(t.lacking, declared))}
 	if t.pendingSince.IsZero() {
