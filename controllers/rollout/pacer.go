@@ -84,20 +84,22 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 	toRole := rolekey.Requests
 	// A pass reads every slot of the role, so only the changes a pass reads wake it: a replica or
 	// Pod coming or going, a Pod's scheduling gates or revoked eligibility, a Workload's admission. The status churn of a
-	// role's hundreds of Pods and replicas coming up would otherwise run a pass per event.
+	// role's hundreds of Pods and replicas coming up would otherwise run a pass per event; the events
+	// that remain, hundreds a second while a large role comes up, share a pass per passGap.
+	perPass := func(h handler.EventHandler) handler.EventHandler { return rolekey.Coalesced(h, passGap) }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("role_rollout").
 		For(&v1alpha1.ModelRole{}).
-		Watches(&v1alpha1.ModelReplica{}, handler.EnqueueRequestsFromMapFunc(toRole), builder.WithPredicates(paced(func(old, new client.Object) bool {
+		Watches(&v1alpha1.ModelReplica{}, perPass(handler.EnqueueRequestsFromMapFunc(toRole)), builder.WithPredicates(paced(func(old, new client.Object) bool {
 			return old.GetGeneration() != new.GetGeneration()
 		}))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toRole), builder.WithPredicates(paced(func(old, new client.Object) bool {
+		Watches(&corev1.Pod{}, perPass(handler.EnqueueRequestsFromMapFunc(toRole)), builder.WithPredicates(paced(func(old, new client.Object) bool {
 			// A revoked eligibility label moves a retirement on (Admitted → Disqualified); grants,
 			// which every replica coming up gets, do not wake the role.
 			revoked := old.GetLabels()[workerv1.LabelEndpointEligible] == "true" && new.GetLabels()[workerv1.LabelEndpointEligible] != "true"
 			return revoked || len(old.(*corev1.Pod).Spec.SchedulingGates) != len(new.(*corev1.Pod).Spec.SchedulingGates)
 		}))).
-		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		Watches(&kueue.Workload{}, perPass(handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			pods := &corev1.PodList{}
 			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err == nil && len(pods.Items) > 0 {
 				return toRole(ctx, &pods.Items[0])
@@ -112,7 +114,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
 			}
 			return out
-		}), builder.WithPredicates(paced(func(old, new client.Object) bool {
+		})), builder.WithPredicates(paced(func(old, new client.Object) bool {
 			admitted := func(o client.Object) bool {
 				return apimeta.IsStatusConditionTrue(o.(*kueue.Workload).Status.Conditions, kueue.WorkloadAdmitted)
 			}
@@ -143,6 +145,10 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(p.Retirements.Subscribe(), &handler.EnqueueRequestForObject{})).
 		Complete(p)
 }
+
+// passGap is the least time between two passes of a role that its objects' events queue; an event
+// after a quiet passGap runs its pass at once.
+const passGap = 500 * time.Millisecond
 
 // paced passes creations, deletions, a deletion's start and the updates changed reports.
 func paced(changed func(old, new client.Object) bool) predicate.Funcs {
