@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -68,8 +70,41 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ok && (old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil ||
 				replicas.PodReady(old) != replicas.PodReady(cur) || old.Status.PodIP != cur.Status.PodIP)
 		}})).
+		// A group's admission moves what a resize may count as serving.
+		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			pods := &corev1.PodList{}
+			if err := mgr.GetClient().List(ctx, pods, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PodGroup: o.GetName()}, client.Limit(1)); err != nil || len(pods.Items) == 0 {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: pods.Items[0].Labels[workerv1.LabelInstance]}}}
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return workloadAdmitted(e.ObjectOld) != workloadAdmitted(e.ObjectNew)
+		}})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+func workloadAdmitted(o client.Object) bool {
+	wl, ok := o.(*kueue.Workload)
+	return ok && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+}
+
+// admittedNow sets each replica's admitted flag from its group's Workload, where Kueue has built
+// one: a replica reports its admission only with its next change that its role reads, seconds to a
+// minute later; the Workload has it first.
+func (r *Reconciler) admittedNow(ctx context.Context, md *workerv1.ModelDeployment, role string, list []v1alpha1.ModelReplica) error {
+	for i := range list {
+		replica := &list[i]
+		wl := &kueue.Workload{}
+		key := types.NamespacedName{Namespace: md.Namespace, Name: workerv1.GroupName(md.Namespace, md.Name, role, replica.Spec.Ordinal)}
+		switch err := r.Client.Get(ctx, key, wl); {
+		case err == nil:
+			replica.Status.Admitted = ptr.To(workloadAdmitted(wl))
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	return nil
 }
 
 func pods(e event.UpdateEvent) (*corev1.Pod, *corev1.Pod, bool) {
@@ -90,6 +125,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	replicas := &v1alpha1.ModelReplicaList{}
 	if err := r.Client.List(ctx, replicas, client.InNamespace(md.Namespace), client.MatchingLabels(naming.RoleLabels(md.Name, role.Name))); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.admittedNow(ctx, md, role.Name, replicas.Items); err != nil {
 		return reconcile.Result{}, err
 	}
 	members, err := r.pods(ctx, md, role.Name)

@@ -55,7 +55,8 @@ func RoleOf(md *workerv1.ModelDeployment) *workerv1.ModelDeploymentRole {
 }
 
 // Observe is the observation document of an elastic deployment from its role's standing replicas
-// (the members controller reports each one's admission) and the role's Pods.
+// (each one's admission as its group's Workload has it, else as the members controller reported
+// it) and the role's Pods.
 func Observe(md *workerv1.ModelDeployment, role *workerv1.ModelDeploymentRole, replicas []v1alpha1.ModelReplica, pods []corev1.Pod) Observation {
 	width := int(role.ElasticEP.Width)
 	o := Observation{

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -334,5 +335,40 @@ func TestUnreachableMaster(t *testing.T) {
 func TestBackoff(t *testing.T) {
 	for n, want := range map[int]time.Duration{1: 15 * time.Second, 2: 30 * time.Second, 3: time.Minute, 4: 2 * time.Minute, 5: 4 * time.Minute, 9: 4 * time.Minute} {
 		assert.Equal(t, want, elastic.Backoff(n), "refusal %d", n)
+	}
+}
+
+// TestAdmissionIsReadFromTheGroupsWorkload: a replica reports its admission only with a later change
+// its role reads; where Kueue has built the group's Workload, the Workload's admission counts.
+func TestAdmissionIsReadFromTheGroupsWorkload(t *testing.T) {
+	group := func(n int, admitted bool) *kueue.Workload {
+		wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: workerv1.GroupName("team", "moe", "server", int32(n))}}
+		if admitted {
+			wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted"}}
+		}
+		return wl
+	}
+	unreported := admittedReplica(2)
+	unreported.Status.Admitted = ptr.To(false)
+	for _, row := range []struct {
+		rule     string
+		objs     []client.Object
+		admitted int
+	}{
+		{"an admitted Workload counts before its replica reports it", []client.Object{group(2, true)}, 3},
+		{"near miss: a Workload not admitted counts as not admitted, whatever its replica last reported", []client.Object{group(0, false), group(2, true)}, 2},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			objs := []client.Object{elasticMD(3)}
+			for n := range 3 {
+				r := admittedReplica(n)
+				if n == 2 {
+					r = unreported.DeepCopy()
+				}
+				objs = append(objs, member(n, true, "", 3), r)
+			}
+			o := reconcileAt(t, fakecluster.Builder(append(objs, row.objs...)...).Build(), time.Now())
+			assert.Equal(t, elastic.Layer{Known: true, Value: row.admitted}, o.obs.Admitted)
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,17 +48,19 @@ const memberCreates = 8
 const slotBusyRetry = 2 * time.Second
 
 // reportInterval is the least time between two status writes of a replica that change what its role
-// reads (its reservation, size, readiness and qualification), settleInterval how long such a change
-// stands before it is written, and detailInterval the wait of a change of details alone (the counts,
-// the Workload's name, a reservation still pending, the admitted flag). A replica's Pods change
-// several times a second while it comes up (created, gated, admitted, scheduled, Ready) and its
-// group-forward probe answers within a second of its members turning Ready: the settle folds such a
-// burst into one write, and the intervals the changes seconds apart, about three writes per replica
-// coming up (its members, its reservation, its readiness with its verdict).
+// reads (its size, readiness, qualification, and its Pods all leaving), settleInterval how long such
+// a change stands before it is written, and detailInterval the wait of a change of details alone (the
+// counts, the Workload's name, its admission state and flavors, the admitted flag). A replica's Pods
+// change several times a second while it comes up (created, gated, admitted, scheduled, Ready) and
+// its group-forward probe answers within a second of its members turning Ready: the settle folds
+// such a burst into one write. Its admission moves seconds to minutes apart (reserved, then
+// admitted once its whole set is), and whoever acts on it reads its group's Workload (the role's
+// counts, the elastic resize), so it waits for the next change the role reads or detailInterval:
+// about two writes per replica coming up (its members, its readiness with its verdict).
 const (
 	reportInterval = 5 * time.Second
 	settleInterval = 2 * time.Second
-	detailInterval = 10 * time.Second
+	detailInterval = time.Minute
 )
 
 // Reconciler materialises ModelReplicas: it creates the member Pods and the instance Service a
@@ -509,17 +510,15 @@ func readiness(s v1alpha1.ModelReplicaStatus) xpv2.Condition {
 
 // roleView is what a replica's role and deployment read of its status.
 type roleView struct {
-	// quota is the replica's admission state, its waits (no Workload yet, a group still assembling,
-	// a reservation pending) as one: the role counts each, but acts on none of them, and Kueue moves
-	// a replica through them seconds apart.
-	quota           string
-	size            int32
-	reserved, ready bool
+	// leaving is whether every member is terminating: the role counts the slot Terminating. Its
+	// other admission states the role reads from the group's Workload, which has them first.
+	leaving bool
+	size    int32
+	ready   bool
 	// WeightsReady's status reads whether every live member has its volumes and its engine Ready;
 	// how many do not is a detail (the condition's message), which a member count moves with every
 	// Pod coming up.
 	volumesBehind, enginesBehind bool
-	flavors                      string // status.roles[].assignedFlavors reads it
 	// The role's eligible count and activation read whether the replica is conclusive, qualified
 	// and labelled; which inconclusive verdict it holds is a detail (the condition's reason).
 	conclusive, qualified, granted bool
@@ -529,8 +528,8 @@ type roleView struct {
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
-	v := roleView{quota: promptQuota(s.Quota), size: ptr.Deref(s.Size, 0), reserved: ptr.Deref(s.QuotaReserved, false), ready: s.Ready(),
-		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live, flavors: strings.Join(s.Flavors, ",")}
+	v := roleView{leaving: s.Quota == replicas.QuotaTerminating, size: ptr.Deref(s.Size, 0), ready: s.Ready(),
+		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live}
 	if c := s.GetCondition(v1alpha1.PodsCreatedConditionType); c.Reason != "" {
 		v.podsCreated = string(c.Status) + ": " + c.Message
 	}
@@ -539,13 +538,4 @@ func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 		v.conclusive = v.qualified || q.Verdict == v1alpha1.QualificationNotQualified
 	}
 	return v
-}
-
-// promptQuota is an admission state as its role acts on it: the waits before a reservation are one.
-func promptQuota(quota string) string {
-	switch quota {
-	case replicas.QuotaInFlight, replicas.QuotaIncomplete, replicas.QuotaPending:
-		return "waiting"
-	}
-	return quota
 }

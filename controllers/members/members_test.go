@@ -314,7 +314,7 @@ func TestReport(t *testing.T) {
 		reconcileReplica(t, r)
 		assert.Equal(t, 1, w["status"])
 	})
-	t.Run("a change the role reads waits out the report interval; a count alone, the longer detail interval", func(t *testing.T) {
+	t.Run("its reservation and a count are details; its readiness settles, then carries them", func(t *testing.T) {
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
 		now := time.Now()
@@ -323,29 +323,39 @@ func TestReport(t *testing.T) {
 		reconcileReplica(t, r) // reports them: InFlight, no Workload yet
 		require.Equal(t, 1, w["status"])
 		require.NoError(t, c.Create(ctx, reserved()))
-		assert.Equal(t, reportInterval, reconcileReplica(t, r).RequeueAfter, "reserved now: the report waits")
+		assert.Equal(t, detailInterval, reconcileReplica(t, r).RequeueAfter, "reserved now: the role reads that from the Workload")
 		now = now.Add(reportInterval)
-		assert.Zero(t, reconcileReplica(t, r).RequeueAfter)
-		require.Equal(t, 2, w["status"])
 		pod := podsOf(t, c)[0]
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		require.NoError(t, c.Status().Update(ctx, &pod))
-		assert.Equal(t, detailInterval, reconcileReplica(t, r).RequeueAfter, "one of two Ready: only a count changed")
-		assert.Equal(t, 2, w["status"])
-		got := &v1alpha1.ModelReplica{}
-		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
-		assert.Equal(t, "Reserved", got.Status.Quota)
-		now = now.Add(reportInterval)
+		assert.Equal(t, detailInterval-reportInterval, reconcileReplica(t, r).RequeueAfter, "one of two Ready: only a count changed")
+		assert.Equal(t, 1, w["status"])
 		for _, pod := range podsOf(t, c) {
 			ready(&pod)
 			require.NoError(t, c.Status().Update(ctx, &pod))
 		}
 		assert.Equal(t, settleInterval, reconcileReplica(t, r).RequeueAfter,
 			"every member Ready: the change settles first, so that what follows at once (a probe's verdict) rides along")
-		assert.Equal(t, 2, w["status"])
+		assert.Equal(t, 1, w["status"])
 		now = now.Add(settleInterval)
 		reconcileReplica(t, r)
-		assert.Equal(t, 3, w["status"])
+		assert.Equal(t, 2, w["status"])
+		got := &v1alpha1.ModelReplica{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(2)), got))
+		assert.Equal(t, "Reserved", got.Status.Quota, "the reservation rode along")
+	})
+	t.Run("a detail waiting its interval is written then, without a change the role reads", func(t *testing.T) {
+		w := writes{}
+		r, c, _ := newReconciler(t, w, replica(2), revision(t, "rev1", 2))
+		now := time.Now()
+		r.reported.now = func() time.Time { return now }
+		reconcileReplica(t, r)
+		reconcileReplica(t, r)
+		require.NoError(t, c.Create(ctx, reserved()))
+		reconcileReplica(t, r)
+		now = now.Add(detailInterval)
+		assert.Zero(t, reconcileReplica(t, r).RequeueAfter)
+		assert.Equal(t, 2, w["status"])
 	})
 	t.Run("a reservation still pending is a detail: the role acts on none of the waits before it", func(t *testing.T) {
 		w := writes{}

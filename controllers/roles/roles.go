@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,14 +18,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/internal/rolekey"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/replicas"
@@ -46,7 +50,7 @@ const DefaultInterval = 15 * time.Second
 // the role wakes the deployment's composition, which then reconciles several times over.
 const MilestoneGap = 2 * time.Second
 
-// Reporter writes each ModelRole's status from its replicas.
+// Reporter writes each ModelRole's status from its replicas and its slots' Workloads.
 type Reporter struct {
 	Client client.Client
 	// Interval is the least time between two status writes of a role; DefaultInterval when zero.
@@ -60,14 +64,22 @@ type Reporter struct {
 	written sync.Map // role UID → when its status was last written
 }
 
-// SetupWithManager watches ModelRoles' specs and every change of their replicas.
+// SetupWithManager watches ModelRoles' specs, every change of their replicas, and their groups'
+// Workloads' admission states.
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	toRole := rolekey.Requests
+	// A role's status is written at most once per MilestoneGap: the events of its hundreds of
+	// replicas and Workloads coming up share a count per second.
+	perCount := func(h handler.EventHandler) handler.EventHandler { return rolekey.Coalesced(h, time.Second) }
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("role_status").
 		// Its own status writes do not wake a role: only its spec does.
 		For(&v1alpha1.ModelRole{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.ModelReplica{}, handler.EnqueueRequestsFromMapFunc(toRole)).
+		Watches(&v1alpha1.ModelReplica{}, perCount(handler.EnqueueRequestsFromMapFunc(toRole))).
+		Watches(&kueue.Workload{}, perCount(handler.EnqueueRequestsFromMapFunc(r.rolesOfGroup)), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return admission(e.ObjectOld.(*kueue.Workload)) != admission(e.ObjectNew.(*kueue.Workload))
+			}})).
 		// A revision read later than its replicas decides their mode.
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(toRole))
 	if r.Retirements != nil {
@@ -111,7 +123,36 @@ func (r *Reporter) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	return reconcile.Result{}, nil
 }
 
-// observe reads the role's replicas and the mode of each revision they run.
+// rolesOfGroup are the roles one of whose declared slots a Workload's group is.
+func (r *Reporter) rolesOfGroup(ctx context.Context, o client.Object) []reconcile.Request {
+	roles := &v1alpha1.ModelRoleList{}
+	if err := r.Client.List(ctx, roles, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.RoleGroup: o.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(roles.Items))
+	for i := range roles.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&roles.Items[i])})
+	}
+	return out
+}
+
+// admission is the part of a Workload a role's status reads: its admission state (with no members
+// to count, what the Workload alone says) and the flavors it holds quota on.
+func admission(wl *kueue.Workload) string {
+	var flavors []string
+	if wl.Status.Admission != nil {
+		for _, a := range wl.Status.Admission.PodSetAssignments {
+			for _, f := range a.Flavors {
+				flavors = append(flavors, string(f))
+			}
+		}
+	}
+	slices.Sort(flavors)
+	return replicas.InstanceQuota(wl, 1, 0, 1) + " " + strings.Join(flavors, ",")
+}
+
+// observe reads the role's replicas, its slots' Workloads and the mode of each revision the
+// replicas run.
 func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (rolestatus.Observed, error) {
 	list := &v1alpha1.ModelReplicaList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(role.Namespace), client.MatchingLabels(naming.RoleLabels(role.Spec.DeploymentName, role.Spec.RoleName)),
@@ -119,7 +160,17 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 		return rolestatus.Observed{}, err
 	}
 	carried, _ := rolestatus.PodsCreatedOf(role.Status.ConditionedStatus)
-	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}}
+	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}, Workloads: map[int32]*kueue.Workload{}}
+	for ordinal := range role.Spec.Replicas {
+		wl := &kueue.Workload{}
+		key := types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)}
+		switch err := r.Client.Get(ctx, key, wl); {
+		case err == nil:
+			o.Workloads[ordinal] = wl
+		case client.IgnoreNotFound(err) != nil:
+			return rolestatus.Observed{}, err
+		}
+	}
 	for i := range list.Items {
 		replica := &list.Items[i]
 		o.Replicas = append(o.Replicas, replica)

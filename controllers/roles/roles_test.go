@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
@@ -90,6 +91,18 @@ func TestReporter(t *testing.T) {
 		ready := got.Status.GetCondition(xpv2.TypeReady)
 		assert.Equal(t, corev1.ConditionFalse, ready.Status)
 		assert.Equal(t, "1 of 2 replicas are Ready", ready.Message)
+	})
+	t.Run("counts a slot's reservation from its group's Workload before its replica reports it", func(t *testing.T) {
+		reported := func(r *v1alpha1.ModelReplica) *v1alpha1.ModelReplica {
+			r.Status.Members, r.Status.Size, r.Status.Quota = ptr.To[int32](1), ptr.To[int32](1), "Pending"
+			return r
+		}
+		reserved := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: workerv1.GroupName(ns, "md", "server", 0)}}
+		reserved.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved"}}
+		c := fakecluster.Builder(role("b", 2), reported(replica(0, "b", false)), reported(replica(1, "b", false)), reserved).Build()
+		_, got := reconcileRole(t, &roles.Reporter{Client: c})
+		assert.Equal(t, map[string]int32{"Reserved": 1, "Pending": 1}, got.Status.Quota)
+		assert.EqualValues(t, 1, *got.Status.QuotaReserved)
 	})
 	t.Run("is Ready once every slot holds a Ready replica", func(t *testing.T) {
 		c := fakecluster.Builder(role("b", 2), replica(0, "b", true), replica(1, "b", true)).Build()

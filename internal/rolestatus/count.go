@@ -6,6 +6,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/internal/replicas"
@@ -28,6 +29,10 @@ type Observed struct {
 	TakesOver map[string]bool
 	// Carried is whether the role already carries a PodsCreated condition.
 	Carried bool
+	// Workloads are the Workloads Kueue built for the declared slots' groups, by ordinal. A slot's
+	// admission state and flavors are read from its Workload, which always has them first: its
+	// replica reports them only when something else of it changes.
+	Workloads map[int32]*kueue.Workload
 }
 
 // Summary is a role's status without its conditions, and the two conditions it decides.
@@ -41,8 +46,8 @@ type Summary struct {
 }
 
 // Count sums a role's replicas of the declared ordinals. A slot counts its standing replica's
-// admission state, Terminating while its departed replica is still being deleted, and in flight
-// while its replica is being created.
+// admission state (its group's Workload's, once the replica's Pods exist), Terminating while its
+// departed replica is still being deleted, and in flight while its replica is being created.
 func Count(o Observed) Summary {
 	standing := make([]*v1alpha1.ModelReplica, o.Spec.Replicas)
 	leaving := map[int32]bool{}
@@ -62,7 +67,8 @@ func Count(o Observed) Summary {
 	quota := map[string]int32{}
 	qualifications := make([]*v1alpha1.Qualification, 0, o.Spec.Replicas)
 	for n, r := range standing {
-		quota[slotState(r, leaving[int32(n)])]++
+		wl := o.Workloads[int32(n)]
+		quota[slotState(r, wl, leaving[int32(n)])]++
 		if r == nil {
 			qualifications = append(qualifications, nil)
 			continue
@@ -74,7 +80,7 @@ func Count(o Observed) Summary {
 		if r.Status.Live != nil {
 			live = live.Add(*r.Status.Live)
 		}
-		for _, f := range r.Status.Flavors {
+		for _, f := range replicas.AssignedFlavors(wl, o.Spec.RoleName) {
 			if !slices.Contains(flavors, f) {
 				flavors = append(flavors, f)
 			}
@@ -101,13 +107,18 @@ func Count(o Observed) Summary {
 	return s
 }
 
-// slotState is a slot's admission state.
-func slotState(r *v1alpha1.ModelReplica, leaving bool) string {
+// slotState is a slot's admission state: its Workload's while its standing replica's Pods exist
+// (the replica's report of it may trail by its detail interval), else the replica's report.
+func slotState(r *v1alpha1.ModelReplica, wl *kueue.Workload, leaving bool) string {
 	switch {
-	case r != nil && r.Status.Quota != "":
-		return r.Status.Quota
 	case r == nil && leaving:
 		return replicas.QuotaTerminating
+	case r == nil:
+		return replicas.QuotaInFlight
+	case wl != nil && r.Status.Quota != replicas.QuotaTerminating && ptr.Deref(r.Status.Members, 0) > 0:
+		return replicas.InstanceQuota(wl, int(*r.Status.Members), 0, int(ptr.Deref(r.Status.Size, *r.Status.Members)))
+	case r.Status.Quota != "":
+		return r.Status.Quota
 	}
 	return replicas.QuotaInFlight
 }

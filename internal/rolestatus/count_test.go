@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/internal/rolestatus"
@@ -30,9 +31,25 @@ func leaving(r *v1alpha1.ModelReplica) *v1alpha1.ModelReplica {
 	return r
 }
 
-func withFlavors(r *v1alpha1.ModelReplica, flavors ...string) *v1alpha1.ModelReplica {
-	r.Status.Flavors = flavors
+// reporting is a replica that reported its members and the admission state quota.
+func reporting(r *v1alpha1.ModelReplica, quota string) *v1alpha1.ModelReplica {
+	r.Status.Members, r.Status.Size, r.Status.Quota = ptr.To[int32](1), ptr.To[int32](1), quota
 	return r
+}
+
+// workload is a group's Workload: waiting for quota, or holding it on flavors of the role's PodSet.
+func workload(flavors ...string) *kueue.Workload {
+	wl := &kueue.Workload{}
+	if len(flavors) == 0 {
+		return wl
+	}
+	wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue}}
+	assignment := kueue.PodSetAssignment{Name: "server", Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{}}
+	for i, f := range flavors {
+		assignment.Flavors[corev1.ResourceName("r"+string(rune('0'+i)))] = kueue.ResourceFlavorReference(f)
+	}
+	wl.Status.Admission = &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{assignment}}
+	return wl
 }
 
 func TestCount(t *testing.T) {
@@ -64,10 +81,23 @@ func TestCount(t *testing.T) {
 			TakesOver: map[string]bool{"new": false}})
 		assert.Equal(t, v1alpha1.DeployedModes{Managed: 1}, *s.Status.Modes)
 	})
-	t.Run("reports the flavors its standing replicas were admitted on, once each, sorted", func(t *testing.T) {
-		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
-			withFlavors(replica("a", 0, "new", true), "h100-spot"), withFlavors(replica("b", 1, "new", true), "a-reserved", "h100-spot")}})
+	t.Run("reports the flavors its standing replicas' Workloads hold quota on, once each, sorted", func(t *testing.T) {
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{replica("a", 0, "new", true), replica("b", 1, "new", true)},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100-spot"), 1: workload("a-reserved", "h100-spot")}})
 		assert.Equal(t, []string{"a-reserved", "h100-spot"}, s.Status.AssignedFlavors)
+	})
+	t.Run("reads a slot's admission state from its Workload once its replica's Pods exist, ahead of the replica's report", func(t *testing.T) {
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			reporting(replica("a", 0, "new", false), "Pending"), reporting(replica("b", 1, "new", false), "Reserved"), reporting(replica("c", 2, "new", false), "Pending")},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload()}})
+		assert.Equal(t, map[string]int32{"Reserved": 1, "Pending": 2}, s.Status.Quota, "a reserved, b waiting again, c with no Workload as it reported")
+		assert.EqualValues(t, 1, *s.Status.QuotaReserved)
+	})
+	t.Run("a replica whose Pods are not reported yet, or are all leaving, counts as it reported", func(t *testing.T) {
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			replica("a", 0, "new", false), reporting(replica("b", 1, "new", false), "Terminating")},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100")}})
+		assert.Equal(t, map[string]int32{"InFlight": 2, "Terminating": 1}, s.Status.Quota)
 	})
 	t.Run("a replica above replicas is not counted: the rollout controller retires it", func(t *testing.T) {
 		one := spec
