@@ -111,8 +111,9 @@ chaos:
 	  -timeout $$(( $(ROUNDS) * 15 + 15 ))m -run '^TestChaos$$' ./e2e/
 
 ## bench-scale: a 500 × 2 (1,000-Pod) deployment on a fresh stack with an audit log, timed from the
-## objects' own timestamps, against the same Pods created straight through client-go and the same
-## pod groups admitted by Kueue without mdplane's check; writes per Pod
+## objects' own timestamps, against the same Pods created straight through client-go, the same
+## pod groups admitted by Kueue without mdplane's check, and those groups held together by a
+## check of the harness's own; writes per Pod
 ## by client, then scaled to half and back and a 20-replica deployment rolled (writes per replica
 ## changed), with profiles of mdplane's processes (docs/performance.md). Not part of `make test`.
 ## BENCH_ARGS="--replicas 50 --size 2" for a quick run.

@@ -58,7 +58,7 @@ type Runner struct {
 	cfg   Config
 	stack *cluster.Stack
 	cs    kubernetes.Interface
-	c     client.Client
+	c     client.WithWatch
 	// template is a rendered member Pod of the deployment without Kueue's fields, kept for the
 	// client-go floor; source is the member as the API server held it, for the Kueue floor.
 	template, source *corev1.Pod
@@ -78,7 +78,7 @@ func NewRunner(cfg Config, stack *cluster.Stack) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(rc, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
 	}

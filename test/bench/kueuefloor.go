@@ -6,20 +6,34 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// The Kueue floor's namespace, ClusterQueue and LocalQueue.
-const (
-	kueueFloorNamespace = "bench-kueue-floor"
-	kueueFloorQueue     = "bench-kueue-floor"
+// groupFloor is a floor of the deployment's pod groups created straight through client-go: its name
+// in the table, its namespace (also its ClusterQueue's name), and the admission check its
+// ClusterQueue asks for ("" for none).
+type groupFloor struct {
+	name, namespace, check string
+}
+
+var (
+	kueueFloor = groupFloor{name: "Kueue floor", namespace: "bench-kueue-floor"}
+	jointFloor = groupFloor{name: "joint floor", namespace: "bench-joint-floor", check: "bench-joint"}
 )
+
+// jointController is the controller name of the joint floor's admission check: the harness's own.
+const jointController = "bench.mdplane.io/joint"
 
 // KueueFloor creates the deployment's pod groups again, straight through client-go, as Kueue pod
 // groups a client would make: each group's size Pods carry the members' own Kueue labels and
@@ -28,30 +42,55 @@ const (
 // every Pod is Ready and then deletes them, so the nodes are free for the next phase. Ready here is
 // the most Kueue itself allows on this stack: what mdplane adds to admitting a set is the rest.
 func (r *Runner) KueueFloor(ctx context.Context) (*FloorResult, error) {
+	return r.groupFloor(ctx, kueueFloor)
+}
+
+// JointFloor is the Kueue floor's pod groups held together as a set, with nothing of mdplane's: their
+// ClusterQueue asks for an admission check of the harness's own, which the harness writes Ready on
+// every Workload, 16 at a time as mdplane's check does, once the last group holds quota. Kueue then
+// admits each checked Workload in a write of its own, after the whole set reserved, where the Kueue
+// floor admits each group as it reserves. Its Ready is what an all-or-nothing admission of the set
+// costs on this stack; mdplane's other work is the rest.
+func (r *Runner) JointFloor(ctx context.Context) (*FloorResult, error) {
+	return r.groupFloor(ctx, jointFloor)
+}
+
+func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, error) {
 	if r.source == nil {
 		return nil, errors.New("no member Pod was kept from the create phase")
 	}
-	if err := r.kueueFloorQueue(ctx); err != nil {
+	if err := r.floorQueue(ctx, f); err != nil {
 		return nil, err
 	}
-	t, err := track(ctx, r.cs, kueueFloorNamespace)
+	t, err := track(ctx, r.cs, f.namespace)
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
 	groups, size := r.cfg.Replicas, r.cfg.Size
+	held := make(chan error, 1)
+	if f.check != "" {
+		go func() { held <- r.holdTogether(ctx, f, groups) }()
+	}
 	start := time.Now()
-	requests, err := r.createPods(ctx, kueueFloorNamespace, groups*size, func(i int) *corev1.Pod { return r.groupMember(i/size, i%size) })
+	requests, err := r.createPods(ctx, f.namespace, groups*size, func(i int) *corev1.Pod { return r.groupMember(f.namespace, i/size, i%size) })
 	if err != nil {
-		return nil, fmt.Errorf("creating the Kueue floor's Pods: %w", err)
+		return nil, fmt.Errorf("creating the %s's Pods: %w", f.name, err)
 	}
 	n := groups * size
-	r.logf("Kueue floor: %d Pods of %d groups created through client-go in %s", n, groups, requests.Round(time.Millisecond))
+	r.logf("%s: %d Pods of %d groups created through client-go in %s", f.name, n, groups, requests.Round(time.Millisecond))
 	deadline := start.Add(r.cfg.Timeout)
 	var wl workloadCounts
 	for {
+		select {
+		case err := <-held:
+			if err != nil {
+				return nil, fmt.Errorf("the %s's admission check: %w", f.name, err)
+			}
+		default:
+		}
 		c := t.counts()
-		if wl, err = r.workloadsIn(ctx, kueueFloorNamespace); err != nil {
+		if wl, err = r.workloadsIn(ctx, f.namespace); err != nil {
 			return nil, err
 		}
 		if c.ready >= n || time.Now().After(deadline) {
@@ -60,8 +99,8 @@ func (r *Runner) KueueFloor(ctx context.Context) (*FloorResult, error) {
 		time.Sleep(time.Second)
 	}
 	c := t.counts()
-	r.logf("Kueue floor: %d of %d Pods Ready; Workloads %d, %d QuotaReserved, %d Admitted", c.ready, n, wl.total, wl.reserved, wl.admitted)
-	res := &FloorResult{Name: "Kueue floor", Requests: requests, Milestones: []Milestone{
+	r.logf("%s: %d of %d Pods Ready; Workloads %d, %d QuotaReserved, %d Admitted", f.name, c.ready, n, wl.total, wl.reserved, wl.admitted)
+	res := &FloorResult{Name: f.name, Requests: requests, Milestones: []Milestone{
 		milestone("all Pods created", c.created, n, start, start.Add(requests)),
 		milestone("all Workloads QuotaReserved", wl.reserved, groups, start, wl.lastReserved),
 		milestone("all Workloads Admitted", wl.admitted, groups, start, wl.lastAdmitted),
@@ -69,24 +108,64 @@ func (r *Runner) KueueFloor(ctx context.Context) (*FloorResult, error) {
 		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
 		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
 	}}
-	return res, r.deleteKueueFloor(ctx)
+	return res, r.deleteGroupFloor(ctx, f)
 }
 
-// groupMember is member m of the Kueue floor's group g: the deployment's member Pod with its spec
-// as rendered, its own Kueue labels and annotations, the floor's queue and group name, and none of
+// holdTogether is the joint floor's admission check: it watches the floor's Workloads and, once
+// every one of groups holds quota, writes the check Ready on each, 16 at a time.
+func (r *Runner) holdTogether(ctx context.Context, f groupFloor, groups int) error {
+	w, err := r.c.Watch(ctx, &kueuev1beta2.WorkloadList{}, client.InNamespace(f.namespace))
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	reserved := map[string]bool{}
+	for ev := range w.ResultChan() {
+		wl, ok := ev.Object.(*kueuev1beta2.Workload)
+		if !ok {
+			continue
+		}
+		reserved[wl.Name] = ev.Type != watch.Deleted && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadQuotaReserved)
+		held := 0
+		for _, holds := range reserved {
+			if holds {
+				held++
+			}
+		}
+		if held < groups {
+			continue
+		}
+		var g errgroup.Group
+		g.SetLimit(16)
+		now := metav1.Now()
+		for name := range reserved {
+			g.Go(func() error {
+				patch := kueueac.Workload(name, f.namespace).WithStatus(kueueac.WorkloadStatus().WithAdmissionChecks(
+					kueueac.AdmissionCheckState().WithName(kueuev1beta2.AdmissionCheckReference(f.check)).WithState(kueuev1beta2.CheckStateReady).
+						WithMessage("all groups hold quota").WithLastTransitionTime(now)))
+				return r.c.Status().Apply(ctx, patch, client.FieldOwner(jointController), client.ForceOwnership)
+			})
+		}
+		return g.Wait()
+	}
+	return fmt.Errorf("the watch of the %s's Workloads ended before every group held quota", f.name)
+}
+
+// groupMember is member m of a group floor's group g: the deployment's member Pod with its spec as
+// rendered, its own Kueue labels and annotations, the floor's queue and group name, and none of
 // mdplane's labels, so no mdplane controller acts on it.
-func (r *Runner) groupMember(g, m int) *corev1.Pod {
+func (r *Runner) groupMember(namespace string, g, m int) *corev1.Pod {
 	src := r.source
 	p := &corev1.Pod{Spec: *src.Spec.DeepCopy()}
 	p.Spec.NodeName, p.Spec.SchedulingGates = "", nil // the scheduler's and Kueue's webhook's
-	p.Namespace = kueueFloorNamespace
-	p.Name = fmt.Sprintf("kueue-floor-%04d-%d", g, m)
+	p.Namespace = namespace
+	p.Name = fmt.Sprintf("floor-%04d-%d", g, m)
 	if p.Spec.Subdomain != "" {
 		p.Spec.Hostname, p.Spec.Subdomain = p.Name, ""
 	}
 	p.Labels = map[string]string{
 		workerv1.LabelQueueName:    "floor",
-		workerv1.LabelPodGroupName: fmt.Sprintf("kueue-floor-%04d", g),
+		workerv1.LabelPodGroupName: fmt.Sprintf("floor-%04d", g),
 	}
 	p.Annotations = map[string]string{}
 	for _, k := range []string{workerv1.AnnotationPodGroupTotalCount, workerv1.AnnotationRoleHash, workerv1.AnnotationPodGroupServing, workerv1.AnnotationRequiredTopology} {
@@ -97,11 +176,12 @@ func (r *Runner) groupMember(g, m int) *corev1.Pod {
 	return p
 }
 
-// kueueFloorQueue makes the Kueue floor's namespace and its LocalQueue "floor", on a ClusterQueue
-// that copies the managed queue's resource groups, flavors and policies, without its admission check
-// or cohort, open to the floor's namespace only.
-func (r *Runner) kueueFloorQueue(ctx context.Context) error {
-	if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kueueFloorNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+// floorQueue makes a group floor's namespace and its LocalQueue "floor", on a ClusterQueue that
+// copies the managed queue's resource groups, flavors and policies, without its cohort or admission
+// check, open to the floor's namespace only. A floor with a check of its own gets the AdmissionCheck,
+// Active as its controller (the harness) says, and its ClusterQueue asks for it.
+func (r *Runner) floorQueue(ctx context.Context, f groupFloor) error {
+	if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	managed := &kueuev1beta2.ClusterQueue{}
@@ -110,17 +190,23 @@ func (r *Runner) kueueFloorQueue(ctx context.Context) error {
 	}
 	spec := managed.Spec.DeepCopy()
 	spec.AdmissionChecksStrategy, spec.CohortName, spec.StopPolicy = nil, "", nil
-	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: kueueFloorNamespace}}
-	cq := &kueuev1beta2.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: kueueFloorQueue}, Spec: *spec}
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: f.namespace}}
+	if f.check != "" {
+		if err := r.activeCheck(ctx, f.check); err != nil {
+			return err
+		}
+		spec.AdmissionChecksStrategy = &kueuev1beta2.AdmissionChecksStrategy{AdmissionChecks: []kueuev1beta2.AdmissionCheckStrategyRule{{Name: kueuev1beta2.AdmissionCheckReference(f.check)}}}
+	}
+	cq := &kueuev1beta2.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: f.namespace}, Spec: *spec}
 	if err := r.c.Create(ctx, cq); err != nil {
-		return fmt.Errorf("creating the Kueue floor's ClusterQueue: %w", err)
+		return fmt.Errorf("creating the %s's ClusterQueue: %w", f.name, err)
 	}
-	lq := &kueuev1beta2.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: kueueFloorNamespace},
-		Spec: kueuev1beta2.LocalQueueSpec{ClusterQueue: kueueFloorQueue}}
+	lq := &kueuev1beta2.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: f.namespace},
+		Spec: kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(f.namespace)}}
 	if err := r.c.Create(ctx, lq); err != nil {
-		return fmt.Errorf("creating the Kueue floor's LocalQueue: %w", err)
+		return fmt.Errorf("creating the %s's LocalQueue: %w", f.name, err)
 	}
-	return poll(ctx, time.Minute, "the Kueue floor's queues active", func() error {
+	return poll(ctx, time.Minute, "the "+f.name+"'s queues active", func() error {
 		if err := r.c.Get(ctx, client.ObjectKeyFromObject(lq), lq); err != nil {
 			return err
 		}
@@ -133,24 +219,42 @@ func (r *Runner) kueueFloorQueue(ctx context.Context) error {
 	})
 }
 
-// deleteKueueFloor deletes the floor's Pods and their Workloads, and waits until both are gone. The
+// activeCheck creates the AdmissionCheck name of the harness's controller and marks it Active, as
+// its controller would.
+func (r *Runner) activeCheck(ctx context.Context, name string) error {
+	ac := &kueuev1beta2.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueuev1beta2.AdmissionCheckSpec{ControllerName: jointController}}
+	if err := r.c.Create(ctx, ac); err != nil {
+		return fmt.Errorf("creating the AdmissionCheck %s: %w", name, err)
+	}
+	// Kueue's own AdmissionCheck controller writes its status too: read it again on a conflict.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
+			return err
+		}
+		apimeta.SetStatusCondition(&ac.Status.Conditions, metav1.Condition{Type: kueuev1beta2.AdmissionCheckActive, Status: metav1.ConditionTrue,
+			Reason: "Active", Message: "the bench's own check"})
+		return r.c.Status().Update(ctx, ac)
+	})
+}
+
+// deleteGroupFloor deletes the floor's Pods and their Workloads, and waits until both are gone. The
 // Workloads go too because Kueue keeps its finalizer on a deleted Pod of a group until the Pod has
 // terminated or its Workload is gone, and KWOK plays no termination (mdplane deletes the Workloads
 // of its departed groups likewise).
-func (r *Runner) deleteKueueFloor(ctx context.Context) error {
-	if err := r.cs.CoreV1().Pods(kueueFloorNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+func (r *Runner) deleteGroupFloor(ctx context.Context, f groupFloor) error {
+	if err := r.cs.CoreV1().Pods(f.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
 	}
-	if err := r.c.DeleteAllOf(ctx, &kueuev1beta2.Workload{}, client.InNamespace(kueueFloorNamespace)); err != nil {
+	if err := r.c.DeleteAllOf(ctx, &kueuev1beta2.Workload{}, client.InNamespace(f.namespace)); err != nil {
 		return err
 	}
-	return poll(ctx, r.cfg.Timeout, "the Kueue floor's Pods and Workloads gone", func() error {
-		pods, err := r.cs.CoreV1().Pods(kueueFloorNamespace).List(ctx, metav1.ListOptions{})
+	return poll(ctx, r.cfg.Timeout, "the "+f.name+"'s Pods and Workloads gone", func() error {
+		pods, err := r.cs.CoreV1().Pods(f.namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		wls := &kueuev1beta2.WorkloadList{}
-		if err := r.c.List(ctx, wls, client.InNamespace(kueueFloorNamespace)); err != nil {
+		if err := r.c.List(ctx, wls, client.InNamespace(f.namespace)); err != nil {
 			return err
 		}
 		if n := len(pods.Items) + len(wls.Items); n > 0 {

@@ -9,7 +9,8 @@ import (
 
 // Report prints the run's table: each milestone of the deployment beside each floor's, and their
 // ratios. The client-go floor is plain Pods Kueue never sees; the Kueue floor is the same pod groups
-// admitted by Kueue without mdplane's check.
+// admitted by Kueue without mdplane's check; the joint floor is those groups held together as a set
+// by a check of the harness's own.
 func Report(out io.Writer, cfg Config, create *CreateResult, floors ...*FloorResult) {
 	show := func(m Milestone) string {
 		if m.After < 0 {

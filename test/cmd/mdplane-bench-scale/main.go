@@ -117,14 +117,19 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 		return fmt.Errorf("delete: %w", err)
 	}
 	fmt.Printf("%s deployment deleted, its Pods and Workloads gone after %s\n", time.Now().Format(time.TimeOnly), deleted.Round(time.Second))
-	// The Kueue floor first: it deletes its Pods when Ready, the client-go floor's stay on the nodes.
+	// The group floors first: they delete their Pods when Ready, the client-go floor's stay on the nodes.
 	kueueFloor, err := r.KueueFloor(ctx)
 	if err != nil {
 		bench.Report(os.Stdout, cfg, create, kueueFloor)
 		return fmt.Errorf("the Kueue floor phase: %w", err)
 	}
+	jointFloor, err := r.JointFloor(ctx)
+	if err != nil {
+		bench.Report(os.Stdout, cfg, create, kueueFloor, jointFloor)
+		return fmt.Errorf("the joint floor phase: %w", err)
+	}
 	floor, err := r.Floor(ctx)
-	bench.Report(os.Stdout, cfg, create, floor, kueueFloor)
+	bench.Report(os.Stdout, cfg, create, floor, kueueFloor, jointFloor)
 	if err != nil {
 		return fmt.Errorf("floor phase: %w", err)
 	}
