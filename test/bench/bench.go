@@ -139,8 +139,12 @@ func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
 	for {
 		time.Sleep(10 * time.Second)
 		c := t.counts()
-		if wl, err = r.workloads(ctx); err != nil {
-			return nil, err
+		// A List the loaded API server answers late is a missed poll, not a failed run: the
+		// counts of the last poll stand until the next one.
+		if got, err := r.workloads(ctx); err != nil {
+			r.logf("%4.0fs: listing the Workloads: %v", time.Since(start).Seconds(), err)
+		} else {
+			wl = got
 		}
 		mdReady = r.readySince(ctx, md)
 		r.logf("%4.0fs: Pods %d created, %d ungated, %d scheduled, %d Ready; Workloads %d, %d QuotaReserved, %d Admitted; deployment Ready: %v",

@@ -80,7 +80,6 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 	n := groups * size
 	r.logf("%s: %d Pods of %d groups created through client-go in %s", f.name, n, groups, requests.Round(time.Millisecond))
 	deadline := start.Add(r.cfg.Timeout)
-	var wl workloadCounts
 	for {
 		select {
 		case err := <-held:
@@ -89,14 +88,20 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 			}
 		default:
 		}
-		c := t.counts()
-		if wl, err = r.workloadsIn(ctx, f.namespace); err != nil {
-			return nil, err
-		}
-		if c.ready >= n || time.Now().After(deadline) {
+		if t.counts().ready >= n || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Second)
+	}
+	// The Pods are counted from a watch; the Workloads are listed once, at the end, so the floor's
+	// API server carries no more of the harness's reads than mdplane's does. A List the loaded API
+	// server answers late is tried again.
+	var wl workloadCounts
+	if err := poll(ctx, 2*time.Minute, "the "+f.name+"'s Workloads listed", func() error {
+		wl, err = r.workloadsIn(ctx, f.namespace)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	c := t.counts()
 	r.logf("%s: %d of %d Pods Ready; Workloads %d, %d QuotaReserved, %d Admitted", f.name, c.ready, n, wl.total, wl.reserved, wl.admitted)
@@ -242,10 +247,14 @@ func (r *Runner) activeCheck(ctx context.Context, name string) error {
 // terminated or its Workload is gone, and KWOK plays no termination (mdplane deletes the Workloads
 // of its departed groups likewise).
 func (r *Runner) deleteGroupFloor(ctx context.Context, f groupFloor) error {
-	if err := r.cs.CoreV1().Pods(f.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return err
-	}
-	if err := r.c.DeleteAllOf(ctx, &kueuev1beta2.Workload{}, client.InNamespace(f.namespace)); err != nil {
+	// A collection of thousands may outlast the API server's request timeout, which leaves the
+	// deletes running on the server; the next attempt picks up what is left.
+	if err := poll(ctx, r.cfg.Timeout, "the "+f.name+"'s Pods and Workloads deleted", func() error {
+		if err := r.cs.CoreV1().Pods(f.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		return r.c.DeleteAllOf(ctx, &kueuev1beta2.Workload{}, client.InNamespace(f.namespace))
+	}); err != nil {
 		return err
 	}
 	return poll(ctx, r.cfg.Timeout, "the "+f.name+"'s Pods and Workloads gone", func() error {
