@@ -2,7 +2,8 @@
 # Builds every program the test control plane runs, from the Go module proxy, once per version, into
 # $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
 # second run costs seconds; a cold run on two cores takes about half an hour, mostly Kubernetes.
-# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane; default all)
+# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane crossplane-cli;
+# default all but crossplane-cli, the user CLI that only the test of the README's render recipe runs)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,6 +16,7 @@ ETCD=v3.6.5
 KUEUE=v0.17.0
 KWOK=v0.8.0
 CROSSPLANE=v2.4.0
+CROSSPLANE_CLI=v2.5.0 # the CLI's own module and releases since Crossplane v2.4
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
 # $bin/NAME-VERSION. With VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints
@@ -52,6 +54,7 @@ for c in "${components[@]}"; do
     # Stamped, because the package manager checks a package's `crossplane.version` constraint against it.
     crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane \
       "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE" --version ;;
+    crossplane-cli) build crossplane-cli $CROSSPLANE_CLI "$here/tools/crossplane-cli" github.com/crossplane/cli/v2/cmd/crossplane ;;
     *) echo "unknown component $c" >&2; exit 2 ;;
   esac
 done

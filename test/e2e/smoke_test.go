@@ -86,15 +86,17 @@ func ownQueues(manifest string) string {
 // the controllers must have written before a test uses the object: the InstanceTypes' entrance,
 // phase and accelerator detail (the inventory's, from the stack's fake nodes), the pool's phase and
 // client endpoint (from its external backend). Views that move with the Pods running (remaining,
-// onceMaxRequest) are not compared.
+// onceMaxRequest) are not compared. Conditions the file shows (the Binding's DomainClaimed) are
+// compared by type, status and reason.
 var publishedStatus = map[string][][]string{
 	"InstanceType": {{"entrance"}, {"phase"}, {"detail", "manufacturer"}, {"detail", "product"}, {"detail", "memory"}},
 	"KVCachePool":  {{"phase"}, {"clientEndpoint"}},
 }
 
 // awaitStatuses waits until the controllers have written, on every object of examples/cluster.yaml
-// that shows a status, what the file shows (publishedStatus). The test writes none of it.
-func awaitStatuses(t *testing.T, ctx context.Context) {
+// that shows a status, what the file shows (publishedStatus); its namespaced objects are read in
+// namespace, where applyCluster put them. The test writes none of it.
+func awaitStatuses(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(examples, "cluster.yaml"))
 	if err != nil {
@@ -104,6 +106,9 @@ func awaitStatuses(t *testing.T, ctx context.Context) {
 		want := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &want.Object); err != nil || want.Object["status"] == nil {
 			continue
+		}
+		if want.GetNamespace() != "" {
+			want.SetNamespace(namespace)
 		}
 		what := fmt.Sprintf("%s %s: the status examples/cluster.yaml shows, written by the controllers", want.GetKind(), want.GetName())
 		eventually(t, 2*time.Minute, what, func() error {
@@ -123,9 +128,29 @@ func awaitStatuses(t *testing.T, ctx context.Context) {
 					return fmt.Errorf("%s is %q, want %q (phaseMessage %q)", strings.Join(field, "."), g, w, message)
 				}
 			}
-			return nil
+			return sameConditions(want, got)
 		})
 	}
+}
+
+// sameConditions reports the first condition want shows that got does not hold with the same status
+// and reason.
+func sameConditions(want, got *unstructured.Unstructured) error {
+	wanted, _, _ := unstructured.NestedSlice(want.Object, "status", "conditions")
+	held, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	for _, w := range wanted {
+		w, _ := w.(map[string]any)
+		var found map[string]any
+		for _, h := range held {
+			if h, _ := h.(map[string]any); h["type"] == w["type"] {
+				found = h
+			}
+		}
+		if found == nil || found["status"] != w["status"] || found["reason"] != w["reason"] {
+			return fmt.Errorf("condition %v is %v, want status %v reason %v", w["type"], found, w["status"], w["reason"])
+		}
+	}
+	return nil
 }
 
 // sameValue compares two status values, quantities by amount (24Gi is 24576Mi).
@@ -145,7 +170,7 @@ func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
 	kubectlApply(t, ownQueues(readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
 		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize")))
-	awaitStatuses(t, ctx)
+	awaitStatuses(t, ctx, namespace)
 }
 
 // queue creates a ClusterQueue (named after an InstanceType, as mdplane will) and the LocalQueue named

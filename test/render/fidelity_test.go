@@ -40,15 +40,7 @@ const crossplaneVersion = "v2.4.0"
 // and machine, outside the repository.
 func crossplaneBinary(t *testing.T) string {
 	t.Helper()
-	cache := os.Getenv("MDPLANE_CACHE")
-	if cache == "" {
-		home, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(home, "mdplane")
-	}
-	bin := filepath.Join(cache, "bin", "crossplane-"+crossplaneVersion)
+	bin := filepath.Join(cachedBinaries(t), "crossplane-"+crossplaneVersion)
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
@@ -69,6 +61,21 @@ func crossplaneBinary(t *testing.T) string {
 	}
 	t.Logf("built crossplane in %s", time.Since(start).Round(time.Second))
 	return bin
+}
+
+// cachedBinaries is where the programs the tests run are built, once per version and machine, as
+// test/cluster/build.sh builds them.
+func cachedBinaries(t *testing.T) string {
+	t.Helper()
+	cache := os.Getenv("MDPLANE_CACHE")
+	if cache == "" {
+		home, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(home, "mdplane")
+	}
+	return filepath.Join(cache, "bin")
 }
 
 // serve runs a function on a loopback port until the test ends; the engine dials it insecurely.
@@ -248,10 +255,31 @@ func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.Function
 		t.Fatal(err)
 	}
 	out := rsp.GetComposite()
-
-	theirs := map[string]map[string]any{}
+	var composed []map[string]any
 	for _, c := range out.GetComposedResources() {
-		m := c.AsMap()
+		composed = append(composed, c.AsMap())
+	}
+	if os.Getenv("MDPLANE_RENDER_DEBUG") != "" {
+		y, _ := yaml.Marshal(out.GetCompositeResource().AsMap()["status"])
+		t.Logf("crossplane status:\n%s", y)
+		for _, e := range out.GetEvents() {
+			t.Logf("event %s %s: %s", e.GetType(), e.GetReason(), e.GetMessage())
+		}
+	}
+	for _, e := range out.GetEvents() {
+		if e.GetType() == "Warning" {
+			t.Errorf("crossplane reported a warning: %s: %s", e.GetReason(), e.GetMessage())
+		}
+	}
+	compareOutput(t, ours, out.GetCompositeResource().AsMap(), composed)
+}
+
+// compareOutput holds Crossplane's render of a composite level (the composite and what it composed)
+// against mdplane's: the same composed resources, field for field, and the same status.
+func compareOutput(t *testing.T, ours pipeline.Output, xr map[string]any, composedTheirs []map[string]any) {
+	t.Helper()
+	theirs := map[string]map[string]any{}
+	for _, m := range composedTheirs {
 		theirs[compositionResourceName(m)] = normalize(m)
 	}
 	composed := map[string]map[string]any{}
@@ -267,7 +295,7 @@ func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.Function
 		}
 	}
 
-	theirStatus, _ := out.GetCompositeResource().AsMap()["status"].(map[string]any)
+	theirStatus, _ := xr["status"].(map[string]any)
 	if !hasCondition(theirStatus, "Synced", "True") {
 		t.Errorf("crossplane did not reconcile the composite: status %v", theirStatus)
 	}
@@ -283,18 +311,6 @@ func compareLevel(t *testing.T, bin string, functions []*renderv1alpha1.Function
 	for k, v := range mine {
 		if diff := cmp.Diff(v, jsonNumbers(theirStatus)[k]); diff != "" {
 			t.Errorf("status.%s differs (-mdplane +crossplane):\n%s", k, diff)
-		}
-	}
-	if os.Getenv("MDPLANE_RENDER_DEBUG") != "" {
-		y, _ := yaml.Marshal(out.GetCompositeResource().AsMap()["status"])
-		t.Logf("crossplane status:\n%s", y)
-		for _, e := range out.GetEvents() {
-			t.Logf("event %s %s: %s", e.GetType(), e.GetReason(), e.GetMessage())
-		}
-	}
-	for _, e := range out.GetEvents() {
-		if e.GetType() == "Warning" {
-			t.Errorf("crossplane reported a warning: %s: %s", e.GetReason(), e.GetMessage())
 		}
 	}
 }
