@@ -140,14 +140,7 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 		functionInputs = append(functionInputs, &renderv1alpha1.FunctionInput{Name: name, Address: serve(t, fn)})
 	}
 
-	checker, err := schemacheck.ForPackage(manifests.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
-	if err != nil {
-		t.Fatal(err)
-	}
+	checker, engine := mdplaneRender(t)
 	// The examples, and every golden case of the render-roles function with its cluster objects.
 	sets := [][]string{}
 	examples, _ := filepath.Glob("../../examples/*.yaml")
@@ -166,6 +159,21 @@ func TestRenderMatchesCrossplane(t *testing.T) {
 		}
 	}
 	t.Logf("compared %d composites of %d deployments", levels, rendered)
+}
+
+// mdplaneRender is what `mdplane render` judges and renders with: the package's schemas and the
+// Compositions run in-process with the built-in functions.
+func mdplaneRender(t *testing.T) (*schemacheck.Checker, *pipeline.Engine) {
+	t.Helper()
+	checker, err := schemacheck.ForPackage(manifests.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checker, engine
 }
 
 // load reads manifest files as the API server would store them once admitted, with the status

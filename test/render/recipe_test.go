@@ -17,10 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mdplane/mdplane/functions"
 	"github.com/mdplane/mdplane/internal/pipeline"
-	"github.com/mdplane/mdplane/internal/schemacheck"
-	manifests "github.com/mdplane/mdplane/package"
 )
 
 // recipeHeading is the README section whose first bash block is the `crossplane render` recipe.
@@ -232,14 +229,7 @@ func mdplaneLevel(t *testing.T, root string, r recipe) pipeline.Output {
 			files = append(files, filepath.Join(root, v))
 		}
 	}
-	checker, err := schemacheck.ForPackage(manifests.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
-	if err != nil {
-		t.Fatal(err)
-	}
+	checker, engine := mdplaneRender(t)
 	cluster, deployments := load(t, checker, files)
 	if len(deployments) != 1 {
 		t.Fatalf("%s: want one ModelDeployment, got %d", composite, len(deployments))
