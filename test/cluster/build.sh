@@ -2,8 +2,9 @@
 # Builds every program the test control plane runs, from the Go module proxy, once per version, into
 # $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
 # second run costs seconds; a cold run on two cores takes about half an hour, mostly Kubernetes.
-# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane crossplane-cli;
-# default all but crossplane-cli, the user CLI that only the test of the README's render recipe runs)
+# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane crossplane-cli
+# function-patch-and-transform; default all: the e2e suite runs the CLI and the team API example's
+# Function, the render recipe's test the CLI)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,7 @@ KUEUE=v0.17.0
 KWOK=v0.8.0
 CROSSPLANE=v2.4.0
 CROSSPLANE_CLI=v2.5.0 # the CLI's own module and releases since Crossplane v2.4
+PATCH_AND_TRANSFORM=v0.5.0 # the newest release the module proxy serves
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
 # $bin/NAME-VERSION. With VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints
@@ -41,7 +43,7 @@ build() {
 k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35"
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kubernetes kueue kwok crossplane)
+[ ${#components[@]} -gt 0 ] || components=(etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform)
 for c in "${components[@]}"; do
   case $c in
     etcd) build etcd $ETCD "$here/tools/etcd" go.etcd.io/etcd/server/v3 ;;
@@ -55,6 +57,8 @@ for c in "${components[@]}"; do
     crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane \
       "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE" --version ;;
     crossplane-cli) build crossplane-cli $CROSSPLANE_CLI "$here/tools/crossplane-cli" github.com/crossplane/cli/v2/cmd/crossplane ;;
+    function-patch-and-transform) build function-patch-and-transform $PATCH_AND_TRANSFORM "$here/tools/function-patch-and-transform" \
+      github.com/crossplane-contrib/function-patch-and-transform ;;
     *) echo "unknown component $c" >&2; exit 2 ;;
   esac
 done

@@ -568,6 +568,33 @@ func (s *Stack) startFunctions(ctx context.Context) error {
 	return nil
 }
 
+// ServeFunction runs a Function of another publisher, built by build.sh as name-version, as the
+// process its runtime image would run, on the certificates mdplane's functions serve with; the
+// External runtime publishes its endpoint on every revision of the Function package pkg (the name
+// Crossplane gives it: crossplane-contrib-function-patch-and-transform for
+// xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform).
+func (s *Stack) ServeFunction(ctx context.Context, pkg, name, version string) error {
+	if _, running := s.served.Load(pkg); running {
+		return nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	address := "127.0.0.1:" + strconv.Itoa(port)
+	fn := &function{name: pkg, address: address, bin: s.binary(name, version), args: []string{"--address=" + address},
+		env: []string{"TLS_SERVER_CERTS_DIR=" + filepath.Join(s.Dir, "certs", "functions")}}
+	if err := s.launchFunction(ctx, fn); err != nil {
+		return err
+	}
+	s.served.Store(pkg, address)
+	return nil
+}
+
+// RegistryCA is the file of the CA bundle the stack's registry is trusted through (Crossplane's
+// --ca-bundle-path), for a client such as the Crossplane CLI to push with (SSL_CERT_FILE).
+func (s *Stack) RegistryCA() string { return filepath.Join(s.Dir, "certs", "registry-ca.crt") }
+
 // launchFunction starts a function's process on its address and waits until it listens.
 func (s *Stack) launchFunction(ctx context.Context, fn *function) error {
 	fn.starts++
@@ -691,7 +718,7 @@ func (s *Stack) startCrossplane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bundle := filepath.Join(s.Dir, "certs", "registry-ca.crt")
+	bundle := s.RegistryCA()
 	if err := os.WriteFile(bundle, s.ca.pem, 0o644); err != nil {
 		return err
 	}

@@ -477,10 +477,6 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 // stack's Functions gets the endpoint of the function's local process, the Secret of its serving
 // certificate, and a healthy runtime.
 func (s *Stack) serveFunctionRevisions(ctx context.Context) {
-	endpoints := map[string]string{}
-	for _, fn := range s.functions {
-		endpoints[fn.name] = fn.address
-	}
 	serving, err := os.ReadFile(filepath.Join(s.Dir, "certs", "functions", "tls.crt"))
 	if err != nil {
 		return
@@ -492,8 +488,7 @@ func (s *Stack) serveFunctionRevisions(ctx context.Context) {
 		if err := s.Client.List(ctx, revisions); err == nil {
 			for i := range revisions.Items {
 				rev := &revisions.Items[i]
-				endpoint, ours := endpoints[rev.GetLabels()["pkg.crossplane.io/package"]]
-				if ours {
+				if endpoint, ours := s.functionEndpoint(rev.GetLabels()["pkg.crossplane.io/package"]); ours {
 					s.publishRuntime(ctx, rev, endpoint, serving)
 				}
 			}
@@ -503,6 +498,19 @@ func (s *Stack) serveFunctionRevisions(ctx context.Context) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// functionEndpoint is where the stack serves the Function package pkg (its name on the cluster).
+func (s *Stack) functionEndpoint(pkg string) (string, bool) {
+	for _, fn := range s.functions {
+		if fn.name == pkg {
+			return fn.address, true
+		}
+	}
+	if address, ok := s.served.Load(pkg); ok {
+		return address.(string), true
+	}
+	return "", false
 }
 
 // publishRuntime writes a revision's endpoint, TLS server Secret and RuntimeHealthy condition, if they

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,6 +39,10 @@ const (
 	KueueVersion      = "v0.17.0"
 	KWOKVersion       = "v0.8.0"
 	CrossplaneVersion = "v2.4.0"
+	// CrossplaneCLIVersion is the Crossplane CLI (crossplane xpkg, crossplane render) a user runs.
+	CrossplaneCLIVersion = "v2.5.0"
+	// PatchAndTransformVersion is function-patch-and-transform, the team API example's Function.
+	PatchAndTransformVersion = "v0.5.0"
 )
 
 // Options shape a stack.
@@ -99,8 +104,11 @@ type Stack struct {
 	env       *envtest.Environment
 	processes []*process
 	// profiles are the components' profiling endpoints, by component (Options.Profile).
-	profiles    map[string]string
-	functions   []*function
+	profiles  map[string]string
+	functions []*function
+	// served are the endpoints of Functions of other publishers a test runs (ServeFunction), by
+	// package name; the External runtime publishes them with mdplane's.
+	served      sync.Map
 	ca          *authority
 	stops       []func()
 	bin         string

@@ -277,6 +277,11 @@ func docLines(blocks map[string][]string, prefixes ...string) []string {
 // shell runs one command line of the page as a reader would, in a shell at the repository root, with
 // the stack's kubectl as kubectl and the stack as the current cluster.
 func shell(line string) (string, error) {
+	return shellWith(line)
+}
+
+// shellWith is shell with more environment (a later PATH entry is searched after kubectl's).
+func shellWith(line string, env ...string) (string, error) {
 	bin, err := os.MkdirTemp("", "mdplane-e2e-kubectl-")
 	if err != nil {
 		return "", err
@@ -287,7 +292,13 @@ func shell(line string) (string, error) {
 	}
 	cmd := exec.Command("bash", "-c", line)
 	cmd.Dir = filepath.Join("..", "..") // the page's commands run from the repository root
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+stack.Kubeconfig)
+	path := os.Getenv("PATH")
+	for _, e := range env {
+		if p, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = p
+		}
+	}
+	cmd.Env = append(append(os.Environ(), env...), "PATH="+bin+":"+path, "KUBECONFIG="+stack.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
