@@ -78,7 +78,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the ModelDeployment admission webhooks")
 	fs.BoolVar(&o.enableControllers, "enable-controllers", true, "run the joint admission check, queue and rollout controllers")
 	fs.BoolVar(&o.controllers.inventory, "instance-type-inventory", true, "derive each InstanceType's status.detail, status.accelerator (or status.cpu), phase and conditions from the Nodes and the Pods bound to them; false where GPUStack's own device discovery writes them")
-	fs.BoolVar(&o.controllers.poolEndpoints, "kv-cache-pool-endpoints", true, "publish each KVCachePool's status.clientEndpoint from its external KVCacheBackend's Client endpoint (a managed backend's operator publishes its own); false where GPUStack's pool reconciler runs")
+	fs.BoolVar(&o.controllers.poolEndpoints, "kv-cache-pool-endpoints", true, "publish each KVCachePool's status.clientEndpoint from its external KVCacheBackend's Client endpoint (a managed backend's operator publishes its own), an external backend's endpoints and phase, and each KVCachePoolBinding's phase and quotas; false where GPUStack's pool reconciler runs")
 	fs.IntVar(&o.controllers.memberWorkers, "member-workers", members.DefaultWorkers, "how many ModelReplicas have their Pods and Services created at once")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 0, "client-side limit of requests per second to the API server; 0 leaves it off, to the API server's priority and fairness")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
@@ -304,9 +304,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 	}
 	// Whoever publishes the pools' endpoints, the domain claims are mdplane's: its webhook takes them.
 	controllers = append(controllers, controller{"the KVCachePoolBinding domain claims", &kvcachepools.ClaimReconciler{Client: mgr.GetClient(),
-		Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}})
+		Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}, Summarize: o.poolEndpoints}})
 	if o.poolEndpoints {
-		controllers = append(controllers, controller{"the KVCachePool endpoints", &kvcachepools.Reconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}}})
+		controllers = append(controllers, controller{"the KVCachePool endpoints", &kvcachepools.Reconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}}},
+			controller{"the external KVCacheBackends' status", &kvcachepools.BackendReconciler{Client: mgr.GetClient()}})
 	}
 	if o.inventory {
 		// Every bound Pod of the cluster, slimmed, in a cache of its own: the manager's holds

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +27,8 @@ import (
 	"github.com/mdplane/mdplane/internal/tenantclaim"
 )
 
-// ClaimFieldOwner owns the DomainClaimed condition of a Binding's status.
+// ClaimFieldOwner owns the DomainClaimed condition of a Binding's status, and its phase and quotas
+// when the claim reconciler summarizes.
 const ClaimFieldOwner = "worker.gpustack.ai/kv-cache-domain-claims"
 
 // loserRecheck is how often a Binding that lost its domain's claim looks again, besides the events
@@ -47,6 +49,9 @@ type ClaimReconciler struct {
 	Namespace string
 	// Clock stamps the condition's transition; the real clock when nil.
 	Clock clock.PassiveClock
+	// Summarize also applies the Binding's phase and quotas (SummarizeBinding), where no other
+	// operator writes them (--kv-cache-pool-endpoints).
+	Summarize bool
 }
 
 // SetupWithManager watches Bindings (their creation, deletion and the condition this writes), the
@@ -64,7 +69,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-// claimInputsChanged is true when an update moves the Binding's deletion or the condition this
+// claimInputsChanged is true when an update moves the Binding's deletion or the status this
 // controller owns (another writer's edit is taken back).
 func claimInputsChanged(oldObj, newObj client.Object) bool {
 	was, okOld := oldObj.(*workerv1.KVCachePoolBinding)
@@ -74,7 +79,10 @@ func claimInputsChanged(oldObj, newObj client.Object) bool {
 	}
 	a, b := meta.FindStatusCondition(was.Status.Conditions, workerv1.BindingDomainClaimed), meta.FindStatusCondition(is.Status.Conditions, workerv1.BindingDomainClaimed)
 	return (was.DeletionTimestamp == nil) != (is.DeletionTimestamp == nil) || was.Generation != is.Generation || (a == nil) != (b == nil) ||
-		(a != nil && (a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message))
+		(a != nil && (a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message)) ||
+		was.Status.Phase != is.Status.Phase || was.Status.PhaseMessage != is.Status.PhaseMessage ||
+		!equality.Semantic.DeepEqual(was.Status.EffectiveQuota, is.Status.EffectiveQuota) ||
+		!equality.Semantic.DeepEqual(was.Status.RequestedQuota, is.Status.RequestedQuota)
 }
 
 // releaseSettle is how long after a Binding's deletion the others of its domain look again: by then
@@ -138,14 +146,18 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	if !known {
-		return reconcile.Result{}, r.report(ctx, b, tenantclaim.Condition(b, "", tenantclaim.Outcome{}, now))
+		return reconcile.Result{}, r.report(ctx, b, nil, tenantclaim.Condition(b, "", tenantclaim.Outcome{}, now))
+	}
+	pool := &workerv1.KVCachePool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: b.Spec.PoolRef.Name}, pool); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	c := tenantclaim.For(r.Namespace, backend, b)
 	out, err := tenantclaim.Take(ctx, r.Reader, r.Client, c, tenantclaim.BindingDeclares(r.Client, backend, c.Domain), now.Time)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.report(ctx, b, tenantclaim.Condition(b, r.Namespace+"/"+out.Lease, out, now)); err != nil {
+	if err := r.report(ctx, b, pool, tenantclaim.Condition(b, r.Namespace+"/"+out.Lease, out, now)); err != nil {
 		return reconcile.Result{}, err
 	}
 	switch {
@@ -177,20 +189,33 @@ func (r *ClaimReconciler) now() metav1.Time {
 	return metav1.NewTime(r.Clock.Now())
 }
 
-// report applies the condition under ClaimFieldOwner when the Binding does not already say it.
-func (r *ClaimReconciler) report(ctx context.Context, b *workerv1.KVCachePoolBinding, c metav1.Condition) error {
+// report applies the condition (and, when r.Summarize, the summary) under ClaimFieldOwner when the
+// Binding does not already say it; pool is the Binding's pool, nil when unknown.
+func (r *ClaimReconciler) report(ctx context.Context, b *workerv1.KVCachePoolBinding, pool *workerv1.KVCachePool, c metav1.Condition) error {
+	type applied struct {
+		Conditions []metav1.Condition `json:"conditions"`
+		*BindingSummary
+	}
+	status := applied{Conditions: []metav1.Condition{c}}
+	upToDate := false
 	if was := meta.FindStatusCondition(b.Status.Conditions, c.Type); was != nil && was.Status == c.Status && was.Reason == c.Reason &&
 		was.Message == c.Message && was.ObservedGeneration == c.ObservedGeneration {
+		upToDate = true
+	}
+	if r.Summarize {
+		summary := SummarizeBinding(b, pool, c)
+		status.BindingSummary = &summary
+		upToDate = upToDate && summarized(b, summary)
+	}
+	if upToDate {
 		return nil
 	}
-	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-		Conditions []metav1.Condition `json:"conditions"`
-	}{Conditions: []metav1.Condition{c}})
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
 		return err
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": workerv1.SchemeGroupVersion.String(), "kind": workerv1.KVCachePoolBindingKind,
-		"metadata": map[string]any{"namespace": b.Namespace, "name": b.Name}, "status": status}}
+		"metadata": map[string]any{"namespace": b.Namespace, "name": b.Name}, "status": fields}}
 	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(ClaimFieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("reporting the domain claim of KVCachePoolBinding %s/%s: %w", b.Namespace, b.Name, err)
 	}

@@ -512,7 +512,7 @@ func setRouterStatus(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment
 	case routerNotDeployed:
 		response.ConditionUnknown(rsp, "RouterReady", "NotDeployed").WithMessage("the router Deployment does not exist yet").TargetComposite()
 	case routerNotReady:
-		response.ConditionFalse(rsp, "RouterReady", "NoReadyReplicas").WithMessage(fmt.Sprintf("router %q has no ready replicas", name)).TargetComposite()
+		response.ConditionFalse(rsp, "RouterReady", "NoReadyReplicas").WithMessage(workerv1.RouterNotReadyMessage(name)).TargetComposite()
 	case routerReady:
 		response.ConditionTrue(rsp, "RouterReady", "Ready").WithMessage(fmt.Sprintf("router %q has %d ready replicas", name, rt.ready)).TargetComposite()
 	}

@@ -3,6 +3,7 @@ package renderroles
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
@@ -173,6 +174,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
+	p.status.Phase, p.status.PhaseMessage = deploymentPhase(md, o.routerReady, p.status.Roles)
 	p.status.Retirement = observedRetirement(md, o.roles)
 	return p, nil
 }
@@ -559,6 +561,33 @@ func elasticRoleStatus(s workerv1.RoleStatus, width int32, observed *v1alpha1.Mo
 }
 
 // roleSummary counts Ready instances per kind, in the order R (router Pods), S, P, D, E: 4S, 2P2D.
+// deploymentPhase summarizes the deployment for a person: Ready when every role has every declared
+// replica Ready and the router, if any, a ready replica; every role Ready but the router not is
+// Degraded with the RouterReady message. A role short of Ready replicas is Starting until the
+// deployment first was Ready and Degraded after (a lost replica, a scale-up or a rollout serving
+// with fewer than declared); the message names each short role. Deleting once deleted.
+func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus) (workerv1.Phase, string) {
+	if md.DeletionTimestamp != nil {
+		return workerv1.PhaseDeleting, "the deployment is being deleted"
+	}
+	var short []string
+	for _, s := range statuses {
+		if ready := ptr.Deref(s.Ready, 0); ready < s.Desired {
+			short = append(short, fmt.Sprintf("role %s has %d of %d replicas Ready", s.Name, ready, s.Desired))
+		}
+	}
+	routerDown := md.Spec.Router != nil && routerReady == 0
+	switch {
+	case len(short) == 0 && !routerDown:
+		return workerv1.PhaseReady, "every role has every declared replica Ready"
+	case len(short) == 0:
+		return workerv1.PhaseDegraded, workerv1.RouterNotReadyMessage(md.Spec.Router.Name)
+	case md.Status.Phase == workerv1.PhaseReady || md.Status.Phase == workerv1.PhaseDegraded:
+		return workerv1.PhaseDegraded, strings.Join(short, "; ")
+	}
+	return workerv1.PhaseStarting, strings.Join(short, "; ")
+}
+
 // routerReady is the ready Pods of the router Deployment kv-cache composes.
 func roleSummary(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus) string {
 	ready := map[workerv1.RoleKind]int64{}

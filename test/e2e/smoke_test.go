@@ -85,12 +85,15 @@ func ownQueues(manifest string) string {
 // publishedStatus lists, per object of examples/cluster.yaml that shows a status, the fields of it
 // the controllers must have written before a test uses the object: the InstanceTypes' entrance,
 // phase and accelerator detail (the inventory's, from the stack's fake nodes), the pool's phase and
-// client endpoint (from its external backend). Views that move with the Pods running (remaining,
+// client endpoint (from its external backend), the external backend's phase, the Binding's phase and
+// quotas. Views that move with the Pods running (remaining,
 // onceMaxRequest) are not compared. Conditions the file shows (the Binding's DomainClaimed) are
 // compared by type, status and reason.
 var publishedStatus = map[string][][]string{
-	"InstanceType": {{"entrance"}, {"phase"}, {"detail", "manufacturer"}, {"detail", "product"}, {"detail", "memory"}},
-	"KVCachePool":  {{"phase"}, {"clientEndpoint"}},
+	"InstanceType":       {{"entrance"}, {"phase"}, {"detail", "manufacturer"}, {"detail", "product"}, {"detail", "memory"}},
+	"KVCachePool":        {{"phase"}, {"clientEndpoint"}},
+	"KVCacheBackend":     {{"phase"}, {"phaseMessage"}},
+	"KVCachePoolBinding": {{"phase"}, {"requestedQuota"}, {"effectiveQuota"}},
 }
 
 // awaitStatuses waits until the controllers have written, on every object of examples/cluster.yaml

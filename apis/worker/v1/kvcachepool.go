@@ -22,8 +22,10 @@ const (
 	ReasonNoClientEndpoint = "NoClientEndpoint"
 )
 
-// The KVCachePool phases mdplane writes, of Provisioning, Ready, Degraded, Error and Deleting.
+// The KV cache phases mdplane writes (on pools, external backends and Bindings), of Provisioning,
+// Ready, Degraded, Error and Deleting.
 const (
-	KVCachePhaseReady = "Ready"
-	KVCachePhaseError = "Error"
+	KVCachePhaseReady    = "Ready"
+	KVCachePhaseError    = "Error"
+	KVCachePhaseDeleting = "Deleting"
 )

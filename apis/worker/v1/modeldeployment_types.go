@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"fmt"
+
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -777,6 +779,12 @@ type KVCacheStatus struct {
 	// Domain is the Binding's reuse domain.
 	// +optional
 	Domain *KVCacheDomain `json:"domain,omitempty"`
+}
+
+// RouterNotReadyMessage is the RouterReady condition's message while the router has no ready
+// replica, and the phase message of a deployment whose roles are all Ready but its router is not.
+func RouterNotReadyMessage(router RouterName) string {
+	return fmt.Sprintf("router %q has no ready replicas", router)
 }
 
 // RouterStatus reports the router.

@@ -1,0 +1,69 @@
+package renderroles
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+)
+
+// The deployment's status.phase, one row per rule, each beside its near miss.
+func TestDeploymentPhase(t *testing.T) {
+	role := func(name string, desired, ready int32) workerv1.RoleStatus {
+		return workerv1.RoleStatus{Name: name, Desired: desired, Ready: ptr.To(ready)}
+	}
+	deployment := func(was workerv1.Phase, routed, deleted bool) *workerv1.ModelDeployment {
+		md := &workerv1.ModelDeployment{}
+		md.Status.Phase = was
+		if routed {
+			md.Spec.Router = &workerv1.ModelDeploymentRouter{Name: "llm-d-router"}
+		}
+		if deleted {
+			md.DeletionTimestamp = &metav1.Time{}
+		}
+		return md
+	}
+	for _, tc := range []struct {
+		rule        string
+		md          *workerv1.ModelDeployment
+		routerReady int64
+		roles       []workerv1.RoleStatus
+		want        workerv1.Phase
+		message     string
+	}{
+		{"every role with every declared replica Ready is Ready", deployment("", false, false), 0,
+			[]workerv1.RoleStatus{role("prefill", 2, 2), role("decode", 1, 1)}, workerv1.PhaseReady, "every role has every declared replica Ready"},
+		{"a role declaring none is not short", deployment("", false, false), 0,
+			[]workerv1.RoleStatus{role("server", 0, 0)}, workerv1.PhaseReady, "every role has every declared replica Ready"},
+		{"short before it was first Ready is Starting", deployment("", false, false), 0,
+			[]workerv1.RoleStatus{role("prefill", 2, 2), role("decode", 2, 1)}, workerv1.PhaseStarting, "role decode has 1 of 2 replicas Ready"},
+		{"short after Starting is still Starting", deployment(workerv1.PhaseStarting, false, false), 0,
+			[]workerv1.RoleStatus{role("server", 2, 0)}, workerv1.PhaseStarting, "role server has 0 of 2 replicas Ready"},
+		{"short after it was Ready is Degraded", deployment(workerv1.PhaseReady, false, false), 0,
+			[]workerv1.RoleStatus{role("server", 3, 2)}, workerv1.PhaseDegraded, "role server has 2 of 3 replicas Ready"},
+		{"Degraded stays Degraded while short", deployment(workerv1.PhaseDegraded, false, false), 0,
+			[]workerv1.RoleStatus{role("server", 3, 1)}, workerv1.PhaseDegraded, "role server has 1 of 3 replicas Ready"},
+		{"Degraded is Ready again once nothing is short", deployment(workerv1.PhaseDegraded, false, false), 0,
+			[]workerv1.RoleStatus{role("server", 3, 3)}, workerv1.PhaseReady, "every role has every declared replica Ready"},
+		{"every role Ready but the router not is Degraded, with the RouterReady message", deployment("", true, false), 0,
+			[]workerv1.RoleStatus{role("server", 1, 1)}, workerv1.PhaseDegraded, `router "llm-d-router" has no ready replicas`},
+		{"a short role is named before the router", deployment("", true, false), 0,
+			[]workerv1.RoleStatus{role("server", 1, 0)}, workerv1.PhaseStarting, "role server has 0 of 1 replicas Ready"},
+		{"a router with a ready replica is not short", deployment("", true, false), 1,
+			[]workerv1.RoleStatus{role("server", 1, 1)}, workerv1.PhaseReady, "every role has every declared replica Ready"},
+		{"every short role is named", deployment("", false, false), 0,
+			[]workerv1.RoleStatus{role("prefill", 2, 0), role("decode", 2, 1)}, workerv1.PhaseStarting,
+			"role prefill has 0 of 2 replicas Ready; role decode has 1 of 2 replicas Ready"},
+		{"a deployment being deleted is Deleting", deployment(workerv1.PhaseReady, false, true), 0,
+			[]workerv1.RoleStatus{role("server", 1, 1)}, workerv1.PhaseDeleting, "the deployment is being deleted"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			phase, message := deploymentPhase(tc.md, tc.routerReady, tc.roles)
+			assert.Equal(t, tc.want, phase)
+			assert.Equal(t, tc.message, message)
+		})
+	}
+}
