@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/pairing"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/retirement"
+	"github.com/mdplane/mdplane/controllers/rolemetrics"
 	"github.com/mdplane/mdplane/controllers/roles"
 	"github.com/mdplane/mdplane/controllers/rollout"
 	"github.com/mdplane/mdplane/webhooks"
@@ -322,6 +324,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		if err := c.r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", c.name, err)
 		}
+	}
+	// The per-role gauges, on the leader only: a standby's would count every role twice.
+	if err := ctrlmetrics.Registry.Register(&rolemetrics.Collector{Reader: mgr.GetClient(), Timeout: 10 * time.Second}); err != nil {
+		return fmt.Errorf("registering the role gauges: %w", err)
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return admissioncheck.EnsureCheck(ctx, mgr.GetClient())

@@ -33,6 +33,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/qualification"
 	"github.com/mdplane/mdplane/controllers/retirement"
+	"github.com/mdplane/mdplane/controllers/rolemetrics"
 	"github.com/mdplane/mdplane/internal/replicas"
 )
 
@@ -415,11 +416,13 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		return wait, nil
 	}
 	patch := client.MergeFrom(replica.DeepCopy())
+	was := replica.Status
 	replica.Status = status
 	if err := r.Client.Status().Patch(ctx, replica, patch); err != nil {
 		return 0, client.IgnoreNotFound(fmt.Errorf("reporting ModelReplica %s/%s: %w", replica.Namespace, replica.Name, err))
 	}
 	r.reported.wrote(replica.UID)
+	rolemetrics.ObserveReplicaReport(replica.CreationTimestamp.Time, was, status, time.Now())
 	return recheck, nil
 }
 

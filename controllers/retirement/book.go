@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,6 +22,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/rolemetrics"
 )
 
 // OperationKey is the key of the record ConfigMap's data holding the operation, as JSON; empty or
@@ -50,6 +52,9 @@ type Book struct {
 	records      map[types.NamespacedName]record // by deployment
 	subscribers  []chan event.GenericEvent
 	replacements []chan event.GenericEvent
+	// stepStarts are when each role's current replacement began, by deployment and role: a rollout
+	// step's time is observed when the role moves on (rolemetrics).
+	stepStarts map[types.NamespacedName]map[string]time.Time
 }
 
 // record is a deployment's operation and replacements, and the ConfigMap they were last read from
@@ -205,7 +210,8 @@ func (b *Book) Replacement(role *v1alpha1.ModelRole) v1alpha1.Replacement {
 // Remember writes the role's replacement to its deployment's record (the zero Replacement removes
 // it), as Store writes the operation; the book's current value is not written again.
 func (b *Book) Remember(ctx context.Context, c client.Client, md *workerv1.ModelDeployment, role string, r v1alpha1.Replacement) error {
-	if have, known := b.Replacing(client.ObjectKeyFromObject(md), role); known && equality.Semantic.DeepEqual(have, r) {
+	have, known := b.Replacing(client.ObjectKeyFromObject(md), role)
+	if known && equality.Semantic.DeepEqual(have, r) {
 		return nil
 	}
 	value := ""
@@ -229,8 +235,38 @@ func (b *Book) Remember(ctx context.Context, c client.Client, md *workerv1.Model
 	}); err != nil {
 		return fmt.Errorf("writing the replacement of role %s to the rollout record of ModelDeployment %s/%s: %w", role, md.Namespace, md.Name, err)
 	}
+	b.timeStep(client.ObjectKeyFromObject(md), role, have.Ordinal, r.Ordinal, time.Now())
 	b.tell(true, md, role)
 	return nil
+}
+
+// timeStep notes when a role starts replacing another ordinal, and observes the step that ends
+// then: a step whose start this process did not see (before a restart) is not observed.
+func (b *Book) timeStep(deployment types.NamespacedName, role string, was, is *int32, now time.Time) {
+	if ptr.Equal(was, is) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stepStarts == nil {
+		b.stepStarts = map[types.NamespacedName]map[string]time.Time{}
+	}
+	starts := b.stepStarts[deployment]
+	if started, ok := starts[role]; ok && was != nil {
+		rolemetrics.ObserveRolloutStep(started, now)
+	}
+	if is == nil {
+		delete(starts, role)
+		if len(starts) == 0 {
+			delete(b.stepStarts, deployment)
+		}
+		return
+	}
+	if starts == nil {
+		starts = map[string]time.Time{}
+		b.stepStarts[deployment] = starts
+	}
+	starts[role] = now
 }
 
 // write sets one key of the deployment's record ConfigMap (an empty value removes it), creating the
