@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render test test-unit test-e2e chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks
+.PHONY: all help render test conformance conformance-on-stack test-unit test-e2e chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks
 
 all: build
 
@@ -26,13 +26,29 @@ render:
 ## fuzz targets' seed corpora), a short fuzz pass (FUZZTIME_CI per target), then the test module: the
 ## render compared with Crossplane's own engine, and the e2e suite against a real control plane (the
 ## first run on a machine builds its programs into ~/.cache/mdplane; later runs reuse them), with the
-## Prometheus Operator monitors checked against the operator's types (test/monitoring, a module of its own).
+## Prometheus Operator monitors checked against the operator's types (test/monitoring, a module of its
+## own), and make conformance against a stack of its own.
 test: fmt-check vet lint
 	$(GO) build ./...
 	$(GO) test ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 	cd test/monitoring && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m ./...
+	$(MAKE) --no-print-directory conformance-on-stack
+
+## conformance: prove an installation on your own cluster: the conformance tests of the e2e suite
+## (TestConformance*) against the cluster of KUBECONFIG (MDPLANE_CONFORMANCE_CONTEXT picks a
+## context), where mdplane is installed as docs/install.md says. They run no Pod, name everything
+## after the run and delete it; the summary lists what was proven. make test runs them on the stack.
+conformance:
+	cd test && MDPLANE_CONFORMANCE_KUBECONFIG="$${KUBECONFIG:-$$HOME/.kube/config}" $(GO) test -count=1 -v -timeout 15m ./e2e
+
+## conformance-on-stack: make conformance as a platform team runs it, against a stack of its own
+## (started and stopped under .stack/conformance): make test's proof that the target works.
+conformance-on-stack:
+	@$(MAKE) --no-print-directory cluster-up STACK_DIR=$(CURDIR)/.stack/conformance >/dev/null
+	@KUBECONFIG=$$(cat $(CURDIR)/.stack/conformance/ready) $(MAKE) --no-print-directory conformance; rc=$$?; \
+	  $(MAKE) --no-print-directory cluster-down STACK_DIR=$(CURDIR)/.stack/conformance; exit $$rc
 
 ## test-unit: the fast tier: every unit, golden and schema test of the main module, without the
 ## package builds (go test -short).

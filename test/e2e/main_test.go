@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: skipped (MDPLANE_SKIP_E2E is set)")
 		os.Exit(0)
 	}
+	// make conformance: the conformance tests alone, against a platform team's cluster.
+	if kubeconfig := os.Getenv("MDPLANE_CONFORMANCE_KUBECONFIG"); kubeconfig != "" {
+		os.Exit(runConformance(m, kubeconfig))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	var err error
 	stack, err = cluster.Start(ctx, cluster.Options{
@@ -45,7 +49,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 		os.Exit(1)
 	}
+	// The conformance tests reach the stack only as any cluster is reached: through its kubeconfig.
+	if target, err = stack.Attach(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cannot reach the stack through its kubeconfig:", err)
+		stack.Stop()
+		os.Exit(1)
+	}
 	code := m.Run()
+	fmt.Println(conformanceSummary())
 	// The controllers and webhooks run with their install manifest's RBAC, Crossplane and its RBAC
 	// manager with their chart's and mdplane's package's, Kueue with its own manifests': an RBAC
 	// refusal anywhere in the suite is a rule an install lacks.
