@@ -33,7 +33,7 @@ func (m *metricsAPI) add(mgr manager.Manager) error {
 	if m.addr == "" {
 		return nil
 	}
-	h := &serve.Handler{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient(), Proxy: &serve.FrontProxy{Reader: mgr.GetAPIReader()},
+	h := &serve.Handler{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient(), Writer: mgr.GetClient(), Proxy: &serve.FrontProxy{Reader: mgr.GetAPIReader()},
 		Scraper: scrape.New(m.dialOverride), Now: time.Now}
 	if err := mgr.Add(&serve.Server{Addr: m.addr, CertDir: m.certDir, Handler: h}); err != nil {
 		return fmt.Errorf("adding the metrics snapshot API: %w", err)

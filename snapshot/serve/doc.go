@@ -1,6 +1,9 @@
-// Package serve is the metrics snapshot's serving edge: the aggregated API the kube-apiserver proxies
-// metrics.worker.gpustack.ai/v1 to. It authenticates the front proxy by its client certificate (the
-// requestheader CA of kube-system/extension-apiserver-authentication), authorizes the user the proxy
-// names with a SubjectAccessReview for get on modeldeployments/metrics in worker.gpustack.ai, serves the
-// group's discovery documents, and assembles the snapshot.
+// Package serve is mdplane-controllers' aggregated API, the one server the kube-apiserver proxies
+// three groups to: metrics.worker.gpustack.ai/v1 (a deployment's metrics snapshot, authorized with a
+// SubjectAccessReview for get on modeldeployments/metrics in worker.gpustack.ai), roles.worker.gpustack.ai/v1
+// (every role as a ModelDeploymentRole whose scale subresource writes the deployment's
+// spec.roles[i].replicas) and custom.metrics.k8s.io/v1beta2 (a role's waiting and running requests,
+// from a snapshot, for a HorizontalPodAutoscaler). It authenticates the front proxy by its client
+// certificate (the requestheader CA of kube-system/extension-apiserver-authentication) and serves
+// each group's discovery documents.
 package serve

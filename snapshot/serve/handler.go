@@ -30,12 +30,15 @@ type Scraper interface {
 	Scrape(ctx context.Context, targets []snapshot.Target) []snapshot.Read
 }
 
-// Handler serves metrics.worker.gpustack.ai/v1.
+// Handler serves metrics.worker.gpustack.ai/v1, roles.worker.gpustack.ai/v1 and the roles' custom
+// metrics (custom.metrics.k8s.io/v1beta2).
 type Handler struct {
 	// Reader reads uncached: the deployment, its Pods and their owners.
 	Reader client.Reader
 	// Reviews creates SubjectAccessReviews.
 	Reviews client.Client
+	// Writer patches a deployment's role count, for a scale of a role.
+	Writer  client.Client
 	Proxy   *FrontProxy
 	Scraper Scraper
 	Now     func() time.Time
@@ -58,13 +61,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case path == rolesGroupPath || strings.HasPrefix(path, rolesGroupPath+"/"):
+		h.serveRoles(w, r, path)
+		return
+	case path == customGroupPath || strings.HasPrefix(path, customGroupPath+"/"):
+		h.serveCustomMetrics(w, r, path)
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeStatus(w, apierrors.NewMethodNotSupported(deploymentsResource, r.Method))
 		return
 	}
 	switch path {
 	case "/apis":
-		writeJSON(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{group()}})
+		writeJSON(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
+			Groups: []metav1.APIGroup{group(), rolesGroup(), customGroupDiscovery()}})
 		return
 	case groupPath:
 		g := group()

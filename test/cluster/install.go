@@ -104,10 +104,10 @@ func (s *Stack) install(ctx context.Context) error {
 	return s.controllersReady(ctx)
 }
 
-// routeMetricsAPI points the metrics snapshot's APIService at the controllers' loopback port: its
-// Service becomes an ExternalName of 127.0.0.1 (the aggregator dials an ExternalName Service's name
-// at the APIService's port, k8s.io/apiserver/pkg/util/proxy.ResolveCluster), and the APIService's
-// port the one the controllers serve on.
+// routeMetricsAPI points the controllers' APIServices at their loopback port: their Service becomes
+// an ExternalName of 127.0.0.1 (the aggregator dials an ExternalName Service's name at the
+// APIService's port, k8s.io/apiserver/pkg/util/proxy.ResolveCluster), and each APIService's port the
+// one the controllers serve on.
 func (s *Stack) routeMetricsAPI(ctx context.Context) error {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "mdplane-metrics-api"}}
 	if err := s.Client.Delete(ctx, svc); err != nil {
@@ -119,12 +119,30 @@ func (s *Stack) routeMetricsAPI(ctx context.Context) error {
 	if err := waitFor(ctx, nil, 30*time.Second, "the metrics API Service replaced", func() error { return s.Client.Create(ctx, svc) }); err != nil {
 		return err
 	}
-	api := &unstructured.Unstructured{}
-	api.SetAPIVersion("apiregistration.k8s.io/v1")
-	api.SetKind("APIService")
-	api.SetName("v1.metrics.worker.gpustack.ai")
+	return s.RouteAPIServices(ctx)
+}
+
+// RouteAPIServices points every APIService of the mdplane-metrics-api Service (the metrics snapshot,
+// the roles, and the roles' custom metrics once package/autoscaling is applied) at the port the
+// controllers serve on.
+func (s *Stack) RouteAPIServices(ctx context.Context) error {
+	apis := &unstructured.UnstructuredList{}
+	apis.SetAPIVersion("apiregistration.k8s.io/v1")
+	apis.SetKind("APIServiceList")
+	if err := s.Client.List(ctx, apis); err != nil {
+		return err
+	}
 	patch := fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, s.metricsAPI.port)
-	return s.Client.Patch(ctx, api, client.RawPatch(types.MergePatchType, []byte(patch)))
+	for i := range apis.Items {
+		api := &apis.Items[i]
+		if name, _, _ := unstructured.NestedString(api.Object, "spec", "service", "name"); name != "mdplane-metrics-api" {
+			continue
+		}
+		if err := s.Client.Patch(ctx, api, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // repoRoot is the checkout the stack runs from.
