@@ -119,10 +119,7 @@ func TestTheSnapshotAPI(t *testing.T) {
 	c := world(t, authority.pem)
 	h := &Handler{Reader: c, Reviews: c, Proxy: &FrontProxy{Reader: c}, Now: time.Now,
 		Scraper: fakeScraper{body: "vllm:num_requests_running 3\nvllm:num_requests_waiting 1\n"}}
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	defer srv.Close()
+	srv := serveOverTLS(t, h)
 	proxy := func(cert tls.Certificate) *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}}} //nolint:gosec // test server
 	}
@@ -165,15 +162,7 @@ func TestTheSnapshotAPI(t *testing.T) {
 				req.Header.Set("X-Remote-User", tc.user)
 				req.Header.Add("X-Remote-Group", "system:authenticated")
 			}
-			rsp, err := tc.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rsp.Body.Close()
-			body, _ := io.ReadAll(rsp.Body)
-			if rsp.StatusCode != tc.code || !strings.Contains(string(body), tc.contains) {
-				t.Fatalf("HTTP %d %s\nwant %d containing %s", rsp.StatusCode, body, tc.code, tc.contains)
-			}
+			body := expectResponse(t, tc.client, req, tc.code, tc.contains)
 			if tc.code == 200 && strings.HasSuffix(tc.path, "/metrics") {
 				var m metricsv1.ModelDeploymentMetrics
 				if err := json.Unmarshal(body, &m); err != nil || m.Kind != "ModelDeploymentMetrics" || m.APIVersion != "metrics.worker.gpustack.ai/v1" || m.Name != "md" {
@@ -182,4 +171,28 @@ func TestTheSnapshotAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveOverTLS serves h over TLS, asking for the client's certificate as the server does.
+func serveOverTLS(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// expectResponse sends req and fails unless the answer has the code and its body the text.
+func expectResponse(t *testing.T, c *http.Client, req *http.Request, code int, contains string) []byte {
+	t.Helper()
+	rsp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	body, _ := io.ReadAll(rsp.Body)
+	if rsp.StatusCode != code || !strings.Contains(string(body), contains) {
+		t.Fatalf("HTTP %d %s\nwant %d containing %s", rsp.StatusCode, body, code, contains)
+	}
+	return body
 }

@@ -3,9 +3,7 @@ package serve
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +20,7 @@ func TestTheRolesAndTheirCustomMetrics(t *testing.T) {
 	c := world(t, authority.pem)
 	h := &Handler{Reader: c, Reviews: c, Writer: c, Proxy: &FrontProxy{Reader: c}, Now: time.Now,
 		Scraper: fakeScraper{body: "vllm:num_requests_running 3\nvllm:num_requests_waiting 1\n"}}
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	defer srv.Close()
+	srv := serveOverTLS(t, h)
 	frontProxy := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{ //nolint:gosec // test server
 		Certificates: []tls.Certificate{authority.client(t, "front-proxy-client")}, InsecureSkipVerify: true}}}
 	const roles = "/apis/roles.worker.gpustack.ai/v1"
@@ -75,15 +70,7 @@ func TestTheRolesAndTheirCustomMetrics(t *testing.T) {
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
-			rsp, err := frontProxy.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rsp.Body.Close()
-			body, _ := io.ReadAll(rsp.Body)
-			if rsp.StatusCode != tc.code || !strings.Contains(string(body), tc.contains) {
-				t.Fatalf("HTTP %d %s\nwant %d containing %s", rsp.StatusCode, body, tc.code, tc.contains)
-			}
+			expectResponse(t, frontProxy, req, tc.code, tc.contains)
 			if tc.replicas != 0 {
 				md := &workerv1.ModelDeployment{}
 				if err := c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "md"}, md); err != nil {

@@ -85,19 +85,7 @@ func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
 		if n, err := declaredReplicas(ctx, ns, name); err != nil || n != 2 {
 			return fmt.Errorf("spec.roles[0].replicas %d: %v", n, err)
 		}
-		if err := running(ctx, ns, name, 2); err != nil {
-			return err
-		}
-		now, err := standing(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		for ordinal, p := range before {
-			if now[ordinal].UID != p.UID {
-				return fmt.Errorf("the Pod of ordinal %s was replaced", ordinal)
-			}
-		}
-		return nil
+		return runningKeeping(ctx, ns, name, 2, before)
 	})
 	if out, err := stack.Kubectl("get", "modeldeploymentroles", "-n", ns); err == nil {
 		t.Logf("kubectl get modeldeploymentroles -n %s\n%s", ns, out)

@@ -103,17 +103,8 @@ func TestATeamAPIComposedFromModelDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, editRendered+2*time.Minute, "three replicas Ready, the first two untouched", func() error {
-		if err := running(ctx, ns, name, 3); err != nil {
+		if err := runningKeeping(ctx, ns, name, 3, before); err != nil {
 			return err
-		}
-		now, err := standing(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		for ordinal, p := range before {
-			if now[ordinal].UID != p.UID {
-				return fmt.Errorf("the Pod of ordinal %s was replaced", ordinal)
-			}
 		}
 		return chatModelReady(ctx, ns, name, 3)
 	})

@@ -190,15 +190,7 @@ spec:
 
 // conformanceDeployment is a vLLM deployment of one role on the (CPU) type.
 func conformanceDeployment(namespace, name, instanceType, roleFields string) string {
-	return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata: {name: %s, namespace: %s}
-spec:
-  model: {name: Qwen/Qwen3-8B}
-  engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
-  roles:
-    - {name: server, instanceType: %s%s}
-`, name, namespace, instanceType, roleFields)
+	return vLLMDeployment(namespace, name) + fmt.Sprintf("    - {name: server, instanceType: %s%s}\n", instanceType, roleFields)
 }
 
 // TestConformanceARefusalIsTheOfflineValidation: the installed webhooks refuse what mdplane validate

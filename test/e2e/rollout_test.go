@@ -49,6 +49,24 @@ func standing(ctx context.Context, namespace, deployment string) (map[string]cor
 	return out, nil
 }
 
+// runningKeeping passes once want Pods of the deployment run and every Pod of before (by ordinal)
+// is still the one standing: a scale that replaced none of them.
+func runningKeeping(ctx context.Context, namespace, deployment string, want int, before map[string]corev1.Pod) error {
+	if err := running(ctx, namespace, deployment, want); err != nil {
+		return err
+	}
+	now, err := standing(ctx, namespace, deployment)
+	if err != nil {
+		return err
+	}
+	for ordinal, p := range before {
+		if now[ordinal].UID != p.UID {
+			return fmt.Errorf("the Pod of ordinal %s was replaced", ordinal)
+		}
+	}
+	return nil
+}
+
 // editRendered bounds how long an edit waits for its render when the deployment's Crossplane watch
 // circuit breaker may have opened: Crossplane v2.4 reconciles a composite several times per change
 // of its conditions, and on a loaded machine a burst of changes can empty the breaker; an edit is
