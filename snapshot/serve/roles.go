@@ -7,13 +7,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,6 +62,10 @@ func (h *Handler) serveRoles(w http.ResponseWriter, r *http.Request, path string
 			writeStatus(w, err)
 			return
 		}
+		if wantsTable(r) {
+			writeJSON(w, http.StatusOK, roleTable(list.Items, h.Now()))
+			return
+		}
 		writeJSON(w, http.StatusOK, list)
 	case name == "" || (sub == "" && r.Method != http.MethodGet):
 		writeStatus(w, apierrors.NewMethodNotSupported(rolesResource, r.Method))
@@ -66,6 +73,10 @@ func (h *Handler) serveRoles(w http.ResponseWriter, r *http.Request, path string
 		md, i, err := h.role(ctx, namespace, name)
 		if err != nil {
 			writeStatus(w, err)
+			return
+		}
+		if wantsTable(r) {
+			writeJSON(w, http.StatusOK, roleTable([]rolesv1.ModelDeploymentRole{*roleObject(md, i)}, h.Now()))
 			return
 		}
 		writeJSON(w, http.StatusOK, roleObject(md, i))
@@ -263,4 +274,40 @@ func rolesResources() *metav1.APIResourceList {
 				Verbs: metav1.Verbs{"get", "update", "patch"}},
 		},
 	}
+}
+
+// wantsTable is true when the client (kubectl get) asks for a meta.k8s.io/v1 Table.
+func wantsTable(r *http.Request) bool {
+	for _, accept := range strings.Split(r.Header.Get("Accept"), ",") {
+		if strings.Contains(accept, "as=Table") && strings.Contains(accept, "v=v1;") && strings.Contains(accept, "g=meta.k8s.io") {
+			return true
+		}
+	}
+	return false
+}
+
+// roleTable is what kubectl get prints of roles: the deployment, the role, its kind, the declared
+// and Ready counts.
+func roleTable(roles []rolesv1.ModelDeploymentRole, now time.Time) *metav1.Table {
+	t := &metav1.Table{
+		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name"}, {Name: "Deployment", Type: "string"}, {Name: "Role", Type: "string"},
+			{Name: "Kind", Type: "string"}, {Name: "Replicas", Type: "integer"}, {Name: "Ready", Type: "integer"}, {Name: "Age", Type: "string"},
+		},
+		Rows: []metav1.TableRow{},
+	}
+	for i := range roles {
+		r := &roles[i]
+		kind := r.Spec.Kind
+		if kind == "" {
+			kind = string(workerv1.RoleKindServer)
+		}
+		meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: r.ObjectMeta}
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells:  []any{r.Name, r.Spec.Deployment, r.Spec.Role, kind, r.Spec.Replicas, r.Status.Ready, duration.HumanDuration(now.Sub(r.CreationTimestamp.Time))},
+			Object: runtime.RawExtension{Object: meta},
+		})
+	}
+	return t
 }

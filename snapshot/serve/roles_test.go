@@ -28,6 +28,7 @@ func TestTheRolesAndTheirCustomMetrics(t *testing.T) {
 	const custom = "/apis/custom.metrics.k8s.io/v1beta2"
 	cases := []struct {
 		rule, method, path, contentType, body string
+		accept                                string
 		code                                  int
 		contains                              string
 		replicas                              int32 // the deployment's spec.roles[0].replicas after the row, when the row writes
@@ -37,6 +38,8 @@ func TestTheRolesAndTheirCustomMetrics(t *testing.T) {
 			contains: `{"name":"modeldeploymentroles/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","update","patch"]}`},
 		{rule: "a namespace lists a role per role of each deployment", path: roles + "/namespaces/team-a/modeldeploymentroles", code: 200,
 			contains: `"name":"idle.server"`},
+		{rule: "kubectl get reads a table of the roles: deployment, role, kind, declared and Ready", path: roles + "/namespaces/team-a/modeldeploymentroles",
+			accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", code: 200, contains: `"cells":["idle.server","idle","server","Server",0,0,`},
 		{rule: "a role is named <deployment>.<role> and selects its Pods", path: roles + "/namespaces/team-a/modeldeploymentroles/md.server", code: 200,
 			contains: `"selector":"app.kubernetes.io/component=server,app.kubernetes.io/instance=md,app.kubernetes.io/name=model-deployment"`},
 		{rule: "a name without a role is not found", path: roles + "/namespaces/team-a/modeldeploymentroles/md", code: 404},
@@ -67,6 +70,9 @@ func TestTheRolesAndTheirCustomMetrics(t *testing.T) {
 			}
 			req, _ := http.NewRequest(method, srv.URL+tc.path, strings.NewReader(tc.body))
 			req.Header.Set("X-Remote-User", "system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}

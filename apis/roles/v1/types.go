@@ -33,9 +33,12 @@ type ModelDeploymentRole struct {
 
 // ModelDeploymentRoleSpec is what the deployment declares of the role.
 type ModelDeploymentRoleSpec struct {
+	// Deployment is the ModelDeployment the role belongs to.
 	Deployment string `json:"deployment"`
-	Role       string `json:"role"`
-	Kind       string `json:"kind,omitempty"`
+	// Role is the role's name in the deployment.
+	Role string `json:"role"`
+	// Kind is the role's kind (Server, Prefill, Decode, Encode); empty means Server.
+	Kind string `json:"kind,omitempty"`
 	// Replicas is the deployment's spec.roles[i].replicas, which the scale subresource writes.
 	Replicas int32 `json:"replicas"`
 }
