@@ -770,11 +770,9 @@ func (s *Stack) compositesServed() error {
 
 // controllers is how mdplane-controllers was started, so a test can kill it and start it again.
 type controllers struct {
-	bin    string
-	args   []string
-	health int
-	// metrics is the first replica's metrics port (a standby serves none).
-	metrics int
+	bin     string
+	args    []string
+	health  int
 	process *process
 	starts  int
 	// slot is the process's slot in the metrics API balancer.
@@ -815,10 +813,15 @@ func metricsAPIAddress(args []string) string {
 	return ""
 }
 
-// ControllersMetricsURL is the metrics endpoint of the first mdplane-controllers replica (the one
-// the stack starts and a test kills and starts again).
+// ControllersMetricsURL is the metrics endpoint of the stack's mdplane-controllers: the one it
+// started, or the standby that took over when a test killed the leader.
 func (s *Stack) ControllersMetricsURL() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/metrics", s.controllers.metrics)
+	for _, a := range s.controllers.args {
+		if address, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			return "http://" + address + "/metrics"
+		}
+	}
+	return ""
 }
 
 func (s *Stack) launchControllers() error {
@@ -865,7 +868,11 @@ func (s *Stack) StartStandbyControllers(ctx context.Context) error {
 	}
 	args := withFlag(s.controllers.args, "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health))
 	args = withFlag(args, "--metrics-api-bind-address", "127.0.0.1:"+strconv.Itoa(metricsAPI))
-	args = withFlag(args, "--metrics-bind-address", "0")
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	args = withFlag(args, "--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metrics))
 	slot := 1 - s.controllers.slot
 	args = withFlag(args, "--pprof-bind-address", "")
 	s.controllers.starts++

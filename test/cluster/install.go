@@ -486,7 +486,7 @@ func (s *Stack) launchControllersAs(ctx context.Context, root string) error {
 	s.MetricsExporter = &Exporter{Default: IdleGauges}
 	exporter := httptest.NewServer(s.MetricsExporter)
 	s.stops = append(s.stops, exporter.Close)
-	s.controllers = controllers{bin: bin, health: health, metrics: metrics, args: append(append([]string{
+	s.controllers = controllers{bin: bin, health: health, args: append(append([]string{
 		"--kubeconfig=" + kubeconfig, "--enable-webhooks=false", "--leader-elect", "--namespace=" + Namespace,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
 		"--metrics-api-bind-address=127.0.0.1:" + strconv.Itoa(metricsAPIPort),

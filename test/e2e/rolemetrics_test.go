@@ -12,7 +12,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// scrapeControllers reads the metrics of the first mdplane-controllers replica.
+// scrapeControllers reads the metrics of the stack's mdplane-controllers (the leader).
 func scrapeControllers() (string, error) {
 	resp, err := http.Get(stack.ControllersMetricsURL()) //nolint:noctx // a loopback scrape in a test
 	if err != nil {
