@@ -13,7 +13,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// Reasons of missing entries (elastic-dp-lifecycle §5.3, §5.4). The first block sets partial; the
+// Reasons of missing entries. The first block sets partial; the
 // second does not: it describes what the Pod legitimately does not export.
 const (
 	ReasonAbsent              = "metric is absent"

@@ -9,7 +9,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// Cache-hit sources and scopes (elastic-dp-lifecycle §5.2).
+// Cache-hit sources and scopes.
 const (
 	sourceVLLMPrefix   = "vllm:prefix_cache"
 	sourceVLLMExternal = "vllm:external_prefix_cache"

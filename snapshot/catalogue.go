@@ -57,8 +57,8 @@ const (
 	unitTokens   = "tokens"
 )
 
-// engineOf is the engine's lowercase name (elastic-dp-lifecycle §5.4 compares vllm and sglang; the
-// spec spells vLLM and SGLang), "" for any other.
+// engineOf is the engine's lowercase name, as the catalogue compares it (the API spells vLLM and
+// SGLang), "" for any other.
 func engineOf(md *workerv1.ModelDeployment) string {
 	switch {
 	case strings.EqualFold(string(md.Spec.Engine.Name), "vllm"):
@@ -79,7 +79,7 @@ func hasPair(md *workerv1.ModelDeployment) bool {
 	return prefill && decode
 }
 
-// gaugesOf are the gauges a Pod exports (related-facts §1.7, elastic-dp-lifecycle §5.2).
+// gaugesOf are the gauges a Pod exports.
 func gaugesOf(md *workerv1.ModelDeployment, t Target) []gaugeSpec {
 	if t.Role == nil {
 		switch md.Spec.Router.Name {

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Window and retention of the previous reads (elastic-dp-lifecycle §5.3).
+// Window and retention of the previous reads.
 const (
 	// MaxWindow is the longest span two reads make a window over.
 	MaxWindow = 5 * time.Minute

@@ -10,7 +10,7 @@ import (
 // CachePrefixInvalid is the reason a cache prefix is refused.
 const CachePrefixInvalid = "CachePrefixInvalid"
 
-// CachePrefix is the KV cache identity of a deployment's weights (router-artifact-drain.md §2.5):
+// CachePrefix is the KV cache identity of a deployment's weights:
 // m- and the first 32 hex digits of the artifact's manifest digest (sha256: stripped) or, when it
 // has none (a claim or an image), of SHA-256 of its UID. The store keys blocks by it, so replicas
 // of other weights never share blocks. It may not hold @, _ or :, which the stores read as

@@ -7,8 +7,8 @@ import (
 )
 
 // ElasticOwnedArgs are the vLLM flags the Elastic EP renderer writes on a master, or whose
-// meaning it fixes (one pipeline stage, Ray as the executor and the data-parallel backend):
-// elastic-dp-lifecycle.md §1.9. The tensor-parallel size is the user's (extraArgs), frozen after
+// meaning it fixes (one pipeline stage, Ray as the executor and the data-parallel backend). The
+// tensor-parallel size is the user's (extraArgs), frozen after
 // create.
 var ElasticOwnedArgs = []string{
 	"--data-parallel-size", "--data-parallel-backend", "--data-parallel-address", "--enable-expert-parallel",

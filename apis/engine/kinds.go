@@ -6,8 +6,8 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// renderedKinds are the role kinds each engine's render has a term for (model-deployment.md,
-// Admission refusals: "vLLM and SGLang both render Server, Prefill and Decode"). Encode has none:
+// renderedKinds are the role kinds each engine's render has a term for: vLLM and SGLang both render
+// Server, Prefill and Decode. Encode has none:
 // mdplane would start a full engine under an encoder's label, so a managed Encode role is refused
 // and a take-over role declares the encoder itself.
 var renderedKinds = map[workerv1.Engine][]workerv1.RoleKind{

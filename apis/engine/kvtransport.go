@@ -9,11 +9,11 @@ import (
 )
 
 // ReasonTransportUnsupported is the reason of a refusal of a pool whose transports an engine cannot
-// use (backend-devices-settings §1.6).
+// use.
 const ReasonTransportUnsupported = "TransportUnsupported"
 
-// storeProtocols maps the API's transport spelling to the Mooncake store's (backend-devices-settings
-// §1.5, memberProtocols). An unset protocol is Auto, which is tcp.
+// storeProtocols maps the API's transport spelling to the Mooncake store's. An unset protocol is
+// Auto, which is tcp.
 var storeProtocols = map[string]string{
 	"":                     "tcp",
 	workerv1.TransportAuto: "tcp",
@@ -91,7 +91,7 @@ func DistinctOffers(offers []string) []string {
 // Ascend accelerator is its own engine, vllm-ascend, which speaks only the ascend transport.
 type ClientEngine string
 
-// The client engines of backend-devices-settings §1.6.
+// The client engines a transport is judged for.
 const (
 	ClientVLLM       ClientEngine = "vLLM"
 	ClientVLLMAscend ClientEngine = "vLLM-Ascend"

@@ -54,9 +54,10 @@ func OwnedEnvName(e workerv1.Engine, name string) bool {
 
 // OwnedArg reports which owned flag, if any, a user argument is in a spelling the engine reads as
 // it, and returns that flag. Both engines accept a unique prefix of a flag (argparse's
-// abbreviations); vLLM also reads underscores as dashes and a dotted member (--kv-transfer-config.kv_role)
-// as part of the whole document. A prefix is judged against the owned flags only: one that would be
-// ambiguous on the engine fails there anyway, and one that abbreviates an owned flag is refused here.
+// abbreviations); vLLM also reads underscores as dashes and a dotted member
+// (--kv-transfer-config.kv_role) as part of the whole document. A prefix is judged against the
+// owned flags only: one that would be ambiguous on the engine fails there anyway, and one that
+// abbreviates an owned flag is refused here.
 func OwnedArg(e workerv1.Engine, kvCache bool, arg string) (string, bool) {
 	if !strings.HasPrefix(arg, "--") || arg == "--" {
 		return "", false
@@ -94,7 +95,7 @@ func OwnedArgIn(e workerv1.Engine, kvCache bool, args []string) (arg, flag strin
 }
 
 // hubArgs are the flags that name or fetch the weights, which an artifact delivers: mdplane renders
-// the model argument and, under Engine delivery, --revision (router-artifact-drain.md §2.4).
+// the model argument and, under Engine delivery, --revision.
 // SGLang's --model is read as --model-path's alias.
 var hubArgs = map[workerv1.Engine][]string{
 	workerv1.EngineVLLM:   {"--model", "--revision", "--tokenizer-revision", "--download-dir"},

@@ -10,8 +10,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// balanceFlags are vLLM's flags that decide how data-parallel ranks take traffic
-// (elastic-dp-lifecycle §2.1).
+// balanceFlags are vLLM's flags that decide how data-parallel ranks take traffic.
 var balanceFlags = struct {
 	externalLB, rank, hybridLB, multiPort, startRank, local, size, nnodes, headless []string
 }{
@@ -64,9 +63,9 @@ var modeFlags = map[workerv1.Engine][]struct {
 }
 
 // ReadParallelism is the parallel layout a role's own command line and environment declare, as
-// status.roles[].parallelism reports it (elastic-dp-lifecycle §2.1, §2.6). A managed role is read
-// from its extraArgs; a take-over role from its command, because model-deployment.md has the
-// take-over's degrees travel "through roles[].command alone" and admission read them there.
+// status.roles[].parallelism reports it. A managed role is read
+// from its extraArgs; a take-over role from its command, because a take-over's degrees travel
+// through roles[].command alone and admission reads them there.
 func ReadParallelism(e workerv1.Engine, role workerv1.ModelDeploymentRole) workerv1.RoleParallelism {
 	source := workerv1.ParallelismSource{Kind: workerv1.ParallelismFromExtraArgs, Complete: true}
 	if role.TakesOver() {
@@ -132,7 +131,7 @@ func ReadParallelism(e workerv1.Engine, role workerv1.ModelDeploymentRole) worke
 }
 
 // loadBalance classifies how a role's data-parallel ranks take traffic, by the votes of vLLM's
-// balance flags (elastic-dp-lifecycle §2.1); reason gains why a shape is Unknown. SGLang ranks are
+// balance flags; reason gains why a shape is Unknown. SGLang ranks are
 // always balanced inside the engine.
 func loadBalance(e workerv1.Engine, args []string, d workerv1.ParallelDegrees, reason string) (string, string) {
 	if e != workerv1.EngineVLLM {
@@ -227,10 +226,11 @@ func implicitShape(e workerv1.Engine, args []string, d workerv1.ParallelDegrees)
 	return "", "", ""
 }
 
-// ServesEveryMember reports whether every member of a role's replica serves HTTP on the serving port:
-// a Server role whose data-parallel ranks are balanced outside the engine (External DP, or another
-// non-Internal shape). Prefill and Decode roles stay leader-served (elastic-dp-lifecycle §2.2: #754),
-// and so do a take-over role (its replicas keep their legacy Service membership) and an Unknown shape.
+// ServesEveryMember reports whether every member of a role's replica serves HTTP on the serving
+// port: a Server role whose data-parallel ranks are balanced outside the engine (External DP, or
+// another non-Internal shape). Prefill and Decode roles stay leader-served (External DP inside them
+// is not supported yet), and so do a take-over role (its replicas keep their legacy Service
+// membership) and an Unknown shape.
 func ServesEveryMember(e workerv1.Engine, role workerv1.ModelDeploymentRole) bool {
 	if role.Kind != workerv1.RoleKindServer || role.TakesOver() {
 		return false

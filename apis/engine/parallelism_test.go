@@ -10,7 +10,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// TestLoadBalanceShape has one row per row of elastic-dp-lifecycle §2.1's classification table.
+// TestLoadBalanceShape has one row per row of the load-balance classification table.
 func TestLoadBalanceShape(t *testing.T) {
 	cases := []struct {
 		rule   string

@@ -78,8 +78,7 @@ func FabricTransport(spec *workerv1.ModelDeploymentSpec, manufacturer string, ro
 	return ""
 }
 
-// ReasonRoleUnsupported is the reason of a refusal of a role arrangement an engine cannot serve
-// (backend-devices-settings §2.4).
+// ReasonRoleUnsupported is the reason of a refusal of a role arrangement an engine cannot serve.
 const ReasonRoleUnsupported = "RoleUnsupported"
 
 // PairDegrees are the tensor and data-parallel degrees of each half of a prefill/decode pair, read
@@ -117,8 +116,8 @@ func RendersAscendLeg(e workerv1.Engine, router *workerv1.ModelDeploymentRouter,
 }
 
 // ValidateAscendLeg refuses a pair given vLLM-Ascend's direct leg whose prefill tensor parallelism
-// is narrower than its decode one, which vLLM-Ascend's MooncakeConnectorV1 does not support
-// (backend-devices-settings §2.4). nil when no role renders the leg.
+// is narrower than its decode one, which vLLM-Ascend's MooncakeConnectorV1 does not support.
+// nil when no role renders the leg.
 // The render refuses it; admission refuses it too when it knows the manufacturers.
 func ValidateAscendLeg(e workerv1.Engine, router *workerv1.ModelDeploymentRouter, roles []workerv1.ModelDeploymentRole, manufacturers map[string]string) error {
 	if !RendersAscendLeg(e, router, roles, manufacturers) {

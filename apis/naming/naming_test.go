@@ -43,7 +43,7 @@ func TestLabels(t *testing.T) {
 }
 
 // TestServingSelection: each deployed configuration selects endpoints by its own mode
-// (model-deployment.md, Changed role configuration; elastic-dp-lifecycle §2.5).
+// while a role is part-way through a configuration change.
 func TestServingSelection(t *testing.T) {
 	role := func() map[string]string { return naming.RoleLabels("qwen", "server") }
 	cases := []struct {

@@ -1,4 +1,4 @@
-// Package settings is mdplane's worker Settings (backend-devices-settings.md §3.2), the Crossplane
+// Package settings is mdplane's worker Settings, the Crossplane
 // way: one cluster-scoped EnvironmentConfig (apiextensions.crossplane.io/v1beta1, the only version
 // Crossplane v2.4.0 serves) named mdplane-settings, whose data keys are the spec's Setting names.
 //

@@ -28,7 +28,7 @@ const (
 	Resource = "environmentconfigs"
 )
 
-// The Setting names (backend-devices-settings.md §3.2), spelled as the spec spells them.
+// The Setting names, spelled as GPUStack's worker Settings spell them.
 const (
 	KVCacheDtypeOwned             = "model-deployment-kv-cache-dtype-owned"
 	RouterImage                   = "model-deployment-router-image"

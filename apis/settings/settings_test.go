@@ -108,7 +108,7 @@ func TestUnknownKeysWarn(t *testing.T) {
 
 func TestEverySettingHasARule(t *testing.T) {
 	if len(Names()) != 17 {
-		t.Errorf("Names() = %d keys, want the 17 of §3.2 mdplane reads", len(Names()))
+		t.Errorf("Names() = %d keys, want the 17 Settings mdplane reads", len(Names()))
 	}
 }
 

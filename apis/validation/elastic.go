@@ -12,8 +12,8 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// The Elastic EP refusals (elastic-dp-lifecycle.md §1.9, in model-deployment.md's variant: a
-// headInstanceType, the tensor-parallel size read from extraArgs and frozen after create).
+// The Elastic EP refusals, of the API's variant of the profile: a headInstanceType, the
+// tensor-parallel size read from extraArgs and frozen after create.
 const (
 	// ElasticScaleDownMessage is the width-decrease refusal, verbatim (#741).
 	ElasticScaleDownMessage = "elastic-EP scale-down is not supported in this release; keep width unchanged or increase it"

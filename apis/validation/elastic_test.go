@@ -30,8 +30,8 @@ func elasticTypes(edit func(head *workerv1.InstanceType)) map[string]*workerv1.I
 	return types
 }
 
-// TestElasticRefusals: one row per Elastic EP refusal of elastic-dp-lifecycle.md §1.9 in
-// model-deployment.md's variant, with the near-miss beside it that is admitted.
+// TestElasticRefusals: one row per Elastic EP refusal, with the near-miss beside it that is
+// admitted.
 func TestElasticRefusals(t *testing.T) {
 	ok := func(edits ...func(*workerv1.ModelDeploymentRole)) *workerv1.ModelDeployment {
 		return deployment(nil, role("server", "", append([]func(*workerv1.ModelDeploymentRole){elastic(2)}, edits...)...))

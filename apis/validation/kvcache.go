@@ -21,7 +21,7 @@ type KVCacheChain struct {
 }
 
 // unresolved is the named refusal of an interface request whose cache chain breaks, "" when it
-// resolves (backend-devices-settings §1.6).
+// resolves.
 func (ch *KVCacheChain) unresolved() string {
 	switch {
 	case ch.Binding == nil:
@@ -45,7 +45,7 @@ func manufacturerOf(c Cluster, instanceType string) string {
 // validateBindingName refuses a new or changed spec.kvCache.poolRef.name that cannot name a
 // KVCachePoolBinding, which is an object name: a bare endpoint ("mooncake-master:50051", a URL) or
 // anything else that is no DNS subdomain would leave the deployment unrendered, waiting for a Binding
-// that can never exist (model-deployment.md: a bare endpoint URL cannot be used in this field).
+// that can never exist (a bare endpoint URL cannot be used in this field).
 func validateBindingName(md, old *workerv1.ModelDeployment) field.ErrorList {
 	if md.Spec.KVCache == nil {
 		return nil
@@ -65,7 +65,7 @@ func validateBindingName(md, old *workerv1.ModelDeployment) field.ErrorList {
 }
 
 // validateBindingTransport refuses a new or changed binding whose backend groups offer more than
-// one transport to an engine whose client speaks one (backend-devices-settings §1.6 steps 1–4). It
+// one transport to an engine whose client speaks one. It
 // runs only when the chain was read and resolves, and an unchanged binding stays editable after its
 // backend became mixed. vLLM-Ascend's need for a CANN group is judged at render time
 // (docs/architecture.md, "The cache client's transport").

@@ -14,7 +14,7 @@ const DefaultDomain = "default"
 // ValidateBinding judges a new KVCachePoolBinding against the Bindings already stored. A domain's
 // name is the tenant identifier the master (the pool's KVCacheBackend) keys blocks by, so two
 // Bindings on one master declaring one name would share a tenant across namespaces: refused, on every
-// pool of that master (related-facts §1.8: "domain name unique per master (backend) across pools").
+// pool of that master: a domain name is unique per master across its pools.
 // backendOf names a pool's backend, "" for a pool that does not exist. The domain and the pool are
 // frozen, so only a create is judged.
 func ValidateBinding(b *workerv1.KVCachePoolBinding, stored []workerv1.KVCachePoolBinding, backendOf func(pool string) string) field.ErrorList {

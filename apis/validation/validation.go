@@ -404,7 +404,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			}
 		}
 	}
-	// A managed role refuses the multi-port external balance (elastic-dp-lifecycle §2.1): its ranks
+	// A managed role refuses the multi-port external balance: its ranks
 	// serve on several ports of one member, which the role's Services and routers cannot reach.
 	if !role.TakesOver() && engine.ReadParallelism(e, role).LoadBalance == workerv1.LoadBalanceMultiPort {
 		errs = append(errs, field.Invalid(argsField, "--data-parallel-multi-port-external-lb", fmt.Sprintf(

@@ -30,7 +30,7 @@ import (
 	"github.com/mdplane/mdplane/internal/replicas"
 )
 
-// The observation ConfigMap's label and key (§1.2).
+// The observation ConfigMap's label and key.
 const (
 	LabelObservation = "gpustack.ai/elastic-observation"
 	ObservationKey   = "observation.json"

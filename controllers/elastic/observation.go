@@ -10,7 +10,8 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// Layer is one layer of the observation document, its keys spelled as §1.7 writes them.
+// Layer is one layer of the observation document, its keys spelled as the engine's observer writes
+// them.
 type Layer struct {
 	Known  bool   `json:"Known"`
 	Value  int    `json:"Value"`

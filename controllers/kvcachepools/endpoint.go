@@ -47,7 +47,8 @@ func decide(pool *workerv1.KVCachePool, backend *workerv1.KVCacheBackend) Status
 	case backend.DeletionTimestamp != nil:
 		return Status{Phase: workerv1.KVCachePhaseError, Condition: deleting(name)}
 	case backend.Spec.Connection.External == nil:
-		// The schema requires one of managed and external; an object read before it existed has neither.
+		// The schema requires one of managed and external; an object read before it existed has
+		// neither.
 		return Status{Phase: workerv1.KVCachePhaseError, Condition: metav1.Condition{Status: metav1.ConditionFalse, Reason: workerv1.ReasonNoClientEndpoint,
 			Message: fmt.Sprintf("KVCacheBackend %q sets neither spec.connection.managed nor spec.connection.external, so it has no Client endpoint to publish; "+
 				"give it one of them", name)}}
@@ -63,8 +64,8 @@ func decide(pool *workerv1.KVCachePool, backend *workerv1.KVCacheBackend) Status
 			"add {name: Client, address: <host:port>} (the Admin endpoint is never published to clients)", name)}}
 }
 
-// managed leaves the endpoint and the phase to the backend's operator (backend-devices-settings
-// §1.4: never guessed from a Service name) and says only whether it has published the endpoint.
+// managed leaves the endpoint and the phase to the backend's operator (a pool's endpoint is never
+// guessed from a Service name) and says only whether it has published the endpoint.
 func managed(pool *workerv1.KVCachePool, name string, deleting bool) Status {
 	switch {
 	case deleting:

@@ -12,7 +12,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/index"
 )
 
-// Image delivery's placement (router-artifact-drain.md §2.4, Scheduling row, Image column): a Pod
+// Image delivery's placement: a Pod
 // whose weights are an image volume prefers the Nodes that already hold the image, so the kubelet
 // mounts it without pulling. Like the bound PV's required node affinity, it is applied when the Pod
 // is created, outside the pod-spec-hash and the revision: which Nodes hold an image changes without

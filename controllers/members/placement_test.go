@@ -51,7 +51,7 @@ func preferred(names ...string) []corev1.PreferredSchedulingTerm {
 
 // TestImagePlacement: a Pod whose weights are an image volume prefers, with one weight-100 term on
 // kubernetes.io/hostname, up to 16 of the Nodes whose status.images names the exact reference,
-// sorted by name (router-artifact-drain.md §2.4, Scheduling, Image).
+// sorted by name.
 func TestImagePlacement(t *testing.T) {
 	var many []client.Object
 	var first16 []string

@@ -19,7 +19,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// The group-forward probe's bounds (elastic-dp-lifecycle §2.3): the whole replica within 15 s, an
+// The group-forward probe's bounds: the whole replica within 15 s, an
 // answer read up to 1 MiB.
 const (
 	ProbeBound     = 15 * time.Second
@@ -34,8 +34,8 @@ var probedVersions = map[workerv1.Engine][]string{
 
 // ProbeSupport reports why a replica's group forwarding cannot be probed, "" when it can: only a
 // Server role's managed members, of an engine version whose answer is known. The version is read
-// from the tag of the member's own engine image (spec.engine.image in model-deployment.md; the
-// facts' spec.engine.version has no field here), with or without a leading v.
+// from the tag of the member's own engine image (spec.engine.image: the API has no engine version
+// field), with or without a leading v.
 func ProbeSupport(e workerv1.Engine, kind workerv1.RoleKind, member *corev1.Pod) string {
 	if kind != workerv1.RoleKindServer {
 		return fmt.Sprintf("a %s role's group forwarding is not probed", kind)

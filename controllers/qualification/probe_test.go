@@ -30,7 +30,7 @@ func probed(t *testing.T, uid, addr, image string) *corev1.Pod {
 	}
 }
 
-// TestGroupForwardProbe: elastic-dp-lifecycle §2.3's probe, one completion per member.
+// TestGroupForwardProbe: the group-forward probe, one completion per member.
 func TestGroupForwardProbe(t *testing.T) {
 	cases := []struct {
 		rule   string

@@ -26,7 +26,7 @@ type Replica struct {
 	Members []*corev1.Pod
 	// Condemned is true when the rollout has chosen the replica for replacement.
 	Condemned bool
-	// Retiring is true when a retirement operation reserves the replica (elastic-dp-lifecycle §4).
+	// Retiring is true when a retirement operation reserves the replica.
 	Retiring bool
 	// GroupForward is a multi-member replica's group-forward leg, as its probe or the reason it
 	// cannot be probed decides it; nil is Unsupported.
@@ -153,10 +153,10 @@ type Labels struct {
 // LabelChanges decides the eligibility label of an instance's members from its verdict: a qualified
 // instance grants it to its serving members (restoring requires activation, which Qualified
 // implies: GroupForward Verified or NotApplicable); a disqualified one loses it on every member at
-// once; a held or unobserved one keeps what it has. A member that does not serve never keeps it.
-// A take-over instance keeps its legacy Service membership (model-deployment.md, Changed role
-// configuration): its leader carries the label whatever its verdict, so a Service selecting on it
-// still reaches the leader, and the Service's own readiness rule decides.
+// once; a held or unobserved one keeps what it has. A member that does not serve never keeps it. A
+// take-over instance keeps its legacy Service membership: its leader carries the label whatever its
+// verdict, so a Service selecting on it still reaches the leader, and the Service's own readiness
+// rule decides.
 func LabelChanges(q v1alpha1.Qualification, members []*corev1.Pod) Labels {
 	var l Labels
 	serving := Serving(members)

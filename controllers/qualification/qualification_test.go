@@ -37,7 +37,7 @@ func names(pods []*corev1.Pod) []string {
 	return out
 }
 
-// TestQualify has a row per rule of elastic-dp-lifecycle §2.3 as mdplane applies it.
+// TestQualify has a row per rule of endpoint qualification as mdplane applies it.
 func TestQualify(t *testing.T) {
 	cases := []struct {
 		rule    string
@@ -108,7 +108,7 @@ func TestNonServingMemberNeverKeepsTheLabel(t *testing.T) {
 }
 
 // TestATakeOverReplicaKeepsItsLegacyMembership: a take-over replica's leader carries the label
-// whatever its verdict (model-deployment.md: "A takeover replica keeps its legacy Service membership").
+// whatever its verdict: a take-over replica keeps its legacy Service membership.
 func TestATakeOverReplicaKeepsItsLegacyMembership(t *testing.T) {
 	members := []*corev1.Pod{member("0", true, "False", false), member("1", false, "True", false)}
 	for _, p := range members {

@@ -19,7 +19,7 @@ func read(t *testing.T, member, body string) retirement.Read {
 	return retirement.Read{Member: member, Families: f}
 }
 
-// TestJudgeDrain has one row per rule of the drain read (elastic-dp-lifecycle §4.4).
+// TestJudgeDrain has one row per rule of the drain read.
 func TestJudgeDrain(t *testing.T) {
 	gauges := []string{"vllm:num_requests_running", "vllm:num_requests_waiting"}
 	idle := "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"

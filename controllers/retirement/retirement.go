@@ -12,7 +12,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// Budgets bound an operation's phases (elastic-dp-lifecycle §4.3). A phase ends at the earlier of the
+// Budgets bound an operation's phases. A phase ends at the earlier of the
 // operation's deadline and its own start plus its budget; reaching that moment counts as spent.
 type Budgets struct {
 	// Withdrawal is shared by Admitted, Disqualified and Withdrawing, from the admitting moment.
@@ -118,7 +118,7 @@ func Advance(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) 
 	return Outcome{Op: op, Recheck: recheck}
 }
 
-// step is one transition of elastic-dp-lifecycle §4.3's table.
+// step is one transition of the retirement protocol's table (docs/rollout.md).
 func step(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Outcome {
 	switch op.State {
 	case workerv1.RetirementCompleted, workerv1.RetirementAborted, workerv1.RetirementDeleting, workerv1.RetirementSettling:

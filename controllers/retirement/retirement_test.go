@@ -46,8 +46,7 @@ func TestAdmit(t *testing.T) {
 	assert.Equal(t, int64(7), op.ObservedGeneration)
 }
 
-// TestTransitions has one row per row of the protocol's transition table (elastic-dp-lifecycle
-// §4.3), as mdplane reads it.
+// TestTransitions has one row per row of the protocol's transition table, as mdplane reads it.
 func TestTransitions(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -83,7 +83,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	lost := lostMember(own)
 	if lost == nil && role != nil && pacing.OutsideRollout(role) {
 		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
-		// Always: it leaves with its group's Workload and its ordinal is created again (§1.6 step 1).
+		// Always: it leaves with its group's Workload and its ordinal is created again.
 		lost = terminalMember(own)
 	}
 	if lost == nil {

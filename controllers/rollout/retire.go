@@ -293,8 +293,8 @@ func (p *Pacer) servingMembers(ctx context.Context, role *v1alpha1.ModelRole, ta
 	return slices.Compact(serving), nil
 }
 
-// readDrain reads the answering members' engine gauges twice (elastic-dp-lifecycle §4.4 by HTTP on
-// the member's advertised metrics endpoint, the scrape the metrics snapshot uses, rather than
+// readDrain reads the answering members' engine gauges twice (by HTTP on the member's advertised
+// metrics endpoint, the scrape the metrics snapshot uses, rather than
 // pods/exec): the members that serve HTTP, every member of an External-DP replica.
 func (p *Pacer) readDrain(ctx context.Context, md *workerv1.ModelDeployment, members []*corev1.Pod) retirement.Drain {
 	switch {

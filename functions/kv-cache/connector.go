@@ -12,7 +12,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// Contract strings of the spec and its related facts.
+// Contract strings: the connector's names and values as engines read them.
 const (
 	AnnotationClientConfig = "kvcache.gpustack.ai/client-config"
 	AnnotationSGLangBoot   = "sglang.ai/bootstrap-port"

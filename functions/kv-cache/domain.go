@@ -114,7 +114,7 @@ func bindingNotFound(namespace, name string) Condition {
 
 // BackendOffers are the transports the pool's backend offers its clients (engine.BackendOffers). A
 // pool whose backend does not exist fails the render, as a missing pool does: the transport a client
-// speaks is read from the backend's spec, never guessed (backend-devices-settings §1.4).
+// speaks is read from the backend's spec, never guessed.
 func BackendOffers(pool *workerv1.KVCachePool, backend *workerv1.KVCacheBackend) ([]string, error) {
 	if backend == nil {
 		name := ""

@@ -14,7 +14,7 @@ import (
 	kvcache "github.com/mdplane/mdplane/functions/kv-cache"
 )
 
-// TestResolveDomain: related facts §1.6, DomainRegistered; a missing Binding is a condition, not a
+// TestResolveDomain: the DomainRegistered condition; a missing Binding is a condition, not a
 // failed render, and no cache client is rendered from it.
 func TestResolveDomain(t *testing.T) {
 	cached := func(status *workerv1.KVCacheStatus) *workerv1.ModelDeployment {

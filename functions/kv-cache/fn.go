@@ -149,8 +149,8 @@ func readCache(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *
 }
 
 // readCachePrefix requires the ModelArtifact of a deployment with a KV cache and derives the cache
-// prefix of its weights; "" without either or before the artifact is resolved. pending is true while Crossplane has not
-// fetched it yet.
+// prefix of its weights; "" without either or before the artifact is resolved. pending is true
+// while Crossplane has not fetched it yet.
 func readCachePrefix(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment) (string, bool, error) {
 	ref := md.Spec.Model.ArtifactRef
 	if ref == nil || md.Spec.KVCache == nil {
@@ -340,8 +340,8 @@ func setConditions(rsp *fnv1.RunFunctionResponse, md *workerv1.ModelDeployment, 
 	case d.Router == nil:
 		response.ConditionFalse(rsp, "KVEventsPublishing", "NoRouter").WithMessage("no router consumes KV events").TargetComposite()
 	case d.Engine == workerv1.EngineSGLang:
-		// model-deployment.md: "A routed SGLang deployment renders no publisher arguments and reports
-		// KVEventsPublishing=False/PublisherDisabled", behind whichever router.
+		// A routed SGLang deployment renders no publisher arguments and reports
+		// KVEventsPublishing=False/PublisherDisabled, behind whichever router.
 		response.ConditionFalse(rsp, "KVEventsPublishing", "PublisherDisabled").
 			WithMessage("SGLang's rendering carries no KV event publisher").TargetComposite()
 	case d.Router.Name != workerv1.RouterLLMD:

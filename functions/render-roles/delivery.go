@@ -19,7 +19,7 @@ import (
 	"github.com/mdplane/mdplane/internal/xfn"
 )
 
-// Model artifact delivery (router-artifact-drain.md §2.3–2.6): how a ModelArtifact's weights reach
+// Model artifact delivery: how a ModelArtifact's weights reach
 // a role's Pods.
 
 // DeliveryMode is how the weights reach the Pods: the status.model.delivery enum.
@@ -33,7 +33,7 @@ const (
 	DeliveryImage  DeliveryMode = "Image"
 )
 
-// Delivery rendering constants (§2.4).
+// Delivery rendering constants.
 const (
 	ModelPath        = "/var/lib/gpustack/model"
 	ModelCachePath   = "/var/lib/gpustack/model-cache"
@@ -45,7 +45,7 @@ const (
 	noProvisioner  = "kubernetes.io/no-provisioner"
 )
 
-// The WeightsReady reasons (§2.6) the render produces. The blocking ones are also the
+// The WeightsReady reasons the render produces. The blocking ones are also the
 // rollout-held reason's detail.
 const (
 	WeightsNotApplicable    = "NotApplicable"
@@ -73,7 +73,7 @@ func HeldByWeights(held string) bool {
 	return workerv1.RolloutHeldBy(held, RolloutHeldByWeights)
 }
 
-// DeliverySettings are the worker Settings delivery reads (§2.2), from the mdplane-settings
+// DeliverySettings are the worker Settings delivery reads, from the mdplane-settings
 // EnvironmentConfig (deliverySettingsOf).
 type DeliverySettings struct {
 	// Mode is Engine or Node; it governs hub sources only.
@@ -91,7 +91,7 @@ func DefaultDeliverySettings() DeliverySettings {
 	return deliverySettingsOf(settings.Defaults())
 }
 
-// deliverySettingsOf is what delivery reads of the worker Settings (§2.2).
+// deliverySettingsOf is what delivery reads of the worker Settings.
 func deliverySettingsOf(s settings.Settings) DeliverySettings {
 	return DeliverySettings{Mode: DeliveryMode(s.ArtifactDeliveryMode), HuggingFaceEndpoint: s.ArtifactHuggingFaceEndpoint,
 		ModelScopeEndpoint: s.ArtifactModelScopeEndpoint, HTTPSProxy: s.ArtifactHTTPSProxy, NoProxy: s.ArtifactNoProxy}
@@ -162,7 +162,7 @@ func readDeliveryInputs(r *xfn.Requirements, md *workerv1.ModelDeployment, in *D
 	return nil
 }
 
-// ChooseDelivery decides the delivery (§2.3); nil when the deployment names no artifact. A claim
+// ChooseDelivery decides the delivery; nil when the deployment names no artifact. A claim
 // source under more than one Pod (Σ replicas×size over every role, take-over roles included) needs
 // a shared access mode.
 func ChooseDelivery(md *workerv1.ModelDeployment, in DeliveryObjects, settings DeliverySettings) *Delivery {
@@ -382,7 +382,7 @@ func (d *Delivery) volume(takesOver bool) (corev1.Volume, corev1.VolumeMount, bo
 	return corev1.Volume{}, corev1.VolumeMount{}, false
 }
 
-// ownedEnv are the variables Engine delivery owns on the main container (§2.4).
+// ownedEnv are the variables Engine delivery owns on the main container.
 func (d *Delivery) ownedEnv(e workerv1.Engine) []corev1.EnvVar {
 	if d.resolved() == nil || d.Mode != DeliveryEngine {
 		return nil
@@ -481,7 +481,7 @@ func (d *Delivery) digestKey() *digestKey {
 	return k
 }
 
-// WeightsCondition is the WeightsReady condition (§2.6) the render can tell: NotApplicable without
+// WeightsCondition is the WeightsReady condition the render can tell: NotApplicable without
 // an artifact, the blocking reason, else from the live Pods.
 func WeightsCondition(d *Delivery, pods v1alpha1.MemberCounts) Condition {
 	switch {

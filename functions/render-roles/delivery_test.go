@@ -63,7 +63,7 @@ func storageClass(mode storagev1.VolumeBindingMode, provisioner string) *storage
 	return &storagev1.StorageClass{Provisioner: provisioner, VolumeBindingMode: ptr.To(mode)}
 }
 
-// TestChooseDelivery has one row per rule of router-artifact-drain.md §2.3, each with its near miss.
+// TestChooseDelivery has one row per rule of the delivery choice, each with its near miss.
 func TestChooseDelivery(t *testing.T) {
 	node := renderroles.DefaultDeliverySettings()
 	node.Mode = renderroles.DeliveryNode

@@ -61,7 +61,7 @@ type deploymentObservation struct {
 
 // eligibilityActive reports whether a role's Service selects on the eligibility label: once the
 // role's qualification is active (every instance conclusive, the qualified ones labelled), and from
-// then on, as the Service's mark keeps the term (elastic-dp-lifecycle §2.5).
+// then on, as the Service's mark keeps the term.
 func (o *deploymentObservation) eligibilityActive(svc resource.Name, role string) bool {
 	if o.eligibilityMarked[svc] {
 		return true
@@ -272,7 +272,8 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 }
 
 // readDeploymentInputs requires the InstanceType of every role, the Settings and, when named, the
-// cache Binding, its pool, the pool's backend and the ModelArtifact. Until Crossplane has fetched them all, r is pending.
+// cache Binding, its pool, the pool's backend and the ModelArtifact. Until Crossplane has fetched
+// them all, r is pending.
 func readDeploymentInputs(r *xfn.Requirements, md *workerv1.ModelDeployment) (*deploymentInputs, error) {
 	instanceTypes, err := readInstanceTypes(r, md)
 	if err != nil {
@@ -347,15 +348,15 @@ func readInstanceTypes(r *xfn.Requirements, md *workerv1.ModelDeployment) (map[s
 	return out, nil
 }
 
-// RuntimeClass identity: a manufacturer's Pods run with its RuntimeClass only where the cluster has one.
+// RuntimeClass identity: a manufacturer's Pods run with its RuntimeClass only where the cluster has
+// one.
 const (
 	runtimeClassAPIVersion = "node.k8s.io/v1"
 	runtimeClassKind       = "RuntimeClass"
 )
 
 // readRuntimeClasses requires, by name, the RuntimeClass each fetched InstanceType's manufacturer
-// names and reports which exist. A missing class is no error: the Pods run without one
-// (backend-devices-settings.md §2.3).
+// names and reports which exist. A missing class is no error: the Pods run without one.
 func readRuntimeClasses(r *xfn.Requirements, instanceTypes map[string]*workerv1.InstanceType) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, it := range instanceTypes {
@@ -538,7 +539,7 @@ func servingEndpoints(md *workerv1.ModelDeployment) *workerv1.ServingEndpoints {
 	return &workerv1.ServingEndpoints{State: workerv1.ServingUnknown}
 }
 
-// elasticRoleStatus counts an Elastic EP role as the one serving instance it is (§1.8): desired 1;
+// elasticRoleStatus counts an Elastic EP role as the one serving instance it is: desired 1;
 // ready and quota-reserved once every one of its width members is; up to date always, since it is
 // outside the rollout. Width progress is the observation ConfigMap's.
 func elasticRoleStatus(s workerv1.RoleStatus, width int32, observed *v1alpha1.ModelRole) workerv1.RoleStatus {

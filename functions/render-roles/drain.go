@@ -12,7 +12,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// The preStop drain hook (router-artifact-drain.md §3): before the kubelet sends SIGTERM, the engine
+// The preStop drain hook: before the kubelet sends SIGTERM, the engine
 // container waits until the engine has nothing running or queued, or until the grace period is
 // nearly spent, so a replica leaving takes no request down with it.
 const (

@@ -95,7 +95,7 @@ func runHook(e workerv1.Engine, target string) hookRun {
 }
 
 // TestDrainHookRuns runs the rendered script against local engines and measures when it returns
-// (router-artifact-drain.md §3: settle 5 s, 1 s per read and between reads, deadline G − 5).
+// (settle 5 s, 1 s per read and between reads, deadline: the grace period less 5 s).
 func TestDrainHookRuns(t *testing.T) {
 	second := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	cases := []struct {

@@ -43,7 +43,7 @@ func deadlineOf(t *testing.T, s string) int64 {
 	return d
 }
 
-// TestDrainHookScript: the generator's values, inlined (router-artifact-drain.md §3).
+// TestDrainHookScript: the generator's values, inlined.
 func TestDrainHookScript(t *testing.T) {
 	cases := []struct {
 		rule   string

@@ -11,7 +11,7 @@ import (
 	"github.com/mdplane/mdplane/internal/replicas"
 )
 
-// Elastic EP (elastic-dp-lifecycle.md §1.2–1.5, model-deployment.md's variant). The elastic role is
+// Elastic EP, in the API's variant (a head of its own InstanceType). The elastic role is
 // rendered as an ordinary role of width replicas of size 1; the master (ordinal 0) and the workers
 // differ by ordinal, so that difference is applied as each replica is materialized
 // (elasticMember). The Ray head is a role of its own, <md>-elastic-head, a take-over command on
@@ -24,7 +24,7 @@ const (
 )
 
 // rayLogEnv are the Ray logging variables the head copies from the role; the first three are
-// defaulted on the members when the role does not set them (§1.4).
+// defaulted on the members when the role does not set them.
 var (
 	rayLogEnv      = []string{"RAY_LOG_TO_STDERR", "RAY_LOGGER_LEVEL", "RAY_BACKEND_LOG_LEVEL", "RAY_DEDUP_LOGS"}
 	rayLogDefaults = []workerv1.ModelDeploymentEnvVar{
@@ -118,7 +118,7 @@ func amendElasticHead(r *RenderedRole) {
 }
 
 // RenderElasticHeadService is the head's Service <md>-elastic-head: the GCS and dashboard ports,
-// selecting the head Pod (§1.2).
+// selecting the head Pod.
 func RenderElasticHeadService(namespace, deployment string) *corev1.Service {
 	head := naming.ElasticHeadName(deployment)
 	return &corev1.Service{

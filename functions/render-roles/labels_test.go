@@ -240,8 +240,8 @@ func TestWholeCardsScaleUnitResources(t *testing.T) {
 	assert.Equal(t, "4", gpus.String())
 }
 
-// TestEphemeralStorageIs15GiCappedAtLocalStorage: related facts §1.2, "Ephemeral storage default
-// 15Gi capped at spec.localStorage", on the request and the limit alike.
+// TestEphemeralStorageIs15GiCappedAtLocalStorage: ephemeral storage defaults to 15Gi, capped at the
+// InstanceType's spec.localStorage, on the request and the limit alike.
 func TestEphemeralStorageIs15GiCappedAtLocalStorage(t *testing.T) {
 	four := resource.MustParse("4")
 	fourCards := &workerv1.ModelDeploymentRoleResources{Accelerator: &four}

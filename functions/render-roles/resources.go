@@ -113,7 +113,7 @@ func podResources(it *workerv1.InstanceType, req *workerv1.ModelDeploymentRoleRe
 	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
 }
 
-// defaultEphemeralStorage is the local disk every engine Pod asks for (related facts §1.2).
+// defaultEphemeralStorage is the local disk every engine Pod asks for.
 var defaultEphemeralStorage = resource.MustParse("15Gi")
 
 // podEphemeralStorage is 15Gi capped at the type's localStorage, whatever the card count: the rule

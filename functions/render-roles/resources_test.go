@@ -13,7 +13,7 @@ import (
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
 )
 
-// TestAcceleratorKeysFollowTheManufacturer has one row per rule of backend-devices-settings.md §2.2:
+// TestAcceleratorKeysFollowTheManufacturer has one row per rule of the accelerator resource keys:
 // every family's keys derive from the manufacturer's <base>, and a partition profile's key carries
 // the manufacturer's partition kind.
 func TestAcceleratorKeysFollowTheManufacturer(t *testing.T) {
@@ -72,7 +72,7 @@ func TestAcceleratorKeysFollowTheManufacturer(t *testing.T) {
 	}
 }
 
-// TestRuntimeClassName has one row per rule of backend-devices-settings.md §2.3 that the render
+// TestRuntimeClassName has one row per rule of the RuntimeClass choice that the render
 // decides; whether the class exists is the deployment step's reading.
 func TestRuntimeClassName(t *testing.T) {
 	role := workerv1.ModelDeploymentRole{Name: "server", InstanceType: "h100"}

@@ -8,14 +8,14 @@ import (
 	"github.com/mdplane/mdplane/internal/replicas"
 )
 
-// waitForWorker is the wait-for-worker container (model-deployment.md names it among the sidecars
-// render-version covers; no upstream source gives its shape, so docs/architecture.md records this
-// one): an init container of every member of a managed multi-member role, on the engine image's own
-// python3. The members share one spec, so the member decides at run time: a worker returns at once,
-// and the leader (member index 0) waits until the DNS name of every worker resolves behind the
-// replica's headless Service, which publishes not-ready addresses, so the engine starts with its
-// peers reachable instead of spending its startup budget on them. It prints the names it waits for.
-// A worker that never comes breaks the replica, which the departures controller rebuilds.
+// waitForWorker is the wait-for-worker container (one of the sidecars render-version covers; its
+// shape is recorded in docs/architecture.md): an init container of every member of a managed
+// multi-member role, on the engine image's own python3. The members share one spec, so the member
+// decides at run time: a worker returns at once, and the leader (member index 0) waits until the
+// DNS name of every worker resolves behind the replica's headless Service, which publishes
+// not-ready addresses, so the engine starts with its peers reachable instead of spending its
+// startup budget on them. It prints the names it waits for. A worker that never comes breaks the
+// replica, which the departures controller rebuilds.
 func waitForWorker(image string, pullPolicy corev1.PullPolicy) corev1.Container {
 	return corev1.Container{
 		Name: naming.WaitForWorkerContainer, Image: image, ImagePullPolicy: pullPolicy,

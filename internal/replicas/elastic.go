@@ -15,8 +15,7 @@ import (
 // elasticServe is the master's $0 in its shell wrapper.
 const elasticServe = "elastic-serve"
 
-// rayJoin is the Ray join fragment a member runs: Ray finds the Pod's GPUs itself (§1.4, newest
-// renderer).
+// rayJoin is the Ray join fragment a member runs: Ray finds the Pod's GPUs itself (no --num-gpus).
 func rayJoin(headAddress string) string {
 	return fmt.Sprintf(`ray start --node-ip-address="$%s" --address=%s --labels=gpustack-pod-uid="$%s"`, EnvElasticPodIP, headAddress, EnvElasticPodUID)
 }
@@ -25,7 +24,7 @@ func rayJoin(headAddress string) string {
 // rendered argv in the Ray join and the data-parallel flags of its boot width and gets the liveness
 // probe that accepts a resize in flight; a worker only joins Ray and serves nothing (no probes, no
 // preStop hook, no scrape annotations). false holds the
-// member: a master without a boot width is not rendered (§1.4).
+// member: a master without a boot width is not rendered.
 func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth int32) bool {
 	c := MainContainer(&pod.Spec)
 	if c == nil {
@@ -60,7 +59,7 @@ func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth 
 	return true
 }
 
-// masterLiveness is the master's liveness probe (§1.5): the health route answering 200, or 503 while
+// masterLiveness is the master's liveness probe: the health route answering 200, or 503 while
 // a native resize is in flight, within one second. Readiness is unchanged, so a resizing master
 // leaves the Services without being restarted.
 func masterLiveness(scheme, port string) *corev1.Probe {

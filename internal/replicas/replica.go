@@ -131,7 +131,7 @@ func Materialize(replica *v1alpha1.ModelReplica, revision *v1alpha1.RoleRevision
 	}
 	for _, pod := range pods {
 		pod.OwnerReferences = []metav1.OwnerReference{owner}
-		// Placement, outside the pod-spec-hash: a bound PV's node affinity (§2.4).
+		// Placement, outside the pod-spec-hash: a bound PV's node affinity.
 		applyNodeAffinity(&pod.Spec, spec.RequiredNodeAffinity)
 	}
 	svc := RenderInstanceService(in)

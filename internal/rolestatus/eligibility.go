@@ -8,7 +8,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 )
 
-// The reasons of the deployment's EndpointEligibility condition (elastic-dp-lifecycle §2.4). Only
+// The reasons of the deployment's EndpointEligibility condition. Only
 // NotObserved and EndpointsQualified are confirmed upstream; the other three are spelled as their
 // Go constants are named.
 const (

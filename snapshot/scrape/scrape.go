@@ -16,7 +16,7 @@ import (
 	"github.com/mdplane/mdplane/snapshot"
 )
 
-// Bounds of one snapshot's scrape (related-facts §1.7, elastic-dp-lifecycle §5.4).
+// Bounds of one snapshot's scrape.
 const (
 	Concurrency = 32
 	PerFetch    = 2 * time.Second
@@ -24,7 +24,7 @@ const (
 	MaxBytes    = 1 << 20
 )
 
-// Reasons a Pod is not read (elastic-dp-lifecycle §5.4).
+// Reasons a Pod is not read.
 const (
 	ReasonNoEndpoint    = "pod has no ready advertised metrics endpoint"
 	ReasonInvalidPort   = "pod advertises an invalid metrics port"

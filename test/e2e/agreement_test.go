@@ -255,8 +255,8 @@ func storeUnjudged(t *testing.T, ctx context.Context, manifest string, settled f
 }
 
 // TestAMixedTransportBackendRefusesANewBinding: a deployment binding a pool whose backend's groups
-// mix transports is refused by kubectl with the lines `mdplane validate` prints offline
-// (backend-devices-settings §1.6), and one on a single transport is admitted.
+// mix transports is refused by kubectl with the lines `mdplane validate` prints offline,
+// and one on a single transport is admitted.
 func TestAMixedTransportBackendRefusesANewBinding(t *testing.T) {
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-m")

@@ -219,7 +219,7 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 	step(fmt.Sprintf("rolling edit of %s (%s)", edited.name, marker), func() {
 		watcher.permit(func(w *chaosWatch) { w.replacing[edited.name] = true })
 		edited.marker = marker
-		// A take-over role's extraArgs are inert (model-deployment.md): its edit is of the command.
+		// A take-over role's extraArgs are inert: its edit is of the command.
 		field, args := "extraArgs", strings.Fields(marker)
 		if edited.command != nil {
 			field, args = "command", append(slices.Clone(edited.command), args...)

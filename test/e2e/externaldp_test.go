@@ -85,11 +85,11 @@ func eligibleCount(s *workerv1.RoleStatus) string {
 // loadBalance External, and its Services select both ranks (every rank serves HTTP), where a
 // leader-served role selects its leader only. The two-rank replica's group-forward probe goes to
 // each rank's Pod IP, where the stack's exporter stands in for an engine whose answer binds no
-// request (no engine runs on KWOK), so the replica is held
-// (EndpointEligibility Unknown/EndpointsHeldUnverified, eligible absent, GroupForward Unknown) and its
-// role keeps the legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check:
-// once Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term;
-// a rank reporting not ready loses the label at once and the condition turns False/EndpointsRevoked.
+// request (no engine runs on KWOK), so the replica is held (EndpointEligibility
+// Unknown/EndpointsHeldUnverified, eligible absent, GroupForward Unknown) and its role keeps the
+// legacy readiness rule: no eligibility term. A single-rank replica needs no forwarding check: once
+// Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term; a rank
+// reporting not ready loses the label at once and the condition turns False/EndpointsRevoked.
 func TestExternalDPServesEveryRank(t *testing.T) {
 	ctx := context.Background()
 	const ns = "team-dp"
@@ -243,11 +243,11 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 }
 
 // TestEachConfigurationSelectsByItsOwnMode: a role part-way through an edit from a leader-served
-// configuration to External DP serves through both (model-deployment.md, Changed role
-// configuration): the old replica through its leader only, the new one through every rank. The
-// rollout is held (the role's rollout-held annotation, as the cache step writes it) and one old
-// replica is deleted, both as Crossplane (mdplane's internal objects refuse any other writer), so
-// its slot is refilled on the new configuration while the other old replica keeps running.
+// configuration to External DP serves through both: the old replica through its leader only, the
+// new one through every rank. The rollout is held (the role's rollout-held annotation, as the cache
+// step writes it) and one old replica is deleted, both as Crossplane (mdplane's internal objects
+// refuse any other writer), so its slot is refilled on the new configuration while the other old
+// replica keeps running.
 func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-dp-2", "edited"

@@ -15,7 +15,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// TestAScaleDownRetiresASeatedReplicaThroughTheProtocol (elastic-dp-lifecycle §4): scaling a role
+// TestAScaleDownRetiresASeatedReplicaThroughTheProtocol: scaling a role
 // from two replicas to one admits a retirement of r1 in status.retirement; its member loses the
 // endpoint-eligibility label and leaves the role Service's EndpointSlices; while its engine reports
 // a request running the replica is held in Draining, named in the reason, and nothing is deleted;

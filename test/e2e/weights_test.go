@@ -32,7 +32,7 @@ const artifactRetry = 5 * time.Second
 // a10gEntrance is the LocalQueue of examples/cluster.yaml's a10g InstanceType.
 const a10gEntrance = "gpustack-fnv64-7bc37bef52624161"
 
-// The delivery's constants as the spec names them (router-artifact-drain.md §2.4).
+// The delivery's constants as the spec names them.
 const (
 	weightsPath   = "/var/lib/gpustack/model"
 	weightsVolume = "gpustack-model"

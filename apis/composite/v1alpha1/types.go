@@ -362,7 +362,7 @@ const (
 	LegUnsupported   = "Unsupported"
 )
 
-// Qualification is an instance's endpoint qualification (elastic-dp-lifecycle §2.3).
+// Qualification is an instance's endpoint qualification.
 type Qualification struct {
 	// Verdict is NotObserved, Qualified, NotQualified, Held or Unsupported.
 	// +kubebuilder:validation:Enum=NotObserved;Qualified;NotQualified;Held;Unsupported

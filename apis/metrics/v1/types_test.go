@@ -26,7 +26,7 @@ func keys(t *testing.T, v any) []string {
 	return out
 }
 
-// The field names are the facts' (related-facts §1.7, elastic-dp-lifecycle §5.2): clients read them.
+// The field names are a contract: clients read them.
 func TestTheSnapshotsJSONFields(t *testing.T) {
 	for _, tc := range []struct {
 		name string

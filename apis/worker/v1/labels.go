@@ -26,7 +26,7 @@ const (
 	LabelMemberIndex      = "modeldeployment.gpustack.ai/member-index"
 	AnnotationPodSpecHash = "modeldeployment.gpustack.ai/pod-spec-hash"
 	// LabelEndpointEligible "true" marks a serving member of a qualified replica; the members
-	// controller writes and removes it (elastic-dp-lifecycle §2.5), outside the pod-spec hash.
+	// controller writes and removes it, outside the pod-spec hash.
 	LabelEndpointEligible = "modeldeployment.gpustack.ai/endpoint-eligible"
 	// LabelServes "true" marks a member that serves HTTP on the serving port: the leader of every
 	// replica, and every member of an External-DP Server replica. Rendered from the replica's own
@@ -54,7 +54,7 @@ const (
 	ReasonRolloutHeldByWeights = "RolloutHeldByWeights"
 
 	// AnnotationRetirementRetry on a ModelDeployment asks an Aborted retirement to start again:
-	// <roleName>:<replicaOrdinal>:<opaqueToken> (elastic-dp-lifecycle §4.3).
+	// <roleName>:<replicaOrdinal>:<opaqueToken>.
 	AnnotationRetirementRetry = "modeldeployment.gpustack.ai/retirement-retry"
 
 	// AnnotationRolloutCadence on a ModelDeployment chooses what a replacement must reach before the
@@ -63,7 +63,7 @@ const (
 	AnnotationRolloutCadence = "modeldeployment.gpustack.ai/rollout-cadence"
 
 	// AnnotationEndpointEligibility "active" on a role's Service marks its eligibility term active:
-	// once there, the term stays (elastic-dp-lifecycle §2.5).
+	// once there, the term stays.
 	AnnotationEndpointEligibility = "worker.gpustack.ai/endpoint-eligibility"
 	// EndpointEligibilityActive is the value of AnnotationEndpointEligibility on a Service whose
 	// selector carries the eligibility term.

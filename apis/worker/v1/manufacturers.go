@@ -42,7 +42,7 @@ type AcceleratorVendor struct {
 	PartitionKind string
 }
 
-// acceleratorVendors is the manufacturer table (backend-devices-settings.md §2.1), the one place
+// acceleratorVendors is the manufacturer table, the one place
 // mdplane knows a vendor. Hygon's and T-Head's partition kind is mig as the device docs' requests
 // page has it (the settings page gives nvidia alone a default); docs/architecture.md, "Accelerator
 // manufacturers", records why.

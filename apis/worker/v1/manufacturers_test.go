@@ -19,7 +19,7 @@ func typeOf(manufacturer string, acceleratable bool) *v1.InstanceType {
 	return it
 }
 
-// TestManufacturerTable has one row per manufacturer of backend-devices-settings.md §2.1.
+// TestManufacturerTable has one row per manufacturer mdplane knows.
 func TestManufacturerTable(t *testing.T) {
 	for _, row := range []struct {
 		manufacturer  string

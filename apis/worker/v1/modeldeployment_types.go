@@ -571,7 +571,7 @@ type ModelDeploymentStatus struct {
 	Retirement *Retirement `json:"retirement,omitempty"`
 }
 
-// RetirementState is where a retirement operation stands (elastic-dp-lifecycle §4.3).
+// RetirementState is where a retirement operation stands.
 // +kubebuilder:validation:Enum=Admitted;Disqualified;Withdrawing;Draining;Deleting;Settling;Aborted;Completed
 type RetirementState string
 

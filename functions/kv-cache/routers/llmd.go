@@ -16,7 +16,7 @@ import (
 	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
 )
 
-// llm-d-router's rendering constants (router-artifact-drain.md §1.3).
+// llm-d-router's rendering constants.
 const (
 	eppGRPCHealthPort   = 9003
 	configVolume        = "config"

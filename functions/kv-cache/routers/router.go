@@ -20,7 +20,7 @@ import (
 	"github.com/mdplane/mdplane/functions/kv-cache/routers/llmd"
 )
 
-// Router rendering constants of the spec's related facts (§1.4).
+// Router rendering constants: contract values the router Pods and Services carry.
 const (
 	LabelRouter              = "modeldeployment.gpustack.ai/router"
 	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"

@@ -15,7 +15,7 @@ const (
 	routeTimeoutPlaceholder = "<ROUTE-TIMEOUT>"
 )
 
-// envoyTemplate is the static bootstrap of router-artifact-drain.md §1.2. The header_mutation filter
+// envoyTemplate is the router's static Envoy bootstrap. The header_mutation filter
 // strips the client's x-gateway-destination-endpoint before ext_proc runs, so only the EPP picks the
 // endpoint; failure_mode_allow lets requests through while the EPP is down.
 const envoyTemplate = `static_resources:

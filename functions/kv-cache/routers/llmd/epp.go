@@ -30,7 +30,8 @@ type Deployment struct {
 	Engine      workerv1.Engine
 	Roles       []workerv1.ModelDeploymentRole
 	ServingPort int32
-	// DisaggregationThresholdTokens is spec.router.disaggregationThresholdTokens; nil means the default.
+	// DisaggregationThresholdTokens is spec.router.disaggregationThresholdTokens; nil means the
+	// default.
 	DisaggregationThresholdTokens *int32
 	// NoKVEvents is true when a block-producing role renders no KV event publisher though the engine
 	// is vLLM (vLLM-Ascend): the router then scores prefixes approximately rather than dial nothing.
@@ -95,7 +96,7 @@ type Metrics struct {
 	CacheNumBlocks     string
 }
 
-// EngineMetrics is the metric table of router-artifact-drain.md §1.0.
+// EngineMetrics are the metric names the EPP reads of each engine.
 func EngineMetrics(e workerv1.Engine) (Metrics, error) {
 	switch e {
 	case workerv1.EngineVLLM:
@@ -157,9 +158,9 @@ func kinds(roles []workerv1.ModelDeploymentRole) []string {
 
 type doc = map[string]any
 
-// EPP is the EndpointPickerConfig document (ConfigMap key epp.yaml), built by the construction rules
-// of router-artifact-drain.md §1.1. It is marshalled from maps, so keys are sorted and the bytes are
-// a function of the inputs alone.
+// EPP is the EndpointPickerConfig document (ConfigMap key epp.yaml), built by the construction
+// rules below (filters, scorers and profiles by the roles' kinds, the prefix cache and KV events).
+// It is marshalled from maps, so keys are sorted and the bytes are a function of the inputs alone.
 func EPP(d Deployment) ([]byte, error) {
 	m, err := EngineMetrics(d.Engine)
 	if err != nil {

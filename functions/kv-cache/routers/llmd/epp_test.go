@@ -21,8 +21,8 @@ func qwen(e workerv1.Engine, roles ...workerv1.ModelDeploymentRole) llmd.Deploym
 	return llmd.Deployment{Namespace: "team-a", Name: "qwen", Model: "Qwen/Qwen3-8B", Engine: e, Roles: roles, ServingPort: 8000}
 }
 
-// caseD is example D of §1.1, spelled out from its prose: C's filters and profiles, B's producer and
-// extractor, and the decider.
+// caseD is an SGLang prefill/decode deployment's, composed from the others: C's filters and
+// profiles, B's producer and extractor, and the decider.
 var caseD = section(caseB, "", "plugins:\n") + "plugins:\n" +
 	section(caseC, "- name: decode-pods", "- parameters:\n    modelName") +
 	section(caseB, "- type: approx-prefix-cache-producer", "schedulingProfiles:") +

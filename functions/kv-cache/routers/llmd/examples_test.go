@@ -1,6 +1,7 @@
 package llmd_test
 
-// caseA is example A of router-artifact-drain.md §1.1.
+// caseA is the EndpointPickerConfig of a server-only vLLM deployment: the precise prefix-cache
+// producer fed by KV events.
 const caseA = `apiVersion: llm-d.ai/v1alpha1
 dataLayer:
   sources:
@@ -64,7 +65,7 @@ schedulingProfiles:
     weight: 3
 `
 
-// caseB is example B of router-artifact-drain.md §1.1.
+// caseB is a server-only SGLang deployment's: the approximate producer and defaultEngine.
 const caseB = `apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 plugins:
@@ -104,7 +105,8 @@ schedulingProfiles:
     weight: 3
 `
 
-// caseC is example C of router-artifact-drain.md §1.1.
+// caseC is a vLLM prefill/decode deployment's: the prefiller tokenizes, decoders are not dialled
+// for KV events.
 const caseC = `apiVersion: llm-d.ai/v1alpha1
 dataLayer:
   sources:
