@@ -86,3 +86,17 @@ func TestTheStatusWritersAreOnUnlessTurnedOff(t *testing.T) {
 		})
 	}
 }
+
+// TestTheReleasedBinaryHasNoTestHooks: the flags only a test stack needs are not in a build without
+// the mdplane_testhooks tag (the release's); the others are.
+func TestTheReleasedBinaryHasNoTestHooks(t *testing.T) {
+	var o options
+	fs := flag.NewFlagSet("mdplane-controllers", flag.ContinueOnError)
+	o.bindFlags(fs)
+	if fs.Lookup("metrics-scrape-dial-override") != nil {
+		t.Error("--metrics-scrape-dial-override is in the released build")
+	}
+	if fs.Lookup("metrics-api-bind-address") == nil {
+		t.Error("--metrics-api-bind-address, a released flag, is missing: the check reads no flag set")
+	}
+}

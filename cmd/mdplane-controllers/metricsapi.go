@@ -13,17 +13,19 @@ import (
 
 // metricsAPI is the aggregated API serving the metrics snapshot (metrics.worker.gpustack.ai/v1).
 type metricsAPI struct {
-	addr, certDir, dialOverride string
+	addr, certDir string
+	// dialOverride is set only in a build with the test hooks (testhooks.go).
+	dialOverride string
 }
 
 func (m *metricsAPI) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&m.addr, "metrics-api-bind-address", "", "address the metrics snapshot API (metrics.worker.gpustack.ai/v1, behind an APIService) serves HTTPS on; empty disables it")
 	fs.StringVar(&m.certDir, "metrics-api-cert-dir", "", "directory holding the metrics snapshot API's tls.crt and tls.key; empty means a self-signed certificate made at start")
-	fs.StringVar(&m.dialOverride, "metrics-scrape-dial-override", "", "TEST ONLY: host:port dialed instead of every Pod whose metrics the snapshot or a retirement's drain reads, or that a group-forward probe or an Elastic EP resize is sent to (the request keeps the Pod's address as its host); for stacks whose fake Pods' addresses lead nowhere")
+	bindTestHooks(fs, m)
 }
 
-// drainScraper reads a retiring replica's gauges (elastic-dp-lifecycle §4.4: 1 MiB, 2 s an answer,
-// 5 s the whole read), with the snapshot's dial override.
+// drainScraper reads a retiring replica's gauges (1 MiB and 2 s an answer, 5 s the whole read),
+// with the snapshot's dial override.
 func (m *metricsAPI) drainScraper() *scrape.Scraper {
 	return scrape.NewWithBounds(m.dialOverride, scrape.Bounds{Concurrency: scrape.Concurrency, PerFetch: scrape.PerFetch, Whole: 5 * time.Second})
 }

@@ -48,6 +48,8 @@ var Deviations = []Deviation{
 		Why: "authenticates as system:kube-controller-manager in system:masters, without --use-service-account-credentials"},
 	{Component: "kube-scheduler", Flag: "",
 		Why: "authenticates as a cluster administrator rather than system:kube-scheduler"},
+	{Component: "mdplane-controllers", Flag: "--metrics-scrape-dial-override",
+		Why: "no Pod network: the fake Pods' addresses lead nowhere, so every scrape and probe is dialed to the stack's exporter; the flag exists only in the binary built with the mdplane_testhooks tag, not in the released one"},
 	{Component: "mdplane-controllers", Flag: "--park-after",
 		Why: "the e2e suite parks a set in seconds to watch it; the default is 30m"},
 	{Component: "mdplane-controllers", Flag: "--queue-instance-types",
