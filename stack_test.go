@@ -1,52 +1,73 @@
-// Package mdplane_test pins the stack every later part of the project builds on.
+// Package mdplane_test holds the repository's own rules: its pins, layering and tracked files.
 package mdplane_test
 
 import (
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/modfile"
-
-	// The function SDK, Kueue's API types (only the API package: binaries that do not run Kueue
-	// logic must not link its controllers), controller-runtime and protobuf are linked here so that
-	// go.mod keeps their exact versions before the packages that use them exist.
-	_ "github.com/crossplane/function-sdk-go"
-	_ "google.golang.org/protobuf/proto"
-	_ "sigs.k8s.io/controller-runtime/pkg/client"
-	_ "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
-// TestStackVersions fails when a dependency drifts from the versions the project is built and tested
-// against. The module proxy serves exact versions only, so a drift is also a build that may not
-// resolve on a fresh machine. go.mod lists the version selected for every module in the build.
-func TestStackVersions(t *testing.T) {
+// TestTheCompatibilityTableIsWhatTheTestsRun: docs/install.md's compatibility table names the
+// versions the pins build and run, so a bump of a pin without the table (or the other way round)
+// fails here rather than misinforming an installer.
+func TestTheCompatibilityTableIsWhatTheTestsRun(t *testing.T) {
+	page, err := os.ReadFile("docs/install.md")
+	require.NoError(t, err)
+	table := map[string]string{}
+	for _, line := range strings.Split(string(page), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) == 5 && strings.HasPrefix(strings.TrimSpace(cells[2]), "v") {
+			table[strings.TrimSpace(cells[1])] = strings.Fields(strings.TrimSpace(cells[2]))[0]
+		}
+	}
+	build, err := os.ReadFile("test/cluster/build.sh")
+	require.NoError(t, err)
+	pinned := func(variable string) string {
+		m := regexp.MustCompile(`(?m)^` + variable + `=(\S+)`).FindSubmatch(build)
+		require.NotNil(t, m, "build.sh pins no %s", variable)
+		return string(m[1])
+	}
+	required := func(gomod, module string) string {
+		data, err := os.ReadFile(gomod)
+		require.NoError(t, err)
+		mod, err := modfile.Parse(gomod, data, nil)
+		require.NoError(t, err)
+		for _, r := range mod.Require {
+			if r.Mod.Path == module {
+				return r.Mod.Version
+			}
+		}
+		t.Fatalf("%s requires no %s", gomod, module)
+		return ""
+	}
+	for _, row := range []struct{ component, pin string }{
+		{"Kubernetes", pinned("K8S")},
+		{"etcd", pinned("ETCD")},
+		{"Kueue", pinned("KUEUE")},
+		{"Kueue", required("go.mod", "sigs.k8s.io/kueue")},
+		{"Crossplane core", pinned("CROSSPLANE")},
+		{"Crossplane core", required("test/go.mod", "github.com/crossplane/crossplane/v2")},
+		{"Crossplane CLI", pinned("CROSSPLANE_CLI")},
+		{"function-patch-and-transform (team API example)", pinned("PATCH_AND_TRANSFORM")},
+		{"Prometheus Operator API (monitors)", required("test/monitoring/go.mod", "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring")},
+	} {
+		assert.Equal(t, row.pin, table[row.component], "docs/install.md, Compatibility: %s", row.component)
+	}
+	assert.Equal(t, "v0"+strings.TrimPrefix(pinned("K8S"), "v1"), required("go.mod", "k8s.io/api"), "the Kubernetes libraries are the tested release's")
+}
+
+// TestNoReplaceDirectives: go.mod replaces nothing; a replace directive is ignored by modules that
+// depend on this one, so what they build would differ from what this repository tests.
+func TestNoReplaceDirectives(t *testing.T) {
 	data, err := os.ReadFile("go.mod")
 	require.NoError(t, err)
 	mod, err := modfile.Parse("go.mod", data, nil)
 	require.NoError(t, err)
-	selected := map[string]string{}
-	for _, r := range mod.Require {
-		selected[r.Mod.Path] = r.Mod.Version
-	}
-	assert.Equal(t, "1.26", mod.Go.Version)
-	for module, version := range map[string]string{
-		"github.com/crossplane/function-sdk-go":       "v0.7.0",
-		"github.com/crossplane/crossplane/apis/v2":    "v2.4.0", // v2.3.0, which the SDK asks for, is not served
-		"github.com/crossplane/crossplane-runtime/v2": "v2.4.0",
-		"sigs.k8s.io/controller-runtime":              "v0.23.3",
-		"sigs.k8s.io/controller-tools":                "v0.20.1",
-		"sigs.k8s.io/kueue":                           "v0.17.0",
-		"k8s.io/api":                                  "v0.35.3",
-		"k8s.io/apimachinery":                         "v0.35.3",
-		"k8s.io/client-go":                            "v0.35.3",
-		"k8s.io/apiextensions-apiserver":              "v0.35.3",
-		"github.com/stretchr/testify":                 "v1.11.1",
-		"google.golang.org/protobuf":                  "v1.36.11",
-	} {
-		assert.Equal(t, version, selected[module], module)
-	}
 	for _, r := range mod.Replace {
 		t.Errorf("go.mod replaces %s: a replace directive is ignored by modules that depend on this one", r.Old.Path)
 	}
