@@ -46,6 +46,7 @@ conformance:
 ## conformance-on-stack: make conformance as a platform team runs it, against a stack of its own
 ## (started and stopped under .stack/conformance): make test's proof that the target works.
 conformance-on-stack:
+	@rm -rf $(CURDIR)/.stack/conformance
 	@$(MAKE) --no-print-directory cluster-up STACK_DIR=$(CURDIR)/.stack/conformance >/dev/null
 	@KUBECONFIG=$$(cat $(CURDIR)/.stack/conformance/ready) $(MAKE) --no-print-directory conformance; rc=$$?; \
 	  $(MAKE) --no-print-directory cluster-down STACK_DIR=$(CURDIR)/.stack/conformance; exit $$rc

@@ -274,10 +274,12 @@ func (s *Stack) CLI() (string, error) {
 	return s.buildCommand(root, "mdplane")
 }
 
-// buildCommand builds ./cmd/<name> of the checkout into the stack's directory, once.
+// buildCommand builds ./cmd/<name> of the checkout into the stack's directory, once per stack: a
+// directory kept from an earlier stack (make cluster-up's) may hold the binary of an older
+// checkout, which is built again (Go's build cache makes an unchanged one cheap).
 func (s *Stack) buildCommand(root, name string) (string, error) {
 	bin := filepath.Join(s.Dir, name)
-	if _, err := os.Stat(bin); err == nil {
+	if _, built := s.built.LoadOrStore(name, true); built {
 		return bin, nil
 	}
 	args := []string{"build", "-o", bin}

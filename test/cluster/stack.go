@@ -108,7 +108,9 @@ type Stack struct {
 	functions []*function
 	// served are the endpoints of Functions of other publishers a test runs (ServeFunction), by
 	// package name; the External runtime publishes them with mdplane's.
-	served      sync.Map
+	served sync.Map
+	// built are the commands of this checkout built for this stack (buildCommand).
+	built       sync.Map
 	ca          *authority
 	stops       []func()
 	bin         string
