@@ -18,6 +18,7 @@ import (
 	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/xfn"
+	manifests "github.com/mdplane/mdplane/package"
 )
 
 // BuiltIn returns a fresh instance of every function, keyed by Function name.
@@ -118,4 +119,10 @@ func owned(objs []any, ownerUID types.UID) ([]*unstructured.Unstructured, error)
 		out = append(out, &unstructured.Unstructured{Object: m})
 	}
 	return out, nil
+}
+
+// Engine runs the package's Compositions in-process with the built-in functions, as `mdplane render`
+// does.
+func Engine() (*pipeline.Engine, error) {
+	return pipeline.NewEngine(manifests.FS, BuiltIn(), Materializers())
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mdplane/mdplane/functions"
-	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
 )
@@ -31,7 +30,7 @@ func renderFiles(t *testing.T, files ...string) ([]byte, []string) {
 	t.Helper()
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	engine, err := functions.Engine()
 	require.NoError(t, err)
 	var docs []schemacheck.Document
 	for _, f := range files {

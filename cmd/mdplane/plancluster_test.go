@@ -21,7 +21,6 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/functions"
-	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/plan"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
@@ -34,7 +33,7 @@ func TestPlanObservesTheClusterAsThePacerDoes(t *testing.T) {
 	ctx := context.Background()
 	checker, err := schemacheck.ForPackage(manifests.FS)
 	require.NoError(t, err)
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	engine, err := functions.Engine()
 	require.NoError(t, err)
 	edited, err := schemacheck.ReadFiles(planEdited, planCluster)
 	require.NoError(t, err)

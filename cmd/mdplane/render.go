@@ -25,7 +25,7 @@ func renderer() (*schemacheck.Checker, *pipeline.Engine, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	engine, err := functions.Engine()
 	return checker, engine, err
 }
 

@@ -14,7 +14,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/mdplane/mdplane/functions"
-	"github.com/mdplane/mdplane/internal/pipeline"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	manifests "github.com/mdplane/mdplane/package"
 )
@@ -95,7 +94,7 @@ func functionKinds(t *testing.T) (composed, required []schema.GroupVersionKind) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	engine, err := functions.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

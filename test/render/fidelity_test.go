@@ -169,7 +169,7 @@ func mdplaneRender(t *testing.T) (*schemacheck.Checker, *pipeline.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := pipeline.NewEngine(manifests.FS, functions.BuiltIn(), functions.Materializers())
+	engine, err := functions.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
