@@ -10,12 +10,12 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // observed is what one reconcile reads: a lone Workload no deployment claims, or a deployment, its
@@ -180,8 +180,8 @@ func lastMoved(members []*kueue.Workload) time.Time {
 	var last time.Time
 	for _, m := range members {
 		last = latestOf(last, m.CreationTimestamp.Time)
-		if c := apimeta.FindStatusCondition(m.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionTrue {
-			last = latestOf(last, c.LastTransitionTime.Time)
+		if since, ok := workload.QuotaReservedSince(m); ok {
+			last = latestOf(last, since)
 		}
 	}
 	return last
@@ -190,7 +190,7 @@ func lastMoved(members []*kueue.Workload) time.Time {
 // admittedMember reports whether Kueue admitted a member with this check Ready: it is serving.
 func admittedMember(m *kueue.Workload) bool {
 	s := CheckState(m, CheckName)
-	return s != nil && s.State == kueue.CheckStateReady && apimeta.IsStatusConditionTrue(m.Status.Conditions, kueue.WorkloadAdmitted)
+	return s != nil && s.State == kueue.CheckStateReady && workload.Admitted(m)
 }
 
 // activationWrites is the activation a Workload gets, with the generation it is parked at ("" : not

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // ParkedMarker is in the message of every check of a parked set; runbooks and tests search for it.
@@ -44,8 +45,7 @@ type Verdict struct {
 
 // reserved reports whether a Workload holds a quota reservation that is not being given up.
 func reserved(wl *kueue.Workload) bool {
-	return wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) &&
-		!apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted)
+	return workload.HoldsQuota(wl)
 }
 
 // CheckState returns the state of the named check on a Workload, or nil.
@@ -148,7 +148,7 @@ func (t *tally) add(role string, wl *kueue.Workload, check kueue.AdmissionCheckR
 		t.lacking[role]++
 		t.nLacking++
 	default:
-		reservedAt := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved).LastTransitionTime.Time
+		reservedAt, _ := workload.QuotaReservedSince(wl)
 		t.first = earliest(t.first, reservedAt)
 		// A group waits from the later of its reservation and its check going Pending: a group queued
 		// again after parking keeps the Pending check it was parked with, and has held nothing since.

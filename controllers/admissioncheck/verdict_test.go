@@ -11,9 +11,9 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 
-// workload builds a Workload with this check Pending since pendingSince; reservedAt zero means it
+// pendingWorkload builds a Workload with this check Pending since pendingSince; reservedAt zero means it
 // holds no quota.
-func workload(name string, reservedAt time.Time, pendingSince time.Time) *kueue.Workload {
+func pendingWorkload(name string, reservedAt time.Time, pendingSince time.Time) *kueue.Workload {
 	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"}}
 	if !reservedAt.IsZero() {
 		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(reservedAt)}}
@@ -22,9 +22,9 @@ func workload(name string, reservedAt time.Time, pendingSince time.Time) *kueue.
 	return wl
 }
 
-func held(name string, at time.Time) *kueue.Workload { return workload(name, at, at) }
+func held(name string, at time.Time) *kueue.Workload { return pendingWorkload(name, at, at) }
 
-func queued(name string) *kueue.Workload { return workload(name, time.Time{}, t0) }
+func queued(name string) *kueue.Workload { return pendingWorkload(name, time.Time{}, t0) }
 
 func TestJudge(t *testing.T) {
 	pd := map[string]int32{"prefill": 2, "decode": 2}
@@ -138,7 +138,7 @@ func TestJudge(t *testing.T) {
 		{
 			rule: "a group queued again after parking waits from its new reservation, not from its old Pending check",
 			set: Set{Declared: map[string]int32{"server": 3}, Groups: []Group{
-				{"server", 0, admitted("s0", t0)}, {"server", 1, workload("s1", t0.Add(40*time.Minute), t0)}, {"server", 2, queued("s2")},
+				{"server", 0, admitted("s0", t0)}, {"server", 1, pendingWorkload("s1", t0.Add(40*time.Minute), t0)}, {"server", 2, queued("s2")},
 			}},
 			now:     t0.Add(41 * time.Minute),
 			state:   kueue.CheckStatePending,

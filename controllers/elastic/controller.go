@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -28,6 +27,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // The observation ConfigMap's label and key.
@@ -86,7 +86,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func workloadAdmitted(o client.Object) bool {
 	wl, ok := o.(*kueue.Workload)
-	return ok && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	return ok && workload.Admitted(wl)
 }
 
 // admittedNow sets each replica's admitted flag from its group's Workload, where Kueue has built

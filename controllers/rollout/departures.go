@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +22,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // Departures handles a replica losing a member and a replica being deleted.
@@ -201,7 +200,7 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 	wl := &kueue.Workload{}
 	name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	if d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, wl) == nil {
-		if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+		if c := workload.Evicted(wl); c != nil {
 			return "ReplicaEvicted", "Kueue evicted its group: " + c.Reason + ": " + c.Message
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -36,6 +35,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
 	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // Pacer keeps a role's slots filled and turns its outdated replicas over one at a time behind Kueue
@@ -115,10 +115,7 @@ func (p *Pacer) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return out
 		})), builder.WithPredicates(paced(func(old, new client.Object) bool {
-			admitted := func(o client.Object) bool {
-				return apimeta.IsStatusConditionTrue(o.(*kueue.Workload).Status.Conditions, kueue.WorkloadAdmitted)
-			}
-			return admitted(old) != admitted(new)
+			return workload.Admitted(old.(*kueue.Workload)) != workload.Admitted(new.(*kueue.Workload))
 		}))).
 		// A retirement retry directive or a cadence written on the deployment wakes its roles.
 		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {

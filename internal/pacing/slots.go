@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -12,6 +11,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // AdmissionGate is the scheduling gate Kueue holds a Pod with until its group is admitted.
@@ -33,7 +33,7 @@ func SlotsOf(role *v1alpha1.ModelRole, replicas []v1alpha1.ModelReplica, pods []
 func WorkloadsAdmitted(workloads []kueue.Workload) map[string]bool {
 	admitted := make(map[string]bool, len(workloads))
 	for i := range workloads {
-		admitted[workloads[i].Name] = apimeta.IsStatusConditionTrue(workloads[i].Status.Conditions, kueue.WorkloadAdmitted)
+		admitted[workloads[i].Name] = workload.Admitted(&workloads[i])
 	}
 	return admitted
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // Render is one ModelDeployment rendered down to its Pods: what the plan compares and counts.
@@ -201,7 +201,7 @@ func reservedBy(clusterQueue string, workloads []kueue.Workload) map[string]core
 	out := map[string]corev1.ResourceList{}
 	for _, wl := range workloads {
 		a := wl.Status.Admission
-		if a == nil || string(a.ClusterQueue) != clusterQueue || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
+		if a == nil || string(a.ClusterQueue) != clusterQueue || !workload.QuotaReserved(&wl) {
 			continue
 		}
 		for _, ps := range a.PodSetAssignments {

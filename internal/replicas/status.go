@@ -14,6 +14,7 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // Admission states of one instance, reported as ModelReplica status.quota and counted per role.
@@ -43,15 +44,13 @@ func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
 	case wl.Annotations[workerv1.AnnotationParkedGeneration] != "" || (wl.Spec.Active != nil && !*wl.Spec.Active):
 		return QuotaParked
 	}
-	conds := wl.Status.Conditions
-	evicted := apimeta.FindStatusCondition(conds, kueue.WorkloadEvicted)
-	if apimeta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) && (evicted == nil || evicted.Status != "True") {
+	if workload.HoldsQuota(wl) {
 		return QuotaReserved
 	}
-	if evicted != nil && evicted.Status == "True" && evicted.Reason == kueue.WorkloadEvictedByPreemption {
+	if evicted := workload.Evicted(wl); evicted != nil && evicted.Reason == kueue.WorkloadEvictedByPreemption {
 		return QuotaPreempted
 	}
-	if c := apimeta.FindStatusCondition(conds, kueue.WorkloadQuotaReserved); c != nil && c.Reason == kueue.WorkloadInadmissible &&
+	if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Reason == kueue.WorkloadInadmissible &&
 		strings.HasPrefix(c.Message, "LocalQueue ") && strings.HasSuffix(c.Message, " doesn't exist") {
 		return QuotaNoQueue
 	}
@@ -117,7 +116,7 @@ func MemberStatus(members []*corev1.Pod, wl *kueue.Workload, group, role string,
 		}
 	}
 	quota := InstanceQuota(wl, len(members), int(terminating), size)
-	admitted := wl != nil && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	admitted := workload.Admitted(wl)
 	return v1alpha1.ModelReplicaStatus{
 		Members: ptr.To(int32(len(members))), ReadyMembers: ptr.To(ready), Size: ptr.To(int32(size)), Workload: group,
 		Quota: quota, QuotaReserved: ptr.To(quota == QuotaReserved), Admitted: ptr.To(admitted),
