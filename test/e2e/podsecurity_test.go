@@ -16,7 +16,7 @@ import (
 // TestPodSecurityBaseline: in a namespace enforcing Pod Security baseline, a deployment with the
 // default compile cache (a hostPath volume) gets no Pod, and its ModelDeployment says why where its
 // user looks: PodsCreated False/PodRefused and a Warning PodRefused event, both naming the role, the
-// replica and the API server's own message. The way docs/install.md gives (the compile cache
+// replica and the API server's own message. The way docs/operations.md gives (the compile cache
 // through additionalVolumes, an emptyDir) runs there: the Pods are created and Ready, without a
 // hostPath, and the condition turns True.
 func TestPodSecurityBaseline(t *testing.T) {
