@@ -59,7 +59,7 @@ func (c *chain) router(name string, router workerv1.RouterName, deploy string) *
 	rs, d := types.UID("rs-"+name), types.UID("deploy-"+deploy)
 	c.owners[rs] = ctl("apps/v1", "Deployment", deploy, d)
 	c.owners[d] = ctl("worker.gpustack.ai/v1", workerv1.ModelDeploymentKind, "md", mdUID)
-	p := pod(name, map[string]string{LabelRouter: string(router)})
+	p := pod(name, map[string]string{workerv1.LabelRouter: string(router)})
 	p.OwnerReferences = []metav1.OwnerReference{ctl("apps/v1", "ReplicaSet", deploy+"-abc", rs)}
 	c.pods = append(c.pods, *p)
 	return &c.pods[len(c.pods)-1]

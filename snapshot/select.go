@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,9 +19,6 @@ import (
 
 // MaxPods is the bounded scrape's Pod limit: beyond it the first MaxPods by name are read.
 const MaxPods = 64
-
-// LabelRouter labels a deployment's router Pods with the router's name (functions/kv-cache/routers).
-const LabelRouter = "modeldeployment.gpustack.ai/router"
 
 // ScopeRouter is the scope of every router Pod's entries.
 const ScopeRouter = "router"
@@ -69,12 +68,13 @@ func Select(md *workerv1.ModelDeployment, pods []corev1.Pod, owners Owners) Sele
 	}
 	found := map[string]int{}
 	var owned []Target
+	composed := labels.SelectorFromValidatedSet(naming.DeploymentLabels(md.Name))
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[workerv1.LabelName] != workerv1.NameModelDeployment || p.Labels[workerv1.LabelInstance] != md.Name {
+		if !composed.Matches(labels.Set(p.Labels)) {
 			continue
 		}
-		if md.Spec.Router != nil && p.Labels[LabelRouter] == string(md.Spec.Router.Name) {
+		if md.Spec.Router != nil && p.Labels[workerv1.LabelRouter] == string(md.Spec.Router.Name) {
 			if ownedThrough(p, owners, md, []string{"ReplicaSet", "Deployment"}, naming.RouterName(md.Name)) {
 				owned = append(owned, Target{Pod: p, Scope: ScopeRouter})
 				found[ScopeRouter]++

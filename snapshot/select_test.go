@@ -8,7 +8,6 @@ import (
 
 	metricsv1 "github.com/mdplane/mdplane/apis/metrics/v1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/functions/kv-cache/routers"
 )
 
 func TestSelect(t *testing.T) {
@@ -104,11 +103,5 @@ func TestMoreThan64PodsKeepTheFirst64ByNameAndArePartial(t *testing.T) {
 	want := []metricsv1.Missing{{Source: "pod-discovery", Reason: "Pod count exceeds the bounded scrape limit"}}
 	if diff := cmp.Diff(want, sel.Missing); diff != "" || !sel.Partial {
 		t.Errorf("missing (-want +got):\n%s partial=%v", diff, sel.Partial)
-	}
-}
-
-func TestTheRouterLabelIsTheRenderedOne(t *testing.T) {
-	if LabelRouter != routers.LabelRouter {
-		t.Fatalf("snapshot.LabelRouter %q, the routers render %q", LabelRouter, routers.LabelRouter)
 	}
 }

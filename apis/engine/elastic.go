@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -22,11 +24,17 @@ var elasticOwnedShort = map[string]string{
 	"-dpa": "--data-parallel-address", "-pp": "--pipeline-parallel-size",
 }
 
+// The variables an elastic member reads its own Pod from, for the Ray join.
+const (
+	EnvElasticPodUID = "GPUSTACK_ELASTIC_POD_UID"
+	EnvElasticPodIP  = "GPUSTACK_ELASTIC_POD_IP"
+)
+
 // ElasticOwnedEnv are the variables the Elastic EP renderer writes, or whose meaning it fixes.
 var ElasticOwnedEnv = []string{
 	"VLLM_DP_SIZE", "VLLM_DATA_PARALLEL_SIZE_LOCAL", "VLLM_ENABLE_ELASTIC_EP", "VLLM_ENABLE_EPLB",
 	"VLLM_TENSOR_PARALLEL_SIZE", "VLLM_PIPELINE_PARALLEL_SIZE", "VLLM_RAY_ADDRESS", "RAY_ADDRESS",
-	"GPUSTACK_ELASTIC_POD_UID", "GPUSTACK_ELASTIC_POD_IP", "VLLM_RAY_DP_PACK_STRATEGY", "RAY_OVERRIDE_LABELS",
+	EnvElasticPodUID, EnvElasticPodIP, "VLLM_RAY_DP_PACK_STRATEGY", "RAY_OVERRIDE_LABELS",
 }
 
 // ElasticOwnedArg reports which flag the Elastic EP renderer owns, if any, an argument is in a
@@ -80,4 +88,5 @@ func ElasticTensorParallel(args []string) int {
 
 // ElasticHeadCommand is the Ray head's command, exactly: the head schedules no GPUs and labels
 // itself with its Pod's UID, as the members do.
-var ElasticHeadCommand = []string{"/bin/sh", "-ec", `ray start --head --include-dashboard=true --num-gpus=0 --port=6379 --dashboard-host=0.0.0.0 --labels=gpustack-pod-uid="$GPUSTACK_ELASTIC_POD_UID" --block`}
+var ElasticHeadCommand = []string{"/bin/sh", "-ec", "ray start --head --include-dashboard=true --num-gpus=0 --port=" +
+	strconv.Itoa(naming.ElasticHeadPort) + ` --dashboard-host=0.0.0.0 --labels=gpustack-pod-uid="$` + EnvElasticPodUID + `" --block`}

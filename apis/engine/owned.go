@@ -19,9 +19,17 @@ var (
 		workerv1.EngineSGLang: {"SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "MOONCAKE_MASTER", "MOONCAKE_TE_META_DATA_SERVER",
 			"MOONCAKE_PROTOCOL", "MOONCAKE_DEVICE", "MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_HOSTNAME", "MOONCAKE_TENANT_ID"},
 	}
-	// instanceEnv are the variables every multi-member replica is told about its instance; they are
-	// owned on every engine and at every size.
-	instanceEnv = []string{"GPUSTACK_REPLICA_LEADER_ADDRESS", "GPUSTACK_REPLICA_SIZE", "GPUSTACK_MEMBER_INDEX"}
+	// instanceEnv are owned on every engine and at every size, so widening a role later never turns
+	// an accepted deployment into a refused one.
+	instanceEnv = []string{EnvLeaderAddress, EnvReplicaSize, EnvMemberIndex}
+)
+
+// The three variables every member of a multi-member replica is told about its instance: the
+// leader's address, the replica's size and the member's own index.
+const (
+	EnvLeaderAddress = "GPUSTACK_REPLICA_LEADER_ADDRESS"
+	EnvReplicaSize   = "GPUSTACK_REPLICA_SIZE"
+	EnvMemberIndex   = "GPUSTACK_MEMBER_INDEX"
 )
 
 // KVCacheDtypeFlag carries the Binding's dtype, so it is owned on both engines while spec.kvCache is

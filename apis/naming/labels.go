@@ -1,8 +1,8 @@
 package naming
 
 import (
-	"fmt"
 	"strconv"
+	"strings"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -69,17 +69,36 @@ func LeaderSelector(deployment, role string) string {
 // ServingSelector is the selector of a role's serving Pods (Serving), as status publishes it: the
 // role's labels in a fixed order, then the serving terms.
 func ServingSelector(deployment, role string, everyMember, eligible bool) string {
-	s := fmt.Sprintf("%s=%s,%s=%s,%s=%s", workerv1.LabelName, workerv1.NameModelDeployment,
-		workerv1.LabelInstance, deployment, workerv1.LabelComponent, role)
+	return strings.Join(append(deploymentTerms(deployment), servingTerms(workerv1.LabelComponent+"="+role, everyMember, eligible)...), ",")
+}
+
+// DeploymentServingTerms are the terms of a selector of every role's serving Pods of a deployment,
+// in a fixed order: the deployment's labels, then the serving terms.
+func DeploymentServingTerms(deployment string, everyMember, eligible bool) []string {
+	return append(deploymentTerms(deployment), servingTerms("", everyMember, eligible)...)
+}
+
+// deploymentTerms select what one deployment composes, name first.
+func deploymentTerms(deployment string) []string {
+	return []string{workerv1.LabelName + "=" + workerv1.NameModelDeployment, workerv1.LabelInstance + "=" + deployment}
+}
+
+// servingTerms narrow a selector (after an optional role term) to the serving members, as Serving
+// does a map.
+func servingTerms(role string, everyMember, eligible bool) []string {
+	var terms []string
+	if role != "" {
+		terms = append(terms, role)
+	}
 	if everyMember {
-		s += "," + workerv1.LabelServes + "=true"
+		terms = append(terms, workerv1.LabelServes+"=true")
 	} else {
-		s += "," + workerv1.LabelMemberIndex + "=" + LeaderIndex
+		terms = append(terms, workerv1.LabelMemberIndex+"="+LeaderIndex)
 	}
 	if eligible {
-		s += "," + workerv1.LabelEndpointEligible + "=true"
+		terms = append(terms, workerv1.LabelEndpointEligible+"=true")
 	}
-	return s
+	return terms
 }
 
 // InstanceNameOf is the headless Service name of the replica a Pod's labels place it in; false when

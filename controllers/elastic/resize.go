@@ -13,15 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/replicas"
-)
-
-// The master's metrics annotations name its HTTP server: the resize is sent there.
-const (
-	annotationPort   = "prometheus.io/port"
-	annotationScheme = "prometheus.io/scheme"
-	defaultPort      = "8000"
 )
 
 // unreachablePrefix opens the record's error when no connection reached the master.
@@ -109,12 +103,12 @@ func masterAddress(master *corev1.Pod) (string, string) {
 	if master.Status.PodIP == "" {
 		return "", "the master has no Pod IP yet"
 	}
-	if s := master.Annotations[annotationScheme]; s != "" && s != "http" {
+	if s := master.Annotations[workerv1.AnnotationScrapeScheme]; s != "" && s != "http" {
 		return "", fmt.Sprintf("the master serves %s: the native resize is sent over http only", s)
 	}
-	port := master.Annotations[annotationPort]
+	port := master.Annotations[workerv1.AnnotationScrapePort]
 	if port == "" {
-		port = defaultPort
+		port = strconv.Itoa(engine.DefaultPort)
 	}
 	return net.JoinHostPort(master.Status.PodIP, port), ""
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/index"
 	"github.com/mdplane/mdplane/controllers/qualification"
@@ -65,7 +66,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(md.Namespace), client.MatchingFields{index.PodDeployment: md.Name},
-		client.MatchingLabels{workerv1.LabelName: workerv1.NameModelDeployment}); err != nil {
+		client.MatchingLabels(naming.Managed())); err != nil {
 		return reconcile.Result{}, err
 	}
 	members := make([]Member, 0, len(pods.Items))

@@ -102,11 +102,11 @@ func probeMember(ctx context.Context, c *http.Client, e workerv1.Engine, p *core
 		route, body = "/generate", map[string]any{"text": "ok", "rid": requestID, "log_metrics": false,
 			"sampling_params": map[string]any{"max_new_tokens": 1, "temperature": 0}}
 	}
-	scheme := p.Annotations["prometheus.io/scheme"]
+	scheme := p.Annotations[workerv1.AnnotationScrapeScheme]
 	if scheme == "" {
 		scheme = "http"
 	}
-	port := p.Annotations["prometheus.io/port"]
+	port := p.Annotations[workerv1.AnnotationScrapePort]
 	if p.Status.PodIP == "" || port == "" {
 		return v1alpha1.LegUnknown, "no Pod IP or engine port to probe"
 	}

@@ -193,7 +193,7 @@ func LegFailed(q v1alpha1.Qualification, leg string) bool {
 // managed member the engine's scrape annotations and a take-over member none (every render version).
 func TakesOver(members []*corev1.Pod) bool {
 	for _, p := range members {
-		if _, managed := p.Annotations["prometheus.io/scrape"]; managed {
+		if _, managed := p.Annotations[workerv1.AnnotationScrape]; managed {
 			return false
 		}
 	}

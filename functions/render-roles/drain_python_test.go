@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	renderroles "github.com/mdplane/mdplane/functions/render-roles"
-	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // Engine metrics pages, with the lines exact-name matching must skip: comments and a longer name.
@@ -223,15 +223,15 @@ func TestWaitForWorkerScript(t *testing.T) {
 		return string(out), err
 	}
 	t.Run("a worker returns at once", func(t *testing.T) {
-		_, err := run(replicas.EnvMemberIndex+"=1", replicas.EnvReplicaSize+"=2", replicas.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		_, err := run(engine.EnvMemberIndex+"=1", engine.EnvReplicaSize+"=2", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
 		assert.NoError(t, err)
 	})
 	t.Run("a leader of one member has nobody to wait for", func(t *testing.T) {
-		_, err := run(replicas.EnvMemberIndex+"=0", replicas.EnvReplicaSize+"=1", replicas.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		_, err := run(engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=1", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
 		assert.NoError(t, err)
 	})
 	t.Run("a leader waits for its workers by name", func(t *testing.T) {
-		out, err := run(replicas.EnvMemberIndex+"=0", replicas.EnvReplicaSize+"=3", replicas.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		out, err := run(engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=3", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
 		assert.Error(t, err, "still waiting when the test stops it")
 		assert.Contains(t, out, "waiting for workers: md-s-r0-m1.md-s-r0.invalid, md-s-r0-m2.md-s-r0.invalid")
 	})

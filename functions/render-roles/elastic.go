@@ -50,9 +50,9 @@ func elasticMembersRole(role workerv1.ModelDeploymentRole) workerv1.ModelDeploym
 // elasticMembersEnv is what every member's main container is given after ordinary rendering.
 func elasticMembersEnv(headAddress string) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		{Name: replicas.EnvElasticPodUID, ValueFrom: fieldRef("metadata.uid")},
+		{Name: engine.EnvElasticPodUID, ValueFrom: fieldRef("metadata.uid")},
 		{Name: EnvRayAddress, Value: headAddress},
-		{Name: replicas.EnvElasticPodIP, ValueFrom: fieldRef("status.podIP")},
+		{Name: engine.EnvElasticPodIP, ValueFrom: fieldRef("status.podIP")},
 		{Name: EnvVLLMRayPackStrategy, Value: "strict"},
 	}
 }
@@ -114,7 +114,7 @@ func amendElasticHead(r *RenderedRole) {
 			c.Ports[i].Name = "dashboard"
 		}
 	}
-	c.Env = append(c.Env, corev1.EnvVar{Name: replicas.EnvElasticPodUID, ValueFrom: fieldRef("metadata.uid")})
+	c.Env = append(c.Env, corev1.EnvVar{Name: engine.EnvElasticPodUID, ValueFrom: fieldRef("metadata.uid")})
 }
 
 // RenderElasticHeadService is the head's Service <md>-elastic-head: the GCS and dashboard ports,

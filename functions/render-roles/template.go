@@ -184,10 +184,10 @@ func roleAnnotations(role workerv1.ModelDeploymentRole, ports portPlan, digest s
 		a[workerv1.AnnotationRequiredTopology] = role.Topology.RequiredLevel
 	}
 	if !role.TakesOver() {
-		a["prometheus.io/scrape"] = "true"
-		a["prometheus.io/path"] = "/metrics"
-		a["prometheus.io/port"] = strconv.Itoa(int(ports.metrics))
-		a["prometheus.io/scheme"] = ports.scheme
+		a[workerv1.AnnotationScrape] = "true"
+		a[workerv1.AnnotationScrapePath] = "/metrics"
+		a[workerv1.AnnotationScrapePort] = strconv.Itoa(int(ports.metrics))
+		a[workerv1.AnnotationScrapeScheme] = ports.scheme
 	}
 	return a
 }

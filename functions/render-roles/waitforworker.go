@@ -3,13 +3,13 @@ package renderroles
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/internal/replicas"
 )
 
 // waitForWorker is the wait-for-worker container (one of the sidecars render-version covers; its
-// shape is recorded in docs/architecture.md): an init container of every member of a managed
+// shape is recorded in docs/decisions/0008-wait-for-worker.md): an init container of every member of a managed
 // multi-member role, on the engine image's own python3. The members share one spec, so the member
 // decides at run time: a worker returns at once, and the leader (member index 0) waits until the
 // DNS name of every worker resolves behind the replica's headless Service, which publishes
@@ -24,10 +24,10 @@ func waitForWorker(image string, pullPolicy corev1.PullPolicy) corev1.Container 
 }
 
 const waitForWorkerScript = `import os, socket, sys, time
-if os.environ.get("` + replicas.EnvMemberIndex + `", "0") != "0":
+if os.environ.get("` + engine.EnvMemberIndex + `", "0") != "0":
     sys.exit(0)
-size = int(os.environ.get("` + replicas.EnvReplicaSize + `", "1"))
-leader = os.environ.get("` + replicas.EnvLeaderAddress + `", "")
+size = int(os.environ.get("` + engine.EnvReplicaSize + `", "1"))
+leader = os.environ.get("` + engine.EnvLeaderAddress + `", "")
 host, _, domain = leader.partition(".")
 base = host[:-len("-m0")] if host.endswith("-m0") else host
 workers = ["%s-m%d.%s" % (base, m, domain) for m in range(1, size)]

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -17,7 +18,7 @@ const elasticServe = "elastic-serve"
 
 // rayJoin is the Ray join fragment a member runs: Ray finds the Pod's GPUs itself (no --num-gpus).
 func rayJoin(headAddress string) string {
-	return fmt.Sprintf(`ray start --node-ip-address="$%s" --address=%s --labels=gpustack-pod-uid="$%s"`, EnvElasticPodIP, headAddress, EnvElasticPodUID)
+	return fmt.Sprintf(`ray start --node-ip-address="$%s" --address=%s --labels=gpustack-pod-uid="$%s"`, engine.EnvElasticPodIP, headAddress, engine.EnvElasticPodUID)
 }
 
 // elasticMember applies what a member's ordinal makes of it: the master (ordinal 0) wraps the
@@ -36,7 +37,7 @@ func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth 
 		c.Command, c.Args = []string{"/bin/sh", "-ec", join + " --block"}, nil
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe, c.Lifecycle = nil, nil, nil, nil
 		// A worker serves no HTTP: nothing to scrape.
-		for _, k := range []string{"prometheus.io/scrape", "prometheus.io/path", "prometheus.io/port", "prometheus.io/scheme"} {
+		for _, k := range []string{workerv1.AnnotationScrape, workerv1.AnnotationScrapePath, workerv1.AnnotationScrapePort, workerv1.AnnotationScrapeScheme} {
 			delete(pod.Annotations, k)
 		}
 		pod.Annotations[workerv1.AnnotationPodSpecHash] = sha256Hex([]byte(hash + "/elastic-worker"))
@@ -49,10 +50,10 @@ func elasticMember(pod *corev1.Pod, e *v1alpha1.ElasticRole, ordinal, bootWidth 
 	argv := append(append([]string(nil), c.Command...), c.Args...)
 	argv = append(argv, "--data-parallel-backend", "ray", "--data-parallel-size", boot, "--data-parallel-size-local", "1",
 		"--enable-expert-parallel", "--enable-eplb", "--enable-elastic-ep")
-	script := fmt.Sprintf(`set -e; %s; exec "$@" --data-parallel-address "$%s"`, join, EnvElasticPodIP)
+	script := fmt.Sprintf(`set -e; %s; exec "$@" --data-parallel-address "$%s"`, join, engine.EnvElasticPodIP)
 	c.Command, c.Args = append([]string{"/bin/sh", "-c", script, elasticServe}, argv...), nil
 	if c.LivenessProbe != nil {
-		c.LivenessProbe = masterLiveness(pod.Annotations["prometheus.io/scheme"], pod.Annotations["prometheus.io/port"])
+		c.LivenessProbe = masterLiveness(pod.Annotations[workerv1.AnnotationScrapeScheme], pod.Annotations[workerv1.AnnotationScrapePort])
 	}
 	pod.Annotations[workerv1.AnnotationElasticBootWidth] = boot
 	pod.Annotations[workerv1.AnnotationPodSpecHash] = sha256Hex([]byte(hash + "/elastic-boot-width=" + boot))
@@ -67,7 +68,7 @@ func masterLiveness(scheme, port string) *corev1.Probe {
 		scheme = "http"
 	}
 	if port == "" {
-		port = "8000"
+		port = strconv.Itoa(engine.DefaultPort)
 	}
 	script := strings.Join([]string{
 		"import ssl, sys, urllib.error, urllib.request",

@@ -16,12 +16,6 @@ const (
 	LivenessFailures    = 6
 )
 
-// The variables an elastic member reads its own Pod from, for the Ray join.
-const (
-	EnvElasticPodUID = "GPUSTACK_ELASTIC_POD_UID"
-	EnvElasticPodIP  = "GPUSTACK_ELASTIC_POD_IP"
-)
-
 // sha256Hex is the SHA-256 hex digest of b.
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
+	"github.com/mdplane/mdplane/apis/engine"
 	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -21,13 +22,6 @@ type Replica struct {
 	Ordinal    int32
 	Revision   *v1alpha1.RoleRevision
 }
-
-// The three variables every member of a multi-member replica is told about its instance.
-const (
-	EnvLeaderAddress = "GPUSTACK_REPLICA_LEADER_ADDRESS"
-	EnvReplicaSize   = "GPUSTACK_REPLICA_SIZE"
-	EnvMemberIndex   = "GPUSTACK_MEMBER_INDEX"
-)
 
 // RenderMembers stamps the size Pods of a replica from its revision, and nothing else: a Pod is
 // never copied from what the API server holds, whose Kueue gates, label and finalizer the project
@@ -80,9 +74,9 @@ func addInstanceEnv(pod *corev1.Pod, r Replica, size int32) {
 	}
 	for _, c := range containers {
 		instance := []corev1.EnvVar{
-			{Name: EnvLeaderAddress, Value: naming.LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
-			{Name: EnvReplicaSize, Value: strconv.Itoa(int(size))},
-			{Name: EnvMemberIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			{Name: engine.EnvLeaderAddress, Value: naming.LeaderAddress(r.Deployment, r.Role, r.Ordinal)},
+			{Name: engine.EnvReplicaSize, Value: strconv.Itoa(int(size))},
+			{Name: engine.EnvMemberIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 				FieldPath: "metadata.labels['" + workerv1.LabelMemberIndex + "']",
 			}}},
 		}

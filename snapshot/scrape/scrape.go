@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/snapshot"
 )
 
@@ -32,14 +33,8 @@ const (
 	ReasonInvalidScheme = "pod advertises an invalid metrics scheme"
 )
 
-// Annotations a Pod advertises its metrics endpoint with.
-const (
-	AnnotationScrape = "prometheus.io/scrape"
-	AnnotationPath   = "prometheus.io/path"
-	AnnotationPort   = "prometheus.io/port"
-	AnnotationScheme = "prometheus.io/scheme"
-	metricsPath      = "/metrics"
-)
+// metricsPath is the one path a Pod's metrics are read at.
+const metricsPath = "/metrics"
 
 // Bounds limit one snapshot's scrape.
 type Bounds struct {
@@ -116,17 +111,17 @@ func (s *Scraper) Scrape(ctx context.Context, targets []snapshot.Target) []snaps
 // Endpoint is the URL a Pod advertises its metrics at, or the reason it advertises none usable.
 func Endpoint(pod *corev1.Pod) (url, reason string) {
 	a := pod.Annotations
-	if pod.Status.PodIP == "" || a[AnnotationScrape] != "true" || a[AnnotationPath] != metricsPath {
+	if pod.Status.PodIP == "" || a[workerv1.AnnotationScrape] != "true" || a[workerv1.AnnotationScrapePath] != metricsPath {
 		return "", ReasonNoEndpoint
 	}
-	port, err := strconv.Atoi(a[AnnotationPort])
+	port, err := strconv.Atoi(a[workerv1.AnnotationScrapePort])
 	if err != nil || port < 1 || port > 65535 {
 		return "", ReasonInvalidPort
 	}
 	if !declares(pod, int32(port)) {
 		return "", ReasonAbsentPort
 	}
-	scheme := a[AnnotationScheme]
+	scheme := a[workerv1.AnnotationScrapeScheme]
 	if scheme == "" {
 		scheme = "http"
 	}

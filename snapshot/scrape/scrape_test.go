@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/snapshot"
 )
 
@@ -23,7 +24,7 @@ func podAt(name, addr string) *corev1.Pod {
 	n, _ := strconv.Atoi(port)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-			AnnotationScrape: "true", AnnotationPath: "/metrics", AnnotationPort: port, AnnotationScheme: "http"}},
+			workerv1.AnnotationScrape: "true", workerv1.AnnotationScrapePath: "/metrics", workerv1.AnnotationScrapePort: port, workerv1.AnnotationScrapeScheme: "http"}},
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Ports: []corev1.ContainerPort{{ContainerPort: int32(n)}}}}},
 		Status: corev1.PodStatus{PodIP: host},
 	}
@@ -36,18 +37,18 @@ func TestEndpointPreconditions(t *testing.T) {
 		want   string
 	}{
 		{name: "a Pod with its annotations, IP and declared port is read over http", change: func(*corev1.Pod) {}, want: "http://10.0.0.1:8000/metrics"},
-		{name: "the scheme defaults to http", change: func(p *corev1.Pod) { delete(p.Annotations, AnnotationScheme) }, want: "http://10.0.0.1:8000/metrics"},
-		{name: "https is read over https", change: func(p *corev1.Pod) { p.Annotations[AnnotationScheme] = "https" }, want: "https://10.0.0.1:8000/metrics"},
+		{name: "the scheme defaults to http", change: func(p *corev1.Pod) { delete(p.Annotations, workerv1.AnnotationScrapeScheme) }, want: "http://10.0.0.1:8000/metrics"},
+		{name: "https is read over https", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapeScheme] = "https" }, want: "https://10.0.0.1:8000/metrics"},
 		{name: "a port declared on an init container counts", change: func(p *corev1.Pod) {
 			p.Spec.InitContainers, p.Spec.Containers = p.Spec.Containers, nil
 		}, want: "http://10.0.0.1:8000/metrics"},
 		{name: "a Pod without an IP has no ready endpoint", change: func(p *corev1.Pod) { p.Status.PodIP = "" }, want: "pod has no ready advertised metrics endpoint"},
-		{name: "a Pod not marked for scraping has no ready endpoint", change: func(p *corev1.Pod) { p.Annotations[AnnotationScrape] = "false" }, want: "pod has no ready advertised metrics endpoint"},
-		{name: "a path other than /metrics is no ready endpoint", change: func(p *corev1.Pod) { p.Annotations[AnnotationPath] = "/stats" }, want: "pod has no ready advertised metrics endpoint"},
-		{name: "a port that is not a number is invalid", change: func(p *corev1.Pod) { p.Annotations[AnnotationPort] = "http" }, want: "pod advertises an invalid metrics port"},
-		{name: "a port out of range is invalid", change: func(p *corev1.Pod) { p.Annotations[AnnotationPort] = "70000" }, want: "pod advertises an invalid metrics port"},
-		{name: "a port no container declares is absent", change: func(p *corev1.Pod) { p.Annotations[AnnotationPort] = "9000" }, want: "pod advertises a metrics port absent from its containers"},
-		{name: "a scheme other than http or https is invalid", change: func(p *corev1.Pod) { p.Annotations[AnnotationScheme] = "grpc" }, want: "pod advertises an invalid metrics scheme"},
+		{name: "a Pod not marked for scraping has no ready endpoint", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrape] = "false" }, want: "pod has no ready advertised metrics endpoint"},
+		{name: "a path other than /metrics is no ready endpoint", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapePath] = "/stats" }, want: "pod has no ready advertised metrics endpoint"},
+		{name: "a port that is not a number is invalid", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapePort] = "http" }, want: "pod advertises an invalid metrics port"},
+		{name: "a port out of range is invalid", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapePort] = "70000" }, want: "pod advertises an invalid metrics port"},
+		{name: "a port no container declares is absent", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapePort] = "9000" }, want: "pod advertises a metrics port absent from its containers"},
+		{name: "a scheme other than http or https is invalid", change: func(p *corev1.Pod) { p.Annotations[workerv1.AnnotationScrapeScheme] = "grpc" }, want: "pod advertises an invalid metrics scheme"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

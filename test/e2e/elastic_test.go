@@ -22,7 +22,6 @@ import (
 	"github.com/mdplane/mdplane/apis/validation"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/elastic"
-	"github.com/mdplane/mdplane/snapshot/scrape"
 )
 
 // applyCPUType creates a CPU-only InstanceType labelled ownQueuesLabel (its queues are the test's,
@@ -289,7 +288,7 @@ spec:
 	})
 	// The fake engine on the master refuses the first resize: the refusal is reported, then the
 	// command is asked again after its backoff and applied.
-	address := net.JoinHostPort(master.Status.PodIP, master.Annotations[scrape.AnnotationPort])
+	address := net.JoinHostPort(master.Status.PodIP, master.Annotations[workerv1.AnnotationScrapePort])
 	const refusal = "engine core busy: the collective is draining"
 	stack.MetricsExporter.Elastic.Refuse(address, refusal)
 	before := uids(members)

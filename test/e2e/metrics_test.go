@@ -15,8 +15,7 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	metricsv1 "github.com/mdplane/mdplane/apis/metrics/v1"
-	"github.com/mdplane/mdplane/snapshot"
-	"github.com/mdplane/mdplane/snapshot/scrape"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // vllmMetrics is a vLLM engine's /metrics after n requests: running and waiting gauges, a TTFT
@@ -106,7 +105,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 `)
 	engines := runningPods(t, ctx, ns, "snap", "server", 2)
 	for i, p := range engines {
-		a := net.JoinHostPort(p.Status.PodIP, p.Annotations[scrape.AnnotationPort])
+		a := net.JoinHostPort(p.Status.PodIP, p.Annotations[workerv1.AnnotationScrapePort])
 		addresses = append(addresses, a)
 		stack.MetricsExporter.Set(a, vllmMetrics(3+i, 1, 10))
 	}
@@ -114,7 +113,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 	var router corev1.Pod
 	eventually(t, 3*time.Minute, "the router Pod Ready", func() error {
 		list := &corev1.PodList{}
-		if err := stack.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelRouter: "vllm-router"}); err != nil {
+		if err := stack.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelRouter: "vllm-router"}); err != nil {
 			return err
 		}
 		for _, p := range list.Items {
@@ -125,7 +124,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 		}
 		return fmt.Errorf("%d router Pods, none Ready", len(list.Items))
 	})
-	routerAddress := net.JoinHostPort(router.Status.PodIP, router.Annotations[scrape.AnnotationPort])
+	routerAddress := net.JoinHostPort(router.Status.PodIP, router.Annotations[workerv1.AnnotationScrapePort])
 	addresses = append(addresses, routerAddress)
 	stack.MetricsExporter.Set(routerAddress, routerMetrics(10))
 	path := func(name string) string {

@@ -185,7 +185,7 @@ type DeployedModes struct {
 // engine its scrape annotations and a take-over command none (in every render version), so the
 // template itself says it, also for revisions stored before this was asked.
 func (r *RoleRevision) TakesOver() bool {
-	return r.Template.Annotations["prometheus.io/scrape"] != "true"
+	return r.Template.Annotations[workerv1.AnnotationScrape] != "true"
 }
 
 // Replacement is where a role's rollout stands: the slot whose replacement is unresolved and the
@@ -205,8 +205,8 @@ func (r Replacement) None() bool { return r.Ordinal == nil && r.Gate == "" }
 // ModelReplica is one instance of a role: one Kueue pod group of size Pods stamped from one revision.
 // Its spec never changes after creation; replacing it is deleting it. It is a plain CRD, not a
 // Crossplane composite: the rollout controller creates it, the members controller creates its Pods
-// and Service and writes its status, and nothing composes through it (docs/architecture.md, "The
-// replica layer").
+// and Service and writes its status, and nothing composes through it
+// (docs/decisions/0001-plain-role-and-replica-kinds.md).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,categories=mdplane-internal

@@ -32,11 +32,23 @@ const (
 	// replica, and every member of an External-DP Server replica. Rendered from the replica's own
 	// revision, so each deployed configuration selects endpoints by its own mode.
 	LabelServes = "modeldeployment.gpustack.ai/serves"
+	// LabelRouter on a deployment's router Pods names the router implementation; the router's
+	// endpoint picker excludes the Pods carrying it, and the metrics snapshot reads them as routers.
+	LabelRouter = "modeldeployment.gpustack.ai/router"
 	// LabelTransferRouted "true" marks a Pod llm-d-router may select on a deployment whose pair shares
 	// a transfer document: the pairing controller gives it to one configuration at a time.
 	LabelTransferRouted        = "modeldeployment.gpustack.ai/transfer-routed"
 	AnnotationRenderVersion    = "modeldeployment.gpustack.ai/render-version"
 	AnnotationMinRenderVersion = "modeldeployment.gpustack.ai/min-render-version"
+
+	// The scrape annotations on an engine or router Pod whose command line mdplane renders: whether
+	// to scrape it, and the path, port and scheme of its metrics. Prometheus's Pod discovery, the
+	// PodMonitor and the metrics snapshot read them; a role that takes its command line over carries
+	// none.
+	AnnotationScrape       = "prometheus.io/scrape"
+	AnnotationScrapePath   = "prometheus.io/path"
+	AnnotationScrapePort   = "prometheus.io/port"
+	AnnotationScrapeScheme = "prometheus.io/scheme"
 
 	// AnnotationParkedGeneration on a parked Workload records the deployment generation the joint
 	// admission check parked its set at; a new generation queues the set again.

@@ -22,7 +22,6 @@ import (
 
 // Router rendering constants: contract values the router Pods and Services carry.
 const (
-	LabelRouter              = "modeldeployment.gpustack.ai/router"
 	AnnotationRouterConfig   = "modeldeployment.gpustack.ai/router-config-hash"
 	Port                     = 8081
 	routerMetricsPort        = 9090
@@ -120,7 +119,7 @@ func objects(namespace, deployment string, r *workerv1.ModelDeploymentRouter, de
 // router's name. Router Pods carry no member index, so no endpoint selector picks them.
 func Labels(deployment string, router workerv1.RouterName) map[string]string {
 	labels := naming.DeploymentLabels(deployment)
-	labels[LabelRouter] = string(router)
+	labels[workerv1.LabelRouter] = string(router)
 	return labels
 }
 
@@ -193,9 +192,9 @@ func routerDeployment(meta metav1.ObjectMeta, r *workerv1.ModelDeploymentRouter,
 			Selector: &metav1.LabelSelector{MatchLabels: meta.Labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: map[string]string{
-					AnnotationRouterConfig: hash,
-					"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics",
-					"prometheus.io/port": strconv.Itoa(routerMetricsPort), "prometheus.io/scheme": "http",
+					AnnotationRouterConfig:    hash,
+					workerv1.AnnotationScrape: "true", workerv1.AnnotationScrapePath: "/metrics",
+					workerv1.AnnotationScrapePort: strconv.Itoa(routerMetricsPort), workerv1.AnnotationScrapeScheme: "http",
 				}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: meta.Name,

@@ -62,8 +62,8 @@ func Apply(t *corev1.PodTemplateSpec, e workerv1.Engine, manufacturer string, ro
 		}
 	}
 	engineTLS := engine.HasFlag(e, role.EngineArgs(), "--ssl-certfile", "--ssl-keyfile")
-	if _, scraped := t.Annotations["prometheus.io/port"]; scraped {
-		t.Annotations["prometheus.io/port"] = strconv.Itoa(int(internal))
+	if _, scraped := t.Annotations[workerv1.AnnotationScrapePort]; scraped {
+		t.Annotations[workerv1.AnnotationScrapePort] = strconv.Itoa(int(internal))
 	}
 
 	args := []string{"--port=" + strconv.Itoa(int(serving)), "--model-server-port=" + strconv.Itoa(int(internal))}

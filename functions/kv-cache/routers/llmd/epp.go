@@ -8,18 +8,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mdplane/mdplane/apis/engine"
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // DefaultNonCachedTokens is the prefix-based-pd-decider's threshold when
 // spec.router.disaggregationThresholdTokens is unset.
 const DefaultNonCachedTokens = 8
-
-// Labels the EPP selects and filters endpoints by.
-const (
-	labelRouter   = "modeldeployment.gpustack.ai/router"
-	labelRoleKind = workerv1.LabelRoleKind
-)
 
 // Deployment is what the EPP document is derived from: the deployment's identity, its model and
 // engine, the roles it fronts, and the one port they all serve on.
@@ -57,16 +52,9 @@ func (d Deployment) Selector() string {
 	return strings.Join(terms, ",")
 }
 
+// endpointTerms select a deployment's serving Pods, never the router's own.
 func endpointTerms(deployment string, everyMember, eligible bool) []string {
-	serving := workerv1.LabelMemberIndex + "=0"
-	if everyMember {
-		serving = workerv1.LabelServes + "=true"
-	}
-	terms := []string{workerv1.LabelName + "=" + workerv1.NameModelDeployment, workerv1.LabelInstance + "=" + deployment, serving}
-	if eligible {
-		terms = append(terms, workerv1.LabelEndpointEligible+"=true")
-	}
-	return append(terms, "!"+labelRouter)
+	return append(naming.DeploymentServingTerms(deployment, everyMember, eligible), "!"+workerv1.LabelRouter)
 }
 
 // ServesEveryMember reports whether any role of a deployment serves through every member of a
@@ -173,7 +161,7 @@ func EPP(d Deployment) ([]byte, error) {
 	for _, k := range ks {
 		hasKind[k] = true
 		plugins = append(plugins, doc{"name": k + "-pods", "type": "label-selector-filter",
-			"parameters": doc{"matchLabels": doc{labelRoleKind: k}}})
+			"parameters": doc{"matchLabels": doc{workerv1.LabelRoleKind: k}}})
 		refs := []any{doc{"pluginRef": k + "-pods"}, doc{"pluginRef": "queue-scorer", "weight": 2},
 			doc{"pluginRef": "kv-cache-utilization-scorer", "weight": 2}, doc{"pluginRef": "max-score-picker"}}
 		// A decoder's prompt is already cached by its prefiller, so prefix affinity does not score it.
@@ -188,7 +176,7 @@ func EPP(d Deployment) ([]byte, error) {
 		selector := d.Selector()
 		if hasKind[decode] {
 			// Decoders publish no events; the producer does not dial them.
-			selector += "," + labelRoleKind + "!=" + decode
+			selector += "," + workerv1.LabelRoleKind + "!=" + decode
 		}
 		plugins = append(plugins,
 			doc{"type": "token-producer", "parameters": doc{"modelName": d.Model, "vllm": doc{"url": TokenizerEndpoint(d)}}},
