@@ -102,7 +102,7 @@ func TestPoolEndpointMovesConfigAndHash(t *testing.T) {
 }
 
 // TestAMissingBindingIsReportedNotARenderFailure: a poolRef naming no Binding renders the roles
-// without a cache client and says why on DomainRegistered (docs/architecture.md, "The cache step");
+// without a cache client and says why on DomainRegistered (docs/decisions/0022-missing-binding.md);
 // beside it, a Binding naming a missing pool still fails the render.
 func TestAMissingBindingIsReportedNotARenderFailure(t *testing.T) {
 	const deployment = `apiVersion: worker.gpustack.ai/v1

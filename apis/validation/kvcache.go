@@ -68,7 +68,7 @@ func validateBindingName(md, old *workerv1.ModelDeployment) field.ErrorList {
 // one transport to an engine whose client speaks one. It
 // runs only when the chain was read and resolves, and an unchanged binding stays editable after its
 // backend became mixed. vLLM-Ascend's need for a CANN group is judged at render time
-// (docs/architecture.md, "The cache client's transport").
+// (docs/decisions/0021-cache-client-transport.md).
 func validateBindingTransport(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	if md.Spec.KVCache == nil || md.DeletionTimestamp != nil || c.KVCache == nil || c.KVCache.unresolved() != "" {
 		return nil

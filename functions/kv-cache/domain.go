@@ -41,8 +41,9 @@ type Domain struct {
 // (nil when it does not exist or was not read).
 //
 // A missing Binding is reported, not failed: DomainRegistered=False/BindingNotFound, and the roles
-// render with no cache client, since a client needs a registered domain (docs/architecture.md, "The
-// cache step"). A missing pool or one without a client endpoint still fails the render.
+// render with no cache client, since a client needs a registered domain (see
+// docs/decisions/0022-missing-binding.md). A missing pool or one without a client endpoint still
+// fails the render.
 func ResolveDomain(md *workerv1.ModelDeployment, binding *workerv1.KVCachePoolBinding, pool *workerv1.KVCachePool) (Domain, error) {
 	if md.Spec.KVCache == nil {
 		return Domain{Registered: Condition{"True", "NotApplicable", "spec.kvCache is not set, so there is no KVCachePoolBinding to resolve"}}, nil

@@ -530,8 +530,8 @@ func roleStatus(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRole,
 }
 
 // servingEndpoints is what the routers serve of a role: NotConfigured without a router, else
-// Unknown, as mdplane reads no router's serving view (docs/architecture.md, External DP and
-// endpoint eligibility).
+// Unknown, as mdplane reads no router's serving view
+// (docs/decisions/0029-external-dp.md).
 func servingEndpoints(md *workerv1.ModelDeployment) *workerv1.ServingEndpoints {
 	if md.Spec.Router == nil {
 		return &workerv1.ServingEndpoints{State: workerv1.ServingNotConfigured}

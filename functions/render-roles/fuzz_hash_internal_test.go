@@ -184,7 +184,7 @@ var hashBases = sync.OnceValue(func() []hashBase {
 // FuzzPodSpecHash edits one field of an admitted deployment (one of the seeds: base picks it, role
 // picks the role, edit the field among hashEdits, value is the new value) and, when the edited
 // deployment is admitted too, renders both. The pod-spec-hash is the role's configuration digest
-// (docs/architecture.md, "Revisions"): the explicit deployment fields, the role's configuration
+// (docs/decisions/0004-revisions.md): the explicit deployment fields, the role's configuration
 // without its replica count (nor an Elastic EP role's width) and the resolved bindings. Properties,
 // per role:
 //
@@ -271,7 +271,7 @@ func FuzzPodSpecHash(f *testing.F) {
 	})
 }
 
-// boundType is what the hash reads of a role's InstanceType (docs/architecture.md, "Revisions"): a
+// boundType is what the hash reads of a role's InstanceType (docs/decisions/0004-revisions.md): a
 // status with no detail and one whose detail names no manufacturer bind the same.
 func boundType(it *workerv1.InstanceType) any {
 	if it == nil {
@@ -296,7 +296,7 @@ func hashView(md *workerv1.ModelDeployment) workerv1.ModelDeploymentSpec {
 	for i, r := range spec.Roles {
 		r = r.WithDefaults()
 		// A managed role's default grace written out is the default left unwritten: one Pod, one
-		// hash (docs/architecture.md, "The grace").
+		// hash (docs/decisions/0007-drain-hook.md).
 		r.TerminationGracePeriodSeconds = configuredGrace(r)
 		r.Replicas = 0
 		if r.ElasticEP != nil {

@@ -13,7 +13,7 @@ import (
 // RenderVersion is the rendering baseline of this release: it changes when what the render
 // synthesizes (flags, probes, labels, volumes) changes for the same inputs. It is written on every Pod
 // and keys the revision, so new and replaced replicas take a new baseline while running ones stay.
-// Each baseline, and what it added, is listed in docs/architecture.md ("Render versions"):
+// Each baseline, and what it added, is listed in docs/decisions/0004-revisions.md:
 //
 //	1: the first render.
 //	2: the preStop drain hook on a managed role's engine container, and its default grace (30 s).

@@ -22,7 +22,7 @@ type Server struct {
 	// Addr is the address it binds.
 	Addr string
 	// CertDir holds tls.crt and tls.key; empty means a self-signed certificate made at start, as the
-	// APIService then skips verifying it (docs/architecture.md, "The metrics snapshot").
+	// APIService then skips verifying it (docs/decisions/0045-metrics-snapshot.md).
 	CertDir string
 	Handler http.Handler
 }

@@ -233,7 +233,7 @@ func chaosRound(t *testing.T, ctx context.Context, seed uint64, round int) strin
 	watcher.permit(func(w *chaosWatch) { clear(w.replacing) })
 
 	// Not the encoder: a take-over role advertises no engine gauges, so a replica it sheds drains
-	// until its retirement deadline, five minutes (docs/architecture.md, "Retirement").
+	// until its retirement deadline, five minutes (docs/decisions/0016-retirement.md).
 	scaled := roles[1+rng.IntN(len(roles)-1)]
 	step(fmt.Sprintf("scale %s %d→%d", scaled.name, scaled.replicas, scaled.replicas+1), func() {
 		scaled.replicas++

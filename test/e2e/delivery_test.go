@@ -1,6 +1,6 @@
 package e2e
 
-// Model delivery on the real stack, continued (issue 18; docs/architecture.md "Model delivery"):
+// Model delivery on the real stack, continued (docs/decisions/0017-model-delivery.md and 0018):
 // an image artifact's Pods mount the image and prefer the Node that already holds it, and a claim no
 // Pod would bind holds the deployment until a volume binds it.
 

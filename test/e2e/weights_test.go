@@ -1,7 +1,7 @@
 package e2e
 
-// Model artifacts on the real stack (issue 18; docs/architecture.md "Model artifacts", "Model
-// delivery"): a claim-delivered deployment runs on the node its volume allows and mounts the weights
+// Model artifacts on the real stack (docs/decisions/0019-artifact-resolution.md and the records on
+// delivery): a claim-delivered deployment runs on the node its volume allows and mounts the weights
 // read-only; a deployment naming an artifact the hub does not know yet creates no Pod until the hub
 // serves it, and a hub failing on revalidation leaves the running replicas alone.
 

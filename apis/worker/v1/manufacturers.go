@@ -44,8 +44,8 @@ type AcceleratorVendor struct {
 
 // acceleratorVendors is the manufacturer table, the one place
 // mdplane knows a vendor. Hygon's and T-Head's partition kind is mig as the device docs' requests
-// page has it (the settings page gives nvidia alone a default); docs/architecture.md, "Accelerator
-// manufacturers", records why.
+// page has it (the settings page gives nvidia alone a default);
+// docs/decisions/0037-accelerator-manufacturers.md records why.
 var acceleratorVendors = map[string]AcceleratorVendor{
 	ManufacturerAMD:       {Resource: "amd.com/gpu", RuntimeClass: "amd"},
 	ManufacturerAscend:    {Resource: "huawei.com/npu", RuntimeClass: "ascend"},

@@ -273,7 +273,7 @@ type ModelDeploymentRouter struct {
 //
 // The same rule's resources half is apis/validation's (ElasticFrozenMessage): CEL compares the
 // int-or-string quantities by type ("1" is not 1), so the comparison of quantities is Go's
-// (docs/architecture.md, Elastic EP).
+// (docs/decisions/0040-elastic-ep.md).
 type ModelDeploymentRole struct {
 	// Name identifies the role and becomes the Kueue PodSet name. A DNS label.
 	// +kubebuilder:validation:MinLength=1
