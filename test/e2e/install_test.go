@@ -23,8 +23,9 @@ import (
 	"github.com/mdplane/mdplane/test/cluster"
 )
 
-// docBlock is one fenced code block of a page: the language its fence names and its lines.
-type docBlock struct{ lang, body string }
+// docBlock is one fenced code block of a page: the language its fence names, its lines, and the
+// heading of the section it is in.
+type docBlock struct{ lang, body, section string }
 
 // pageBlocks are the fenced code blocks of a page of docs/, in the page's order.
 func pageBlocks(page string) ([]docBlock, error) {
@@ -34,19 +35,21 @@ func pageBlocks(page string) ([]docBlock, error) {
 	}
 	defer f.Close()
 	var blocks []docBlock
-	lang, indent, body := "", "", []string(nil)
+	lang, indent, section, body := "", "", "", []string(nil)
 	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
+		case !in && strings.HasPrefix(sc.Text(), "#"):
+			section = strings.TrimSpace(strings.TrimLeft(line, "#"))
 		case !in && strings.HasPrefix(line, "```"):
 			// A block inside a list item is indented as its fence is; its lines keep their own
 			// indentation relative to that.
 			in, lang, body = true, strings.TrimPrefix(line, "```"), nil
 			indent, _, _ = strings.Cut(sc.Text(), "```") // the line holds a fence: it was trimmed to one
 		case in && line == "```":
-			blocks = append(blocks, docBlock{lang, strings.Join(body, "\n")})
+			blocks = append(blocks, docBlock{lang, strings.Join(body, "\n"), section})
 			in = false
 		case in:
 			body = append(body, strings.TrimPrefix(sc.Text(), indent))
@@ -66,6 +69,22 @@ func docBlocks() (map[string][]string, error) {
 		byLang[b.lang] = append(byLang[b.lang], b.body)
 	}
 	return byLang, nil
+}
+
+// sectionLines are the lines of docs/install.md's shell blocks under one heading that start with
+// one of the prefixes.
+func sectionLines(section string, prefixes ...string) ([]string, error) {
+	blocks, err := pageBlocks("install.md")
+	if err != nil {
+		return nil, err
+	}
+	in := map[string][]string{}
+	for _, b := range blocks {
+		if b.section == section {
+			in[b.lang] = append(in[b.lang], b.body)
+		}
+	}
+	return docLines(in, prefixes...), nil
 }
 
 // installedPackages are the packages the Configuration brings: the kind of their revisions, the
@@ -230,31 +249,57 @@ func TestInstallationAsDocumented(t *testing.T) {
 		}
 	})
 
-	// Last, because every later test of the suite then runs on the upgraded packages.
-	t.Run("the documented upgrade", func(t *testing.T) {
-		const next = "v0.2.0"
+	// Last, because every later test of the suite then runs on the packages the rollback restored.
+	t.Run("the documented upgrade and rollback keep running replicas", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		t.Cleanup(cancel) // after the namespace's teardown, which runOnH20 registers later
+		const ns, name, next = "team-upgrade", "upgrade", "v0.2.0"
+		runOnH20(t, ctx, ns, "upgrade", 2, name, 1, deploymentOnH20(ns, name, "server Server 1 1"))
+		before, err := standing(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := stack.Publish(ctx, next); err != nil {
 			t.Fatal(err)
 		}
-		upgrade := docLines(blocks, "kubectl patch function", "kubectl patch configuration")
-		if len(upgrade) != 3 {
-			t.Fatalf("the page's upgrade patches: %q", upgrade)
-		}
-		for _, line := range upgrade {
-			if out, err := shell(line); err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, out)
+		for _, step := range []struct{ section, version string }{{"Upgrade", next}, {"Roll back", cluster.PackageVersion}} {
+			patches, err := sectionLines(step.section, "kubectl patch function", "kubectl patch configuration")
+			if err != nil || len(patches) != 3 {
+				t.Fatalf("%s: the page's patches: %q (%v)", step.section, patches, err)
 			}
-		}
-		for _, rev := range installedPackages {
-			eventually(t, 2*time.Minute, rev.pkg+" "+next+" active and healthy", func() error {
-				return activeRevision(ctx, rev.list, rev.pkg, "ghcr.io/mdplane/"+rev.image+":"+next)
+			for _, line := range patches {
+				if !strings.Contains(line, ":"+step.version+`"`) {
+					t.Fatalf("%s: %s does not name %s", step.section, line, step.version)
+				}
+				if out, err := shell(line); err != nil {
+					t.Fatalf("%s: %v\n%s", line, err, out)
+				}
+			}
+			for _, rev := range installedPackages {
+				eventually(t, 2*time.Minute, rev.pkg+" "+step.version+" active and healthy", func() error {
+					return activeRevision(ctx, rev.list, rev.pkg, "ghcr.io/mdplane/"+rev.image+":"+step.version)
+				})
+			}
+			// The page's cluster-side apply is the one the stack ran at install, with the tag the
+			// step names; the controllers here run from this checkout, so the step checks it is there.
+			waits, err := sectionLines(step.section, "kubectl wait configuration")
+			applies, errApply := sectionLines(step.section, "kubectl apply --server-side -k package/")
+			if err != nil || errApply != nil || len(waits) != 1 || len(applies) != 1 {
+				t.Fatalf("%s: the page's wait %q and cluster-side apply %q", step.section, waits, applies)
+			}
+			if out, err := shell(waits[0]); err != nil {
+				t.Errorf("%s: %v\n%s", waits[0], err, out)
+			}
+			// The deployment's status is rendered by the new Functions within a poll; its Pod stays.
+			eventually(t, 2*time.Minute, step.section+": the running replica kept", func() error {
+				return runningKeeping(ctx, ns, name, 1, before)
 			})
 		}
-		for _, line := range docLines(blocks, "kubectl wait configuration", "kubectl wait function") {
-			if out, err := shell(line); err != nil {
-				t.Errorf("%s: %v\n%s", line, err, out)
-			}
-		}
+		// The rolled-back release composes and admits what an edit asks for, beside the kept Pod.
+		patchReplicas(t, ns, name, 2)
+		eventually(t, editRendered+time.Minute, "a second replica after the rollback, the first kept", func() error {
+			return runningKeeping(ctx, ns, name, 2, before)
+		})
 	})
 }
 
