@@ -116,7 +116,7 @@ func TestServesEveryMember(t *testing.T) {
 		{"an External-DP Server role serves through every rank", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindServer, ExtraArgs: external}, true},
 		{"a Hybrid Server role serves through every member", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindServer, ExtraArgs: []string{"--data-parallel-hybrid-lb"}}, true},
 		{"an Internal Server role is leader-served", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindServer}, false},
-		{"External DP in a Decode role stays leader-served (#754)", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, ExtraArgs: external}, false},
+		{"External DP in a Decode role stays leader-served", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindDecode, ExtraArgs: external}, false},
 		{"an Unknown shape stays leader-served", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindServer, ExtraArgs: []string{"-dpe", "-dph"}}, false},
 		{"a take-over role keeps its legacy leader", workerv1.ModelDeploymentRole{Kind: workerv1.RoleKindServer, Command: append([]string{"vllm", "serve"}, external...)}, false},
 	}

@@ -17,9 +17,9 @@
 //     stop every render; the warning names the key so a misspelling is seen.
 //
 // A Setting change reaches new and replaced Pods only: Settings are covered by the render version,
-// not by the pod-spec hash, except model-deployment-kv-cache-dtype-owned (the spec: flipping it moves
-// the pod-spec hash) and model-artifact-delivery-mode (changing it rolls every hub-artifact
-// deployment); Settings.Rolling gives those two for the digest.
+// not by the pod-spec hash, except model-deployment-kv-cache-dtype-owned (flipping it moves the
+// pod-spec hash of every pool-attached deployment) and model-artifact-delivery-mode (changing it
+// rolls every hub-artifact deployment): each enters the digest where it applies.
 //
 // The registry redirect (container-registry, container-namespace) applies to the images mdplane
 // picks itself, that is the image Settings (or their defaults), never to an image named on an object

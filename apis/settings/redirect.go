@@ -51,22 +51,3 @@ func (s Settings) RoutingSidecarImageRef() string { return s.Redirect(s.RoutingS
 
 // KVCacheBackendImageRef is the managed backend's fallback image ("" when the Setting is blank).
 func (s Settings) KVCacheBackendImageRef() string { return s.Redirect(s.KVCacheBackendImage) }
-
-// Rolling is what of the Settings enters the pod-spec hash: the two whose change rolls running
-// replicas. Every other Setting reaches new and replaced Pods only (render version). Keys are the
-// Setting names; a digest should add an entry only where it applies (the dtype ownership on
-// pool-attached deployments, the delivery mode on hub-artifact deployments), and may leave out a
-// default value so that existing hashes do not move.
-func (s Settings) Rolling() map[string]string {
-	return map[string]string{
-		KVCacheDtypeOwned:    boolString(s.KVCacheDtypeOwned),
-		ArtifactDeliveryMode: string(s.ArtifactDeliveryMode),
-	}
-}
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
-}

@@ -15,7 +15,7 @@ import (
 // The Elastic EP refusals, of the API's variant of the profile: a headInstanceType, the
 // tensor-parallel size read from extraArgs and frozen after create.
 const (
-	// ElasticScaleDownMessage is the width-decrease refusal, verbatim (#741).
+	// ElasticScaleDownMessage is the width-decrease refusal, verbatim.
 	ElasticScaleDownMessage = "elastic-EP scale-down is not supported in this release; keep width unchanged or increase it"
 	// ElasticFrozenMessage is the schema rule's message: its resources half is judged here.
 	ElasticFrozenMessage = "on a role carrying elasticEp, size, instanceType, resources and command are frozen: the profile admits one fixed member configuration and width is its only setting"

@@ -118,7 +118,7 @@ func Advance(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) 
 	return Outcome{Op: op, Recheck: recheck}
 }
 
-// step is one transition of the retirement protocol's table (docs/rollout.md).
+// step is one transition of the retirement protocol (docs/decisions/0016-retirement.md).
 func step(op workerv1.Retirement, obs Observation, now time.Time, b Budgets) Outcome {
 	switch op.State {
 	case workerv1.RetirementCompleted, workerv1.RetirementAborted, workerv1.RetirementDeleting, workerv1.RetirementSettling:

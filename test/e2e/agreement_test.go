@@ -22,7 +22,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
-// The rows of the upstream operator's own suite that only the real stack can show (issue 16): a
+// The rows of the upstream operator's own suite that only the real stack can show: a
 // deployment the webhook would refuse today is still deleted, an edit that creates a port collision
 // is refused by kubectl, and decoders and SGLang roles whose own arguments move a listener run.
 
