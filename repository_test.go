@@ -75,10 +75,14 @@ const sectionSign = "\u00a7"
 // specCitation matches what a comment cites: a section sign, or a Markdown file by name.
 var specCitation = regexp.MustCompile(sectionSign + `|[\w.-]+\.md\b`)
 
-// TestCommentsStateTheirRules: no Go comment cites a section of a document, or a Markdown file the
-// repository does not hold; a comment states the rule itself. A near miss: docs/ pages and the
-// README are in the repository and may be cited.
-func TestCommentsStateTheirRules(t *testing.T) {
+// projectIssue matches a reference to one of this project's issues: the word issue and a number, or
+// a bare hash sign and a number (an upstream one names its repository first and is not matched).
+var projectIssue = regexp.MustCompile(`(?i)\bissues? #?[0-9]+|(^|[^\w/&-])#[0-9]+\b`)
+
+// trackedFiles are the files git tracks, and a citation check: whether a text cites a section of a
+// document or a Markdown file the repository does not hold.
+func trackedFiles(t *testing.T) ([]string, func(text string) bool) {
+	t.Helper()
 	out, err := exec.Command("git", "ls-files", "-z").Output()
 	if err != nil {
 		t.Skipf("not a git checkout (%v)", err)
@@ -88,8 +92,8 @@ func TestCommentsStateTheirRules(t *testing.T) {
 	for _, path := range files {
 		held[filepath.Base(path)] = true
 	}
-	cites := func(comment string) bool {
-		for _, m := range specCitation.FindAllString(comment, -1) {
+	cites := func(text string) bool {
+		for _, m := range specCitation.FindAllString(text, -1) {
 			if m == sectionSign || !held[filepath.Base(m)] {
 				return true
 			}
@@ -99,6 +103,14 @@ func TestCommentsStateTheirRules(t *testing.T) {
 	if !cites("the table of "+sectionSign+"2.1") || !cites("the spec's lifecycle.md") || cites("see docs/rollout.md") {
 		t.Fatal("the check no longer tells a citation from a docs/ reference")
 	}
+	return files, cites
+}
+
+// TestCommentsStateTheirRules: no Go comment cites a section of a document, a Markdown file the
+// repository does not hold, or one of the project's issues; a comment states the rule itself. A
+// near miss: docs/ pages and the README are in the repository and may be cited.
+func TestCommentsStateTheirRules(t *testing.T) {
+	files, cites := trackedFiles(t)
 	for _, path := range files {
 		if !strings.HasSuffix(path, ".go") {
 			continue
@@ -108,8 +120,56 @@ func TestCommentsStateTheirRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, line := range strings.Split(string(raw), "\n") {
-			if _, comment, ok := strings.Cut(line, "//"); ok && cites(comment) {
-				t.Errorf("%s:%d cites a document outside the repository; state the rule instead: %s", path, i+1, strings.TrimSpace(line))
+			if _, comment, ok := strings.Cut(line, "//"); ok && (cites(comment) || projectIssue.MatchString(comment)) {
+				t.Errorf("%s:%d cites a document outside the repository or an issue; state the rule instead: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// maxDocLines is the longest a page of docs/ may be: longer, it is a log, not a page.
+const maxDocLines = 500
+
+// TestDocsAreCurrentAndSelfContained: every page of docs/ and the README is short enough to read,
+// cites no document outside the repository and no issue of the project, and carries no dated run
+// (figures are the current ones; history is git's). The changelog alone dates its releases.
+func TestDocsAreCurrentAndSelfContained(t *testing.T) {
+	files, cites := trackedFiles(t)
+	dated := regexp.MustCompile(`\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b`)
+	for _, row := range []struct {
+		text           string
+		issue, hasDate bool
+	}{
+		{"the reliability work of issue 21", true, false},
+		{"see #33", true, false},
+		{"upstream crossplane/crossplane#7062", false, false},
+		{"measured 2026-12-01 17:10", false, true},
+		{"SEED=20261201", false, false},
+	} {
+		if projectIssue.MatchString(row.text) != row.issue || dated.MatchString(row.text) != row.hasDate {
+			t.Fatalf("the check misreads %q", row.text)
+		}
+	}
+	for _, path := range files {
+		if !strings.HasSuffix(path, ".md") || !(strings.HasPrefix(path, "docs/") || path == "README.md") {
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(raw), "\n")
+		if strings.HasPrefix(path, "docs/") && len(lines) > maxDocLines {
+			t.Errorf("%s is %d lines, over %d: split it into pages a reader can finish", path, len(lines), maxDocLines)
+		}
+		for i, line := range lines {
+			switch {
+			case cites(line):
+				t.Errorf("%s:%d cites a document outside the repository; state the fact instead: %s", path, i+1, line)
+			case projectIssue.MatchString(line):
+				t.Errorf("%s:%d names an issue; say what is true instead: %s", path, i+1, line)
+			case dated.MatchString(line):
+				t.Errorf("%s:%d dates a run; give the current figures, history is git's: %s", path, i+1, line)
 			}
 		}
 	}
