@@ -151,7 +151,8 @@ func TestDocsAreCurrentAndSelfContained(t *testing.T) {
 		}
 	}
 	for _, path := range files {
-		if !strings.HasSuffix(path, ".md") || !(strings.HasPrefix(path, "docs/") || path == "README.md") {
+		page := strings.HasPrefix(path, "docs/") || path == "README.md"
+		if !page || !strings.HasSuffix(path, ".md") {
 			continue
 		}
 		raw, err := os.ReadFile(path)

@@ -14,13 +14,16 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
+// examplesDir is the repository's examples/, from this package.
+var examplesDir = filepath.Join("..", "..", "examples")
+
 // exampleRender is what `mdplane render` printed for one example beside examples/cluster.yaml.
 type exampleRender []unstructured.Unstructured
 
 // renderExample renders one file of examples/ with the cluster objects it references.
 func renderExample(t *testing.T, name string) exampleRender {
 	t.Helper()
-	code, out, errOut := runCLI("render", "-f", "../../examples/cluster.yaml", "-f", filepath.Join("../../examples", name))
+	code, out, errOut := runCLI("render", "-f", filepath.Join(examplesDir, "cluster.yaml"), "-f", filepath.Join(examplesDir, name))
 	if code != 0 {
 		t.Fatalf("mdplane render %s: exit %d\n%s", name, code, errOut)
 	}
@@ -280,10 +283,10 @@ func TestEachExampleRendersWhatItsCommentSays(t *testing.T) {
 		})
 	}
 	// Every example file has its claims here.
-	files, _ := filepath.Glob("../../examples/*.yaml")
-	edits, _ := filepath.Glob("../../examples/edits/*.yaml")
+	files, _ := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
+	edits, _ := filepath.Glob(filepath.Join(examplesDir, "edits", "*.yaml"))
 	for _, f := range append(files, edits...) {
-		name, _ := filepath.Rel("../../examples", f)
+		name, _ := filepath.Rel(examplesDir, f)
 		if name != "cluster.yaml" && !slices.ContainsFunc(cases, func(c claim) bool { return c.example == name }) {
 			t.Errorf("examples/%s has no row here: add the claims of its comment", name)
 		}
