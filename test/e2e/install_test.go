@@ -104,6 +104,16 @@ func TestInstallationAsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rights docs/operations.md tells the reader to check are checked with the page's own.
+	operations, err := pageBlocks("operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range operations {
+		if b.lang == "sh" && strings.Contains(b.body, "kubectl auth can-i") {
+			blocks["sh"] = append(blocks["sh"], b.body)
+		}
+	}
 
 	t.Run("the packages came from the registry, through the documented mirror rewrite", func(t *testing.T) {
 		for _, rev := range installedPackages {
@@ -136,8 +146,8 @@ func TestInstallationAsDocumented(t *testing.T) {
 			}
 			ran++
 		}
-		if ran < 5 {
-			t.Errorf("ran %d commands of the page, want the waits and the can-i checks", ran)
+		if ran < 10 {
+			t.Errorf("ran %d commands of the pages, want the waits (install, upgrade, rollback) and the can-i checks of both pages", ran)
 		}
 		for _, block := range blocks["yaml"] {
 			if !strings.Contains(block, "apiVersion: pkg.crossplane.io/") {
