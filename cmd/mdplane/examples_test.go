@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/mdplane/mdplane/internal/schemacheck"
 )
 
 // examplesDir is the repository's examples/, from this package.
@@ -27,19 +26,15 @@ func renderExample(t *testing.T, name string) exampleRender {
 	if code != 0 {
 		t.Fatalf("mdplane render %s: exit %d\n%s", name, code, errOut)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-	var objs exampleRender
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if obj.Object != nil {
-			objs = append(objs, obj)
-		}
+	docs, err := schemacheck.SplitDocuments(name, []byte(out))
+	if err != nil {
+		t.Fatal(err)
 	}
+	objs := make(exampleRender, 0, len(docs))
+	for _, d := range docs {
+		objs = append(objs, *d.Object)
+	}
+	return objs
 }
 
 // pods are the rendered Pods of one deployment's role (component), in render order.
