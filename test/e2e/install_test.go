@@ -71,20 +71,15 @@ func docBlocks() (map[string][]string, error) {
 	return byLang, nil
 }
 
-// sectionLines are the lines of docs/install.md's shell blocks under one heading that start with
-// one of the prefixes.
-func sectionLines(section string, prefixes ...string) ([]string, error) {
-	blocks, err := pageBlocks("install.md")
-	if err != nil {
-		return nil, err
-	}
+// sectionLines are the lines of shell blocks under one heading that start with one of the prefixes.
+func sectionLines(blocks []docBlock, section string, prefixes ...string) []string {
 	in := map[string][]string{}
 	for _, b := range blocks {
 		if b.section == section {
 			in[b.lang] = append(in[b.lang], b.body)
 		}
 	}
-	return docLines(in, prefixes...), nil
+	return docLines(in, prefixes...)
 }
 
 // installedPackages are the packages the Configuration brings: the kind of their revisions, the
@@ -272,10 +267,14 @@ func TestInstallationAsDocumented(t *testing.T) {
 		if err := stack.Publish(ctx, next); err != nil {
 			t.Fatal(err)
 		}
+		page, err := pageBlocks("install.md")
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, step := range []struct{ section, version string }{{"Upgrade", next}, {"Roll back", cluster.PackageVersion}} {
-			patches, err := sectionLines(step.section, "kubectl patch function", "kubectl patch configuration")
-			if err != nil || len(patches) != 3 {
-				t.Fatalf("%s: the page's patches: %q (%v)", step.section, patches, err)
+			patches := sectionLines(page, step.section, "kubectl patch function", "kubectl patch configuration")
+			if len(patches) != 3 {
+				t.Fatalf("%s: the page's patches: %q", step.section, patches)
 			}
 			for _, line := range patches {
 				if !strings.Contains(line, ":"+step.version+`"`) {
@@ -292,9 +291,9 @@ func TestInstallationAsDocumented(t *testing.T) {
 			}
 			// The page's cluster-side apply is the one the stack ran at install, with the tag the
 			// step names; the controllers here run from this checkout, so the step checks it is there.
-			waits, err := sectionLines(step.section, "kubectl wait configuration")
-			applies, errApply := sectionLines(step.section, "kubectl apply --server-side -k package/")
-			if err != nil || errApply != nil || len(waits) != 1 || len(applies) != 1 {
+			waits := sectionLines(page, step.section, "kubectl wait configuration")
+			applies := sectionLines(page, step.section, "kubectl apply --server-side -k package/")
+			if len(waits) != 1 || len(applies) != 1 {
 				t.Fatalf("%s: the page's wait %q and cluster-side apply %q", step.section, waits, applies)
 			}
 			if out, err := shell(waits[0]); err != nil {
