@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -18,7 +25,10 @@ const webhookConfiguration = "mdplane"
 // the certificate directory (cert-manager, a mounted Secret), or, with a Secret name, a CA and
 // certificate this process issues, stores in that Secret, renews, and injects into the webhook
 // configurations (the way Kueue and Gatekeeper manage theirs). The Secret and the Service live in
-// the process's own namespace (--namespace).
+// the process's own namespace (--namespace). With a Secret, the process also writes the Secret's
+// certificate into the directory itself: a kubelet projects a changed Secret into a volume only at
+// its next sync of the Pod, a minute or more, and the certificate rotator, which waits for the
+// files with a growing backoff, then held a new replica not ready for minutes.
 type certificates struct {
 	secret, namespace, service string
 	extraNames                 string
@@ -46,8 +56,12 @@ func (c *certificates) manage(mgr manager.Manager, certDir string) (<-chan struc
 			extra = append(extra, n)
 		}
 	}
+	key := types.NamespacedName{Namespace: c.namespace, Name: c.secret}
+	if err := mgr.Add(&secretFiles{reader: mgr.GetAPIReader(), key: key, dir: certDir}); err != nil {
+		return nil, fmt.Errorf("adding the certificate writer: %w", err)
+	}
 	return ready, rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: c.namespace, Name: c.secret},
+		SecretKey:      key,
 		CertDir:        certDir,
 		CAName:         "mdplane-webhook-ca",
 		CAOrganization: "mdplane",
@@ -59,4 +73,69 @@ func (c *certificates) manage(mgr manager.Manager, certDir string) (<-chan struc
 			{Name: webhookConfiguration, Type: rotator.Mutating},
 		},
 	})
+}
+
+// secretFiles keeps the certificate Secret's keys as files in dir, on every replica (leader or not):
+// once a second until the Secret holds a certificate, then every secretFilesResync.
+type secretFiles struct {
+	reader client.Reader
+	key    types.NamespacedName
+	dir    string
+}
+
+// secretFilesResync is how often a replica reads the Secret again once it wrote it: a rotated
+// certificate reaches the files within it, well inside the rotator's look-ahead.
+const secretFilesResync = 10 * time.Second
+
+// certificateKeys are the Secret's keys the webhook server and the rotator read from the directory.
+var certificateKeys = []string{"tls.crt", "tls.key", "ca.crt"}
+
+func (w *secretFiles) NeedLeaderElection() bool { return false }
+
+func (w *secretFiles) Start(ctx context.Context) error {
+	written := ""
+	for {
+		wait := time.Second
+		secret := &corev1.Secret{}
+		if err := w.reader.Get(ctx, w.key, secret); err == nil && complete(secret) {
+			if secret.ResourceVersion == written {
+				wait = secretFilesResync
+			} else if err := w.write(secret); err != nil {
+				log.FromContext(ctx).Error(err, "writing the webhook certificate", "dir", w.dir)
+			} else {
+				written, wait = secret.ResourceVersion, secretFilesResync
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func complete(s *corev1.Secret) bool {
+	for _, k := range certificateKeys {
+		if len(s.Data[k]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// write replaces each file atomically, so the server never reads half a certificate.
+func (w *secretFiles) write(s *corev1.Secret) error {
+	if err := os.MkdirAll(w.dir, 0o700); err != nil {
+		return err
+	}
+	for _, k := range certificateKeys {
+		tmp := filepath.Join(w.dir, "."+k)
+		if err := os.WriteFile(tmp, s.Data[k], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(w.dir, k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -132,7 +132,7 @@ func run(o options) error {
 		return err
 	}
 	if o.enableControllers {
-		o.controllers.drain, o.controllers.probeDial = o.metricsAPI.drainScraper(), o.metricsAPI.dialOverride
+		o.controllers.drain = o.metricsAPI.drainScraper()
 		if err := addControllers(mgr, o.controllers); err != nil {
 			return err
 		}
@@ -264,7 +264,6 @@ type controllerOptions struct {
 	queueTypes               labels.Selector
 	artifacts                artifacts.Config
 	drain                    rollout.DrainScraper
-	probeDial                string
 	inventory, poolEndpoints bool
 	namespace                string // the process's own: the domain claim Leases
 }
@@ -285,7 +284,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 	}
 	controllers := []controller{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, ProbeDialOverride: o.probeDial, Retirements: retirements}},
+			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, Retirements: retirements}},
 		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
@@ -299,7 +298,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the role status", &roles.Reporter{Client: mgr.GetClient(), Retirements: retirements}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements, Deletes: deletes}},
 		// The observation and operation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
-		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine(o.probeDial)}},
+		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine("")}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: o.artifacts, Settings: mgr.GetAPIReader()}},

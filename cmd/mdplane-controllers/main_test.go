@@ -54,7 +54,7 @@ func TestTheMetricsSnapshotAPIIsOffUnlessItsAddressIsSet(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.metricsAPI.addr != "" || o.metricsAPI.dialOverride != "" {
+	if o.metricsAPI.addr != "" {
 		t.Fatalf("defaults %+v: the webhooks Deployment runs the same binary and must not serve it", o.metricsAPI)
 	}
 	if err := o.metricsAPI.add(nil); err != nil {
@@ -84,19 +84,5 @@ func TestTheStatusWritersAreOnUnlessTurnedOff(t *testing.T) {
 					o.controllers.inventory, o.controllers.poolEndpoints, row.inventory, row.poolEndpoints)
 			}
 		})
-	}
-}
-
-// TestTheReleasedBinaryHasNoTestHooks: the flags only a test stack needs are not in a build without
-// the mdplane_testhooks tag (the release's); the others are.
-func TestTheReleasedBinaryHasNoTestHooks(t *testing.T) {
-	var o options
-	fs := flag.NewFlagSet("mdplane-controllers", flag.ContinueOnError)
-	o.bindFlags(fs)
-	if fs.Lookup("metrics-scrape-dial-override") != nil {
-		t.Error("--metrics-scrape-dial-override is in the released build")
-	}
-	if fs.Lookup("metrics-api-bind-address") == nil {
-		t.Error("--metrics-api-bind-address, a released flag, is missing: the check reads no flag set")
 	}
 }

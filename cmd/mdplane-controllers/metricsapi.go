@@ -14,20 +14,16 @@ import (
 // metricsAPI is the aggregated API serving the metrics snapshot (metrics.worker.gpustack.ai/v1).
 type metricsAPI struct {
 	addr, certDir string
-	// dialOverride is set only in a build with the test hooks (testhooks.go).
-	dialOverride string
 }
 
 func (m *metricsAPI) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&m.addr, "metrics-api-bind-address", "", "address the metrics snapshot API (metrics.worker.gpustack.ai/v1, behind an APIService) serves HTTPS on; empty disables it")
 	fs.StringVar(&m.certDir, "metrics-api-cert-dir", "", "directory holding the metrics snapshot API's tls.crt and tls.key; empty means a self-signed certificate made at start")
-	bindTestHooks(fs, m)
 }
 
-// drainScraper reads a retiring replica's gauges (1 MiB and 2 s an answer, 5 s the whole read),
-// with the snapshot's dial override.
+// drainScraper reads a retiring replica's gauges (1 MiB and 2 s an answer, 5 s the whole read).
 func (m *metricsAPI) drainScraper() *scrape.Scraper {
-	return scrape.NewWithBounds(m.dialOverride, scrape.Bounds{Concurrency: scrape.Concurrency, PerFetch: scrape.PerFetch, Whole: 5 * time.Second})
+	return scrape.NewWithBounds("", scrape.Bounds{Concurrency: scrape.Concurrency, PerFetch: scrape.PerFetch, Whole: 5 * time.Second})
 }
 
 // add serves the snapshot API when its address is set.
@@ -36,7 +32,7 @@ func (m *metricsAPI) add(mgr manager.Manager) error {
 		return nil
 	}
 	h := &serve.Handler{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient(), Writer: mgr.GetClient(), Proxy: &serve.FrontProxy{Reader: mgr.GetAPIReader()},
-		Scraper: scrape.New(m.dialOverride), Now: time.Now}
+		Scraper: scrape.New(""), Now: time.Now}
 	if err := mgr.Add(&serve.Server{Addr: m.addr, CertDir: m.certDir, Handler: h}); err != nil {
 		return fmt.Errorf("adding the metrics snapshot API: %w", err)
 	}
