@@ -146,7 +146,8 @@ bench-scale:
 bench-webhooks:
 	cd test && $(GO) run ./cmd/mdplane-bench-webhooks $(BENCH_ARGS)
 
-## cluster-up: start the test control plane in the background and print its kubeconfig.
+## cluster-up: start the test control plane in the background, with its real node (as root), and print
+## its kubeconfig.
 cluster-up:
 	@mkdir -p $(STACK_DIR)
 	cd test && $(GO) build -o $(STACK_DIR)/mdplane-stack ./cmd/mdplane-stack
@@ -159,7 +160,8 @@ cluster-up:
 	@echo "export KUBECONFIG=$$(cat $(STACK_DIR)/ready)"
 	@echo "kubectl: $$(ls $${MDPLANE_CACHE:-$$HOME/.cache/mdplane}/bin/kubectl-*)"
 
-## cluster-down: stop everything cluster-up started, by pid.
+## cluster-down: stop everything cluster-up started, by pid, and put back what its real node changed
+## on the machine (bridge, nftables tables, cgroups, mounts, sysctls).
 cluster-down:
 	@if [ -f $(STACK_DIR)/stack.pid ]; then \
 	  pid=$$(cat $(STACK_DIR)/stack.pid); kill $$pid 2>/dev/null || true; \
@@ -168,4 +170,5 @@ cluster-down:
 	@if [ -f $(STACK_DIR)/pids ]; then \
 	  while read -r pid name; do kill -0 $$pid 2>/dev/null && { echo "stopping leftover $$name ($$pid)"; kill $$pid; }; done < $(STACK_DIR)/pids; \
 	fi; true
+	@if [ -x $(STACK_DIR)/mdplane-stack ]; then $(STACK_DIR)/mdplane-stack --put-back; fi
 	@rm -f $(STACK_DIR)/stack.pid $(STACK_DIR)/ready

@@ -2,9 +2,11 @@
 # Builds every program the test control plane runs, from the Go module proxy, once per version, into
 # $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
 # second run costs seconds; a cold run on two cores takes about half an hour, mostly Kubernetes.
-# Usage: build.sh [component...]   (components: etcd kubernetes kueue kwok crossplane crossplane-cli
-# function-patch-and-transform; default all: the e2e suite runs the CLI and the team API example's
-# Function, the render recipe's test the CLI)
+# Usage: build.sh [component...]   (components: node-packages etcd kubernetes kueue kwok crossplane
+# crossplane-cli function-patch-and-transform coredns inference-sim; default all: the e2e suite runs the
+# CLI and the team API example's Function, the render recipe's test the CLI, the real node the rest)
+# Programs that go into the real node's images (Crossplane, CoreDNS, the engine stand-in, the team API
+# example's Function) are built static (CGO_ENABLED=0): the images have no C library.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,10 +21,13 @@ KWOK=v0.8.0
 CROSSPLANE=v2.4.0
 CROSSPLANE_CLI=v2.5.0 # the CLI's own module and releases since Crossplane v2.4
 PATCH_AND_TRANSFORM=v0.5.0 # the newest release the module proxy serves
+COREDNS=v1.14.1
+INFERENCE_SIM=v0.10.2 # llm-d-inference-sim, the engine stand-in
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
 # $bin/NAME-VERSION. With VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints
-# VERSION (a binary cached before its version was stamped is rebuilt).
+# VERSION (a binary cached before its version was stamped is rebuilt). CGO_ENABLED in the environment
+# applies.
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} version_flag=${6:-}
   local out=$bin/$name-$version
@@ -43,22 +48,27 @@ build() {
 k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35"
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform)
+[ ${#components[@]} -gt 0 ] || components=(node-packages etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform coredns inference-sim)
 for c in "${components[@]}"; do
   case $c in
+    node-packages) "$here/node-packages.sh" ;;
     etcd) build etcd $ETCD "$here/tools/etcd" go.etcd.io/etcd/server/v3 ;;
     kubernetes)
-      for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+      for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
         build $cmd $K8S "$here/tools/kubernetes" k8s.io/kubernetes/cmd/$cmd "$k8s_ldflags"
       done ;;
     kueue) build kueue $KUEUE "$here/tools/kueue" sigs.k8s.io/kueue/cmd/kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" ;;
     kwok) build kwok $KWOK "$here/tools/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
     # Stamped, because the package manager checks a package's `crossplane.version` constraint against it.
-    crossplane) build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane \
+    crossplane) CGO_ENABLED=0 build crossplane $CROSSPLANE "$here/.." github.com/crossplane/crossplane/v2/cmd/crossplane \
       "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE" --version ;;
     crossplane-cli) build crossplane-cli $CROSSPLANE_CLI "$here/tools/crossplane-cli" github.com/crossplane/cli/v2/cmd/crossplane ;;
-    function-patch-and-transform) build function-patch-and-transform $PATCH_AND_TRANSFORM "$here/tools/function-patch-and-transform" \
+    function-patch-and-transform) CGO_ENABLED=0 build function-patch-and-transform $PATCH_AND_TRANSFORM "$here/tools/function-patch-and-transform" \
       github.com/crossplane-contrib/function-patch-and-transform ;;
+    coredns) CGO_ENABLED=0 build coredns $COREDNS "$here/tools/coredns" . \
+      "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS" ;;
+    inference-sim) CGO_ENABLED=0 build llm-d-inference-sim $INFERENCE_SIM "$here/tools/inference-sim" \
+      github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim ;;
     *) echo "unknown component $c" >&2; exit 2 ;;
   esac
 done

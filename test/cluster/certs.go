@@ -46,9 +46,9 @@ func newAuthority() (*authority, error) {
 	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// issue writes tls.crt, tls.key and ca.crt into dir: a certificate for 127.0.0.1 and localhost that
-// serves as both server and client.
-func (a *authority) issue(dir, name string, serial int64) error {
+// issue writes tls.crt, tls.key and ca.crt into dir: a certificate for 127.0.0.1, localhost, name
+// and each extra name or address in sans, that serves as both server and client.
+func (a *authority) issue(dir, name string, serial int64, sans ...string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -62,6 +62,13 @@ func (a *authority) issue(dir, name string, serial int64) error {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, san)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {

@@ -2,21 +2,19 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,7 +26,6 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/functions"
 	manifests "github.com/mdplane/mdplane/package"
 )
 
@@ -74,6 +71,9 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		},
 	}
 	var err error
+	if err := s.configureServing(); err != nil {
+		return err
+	}
 	if err := s.configureAggregation(); err != nil {
 		return err
 	}
@@ -106,11 +106,89 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ns := range []string{"kueue-system", "crossplane-system"} {
-		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kueue-system"}}); err != nil {
+		return err
+	}
+	// The system namespaces' Pods run on the real node (Deviations says why), by the
+	// PodNodeSelector admission plugin's annotation; mdplane-system is made here so that its Pods
+	// have it from the first, and the install manifest's apply adds its own labels.
+	for _, ns := range systemNamespaces {
+		namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(namespace), namespace); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		metav1.SetMetaDataAnnotation(&namespace.ObjectMeta, "scheduler.alpha.kubernetes.io/node-selector", corev1.LabelHostname+"="+RealNodeName)
+		if namespace.ResourceVersion == "" {
+			err = s.Client.Create(ctx, namespace)
+		} else {
+			err = s.Client.Update(ctx, namespace)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	// What kubeadm grants the API server's own client of the kubelets (logs, exec, port-forward).
+	return s.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeletClient}}})
+}
+
+// kubeletClient is the user the API server authenticates to the kubelets as.
+const kubeletClient = "kube-apiserver-kubelet-client"
+
+// configureServing makes the API server reachable from the real node's Pods as a cluster's is: it
+// listens on every address and advertises the machine's own as the endpoint of the kubernetes
+// Service, with a serving certificate of the stack's CA for that address and the Service's names;
+// it authorizes the node's kubelet through the Node authorizer and NodeRestriction, mounts every Pod
+// its ServiceAccount's token (the ServiceAccount admission plugin envtest turns off), and reaches
+// the kubelet with a client certificate of its own.
+func (s *Stack) configureServing() error {
+	var err error
+	if s.ca, err = newAuthority(); err != nil {
+		return err
+	}
+	if _, s.hostIP, err = machineAddress(); err != nil {
+		return err
+	}
+	dir := filepath.Join(s.Dir, "certs", "apiserver")
+	if err := s.ca.issue(dir, "kube-apiserver", 10, s.hostIP, firstServiceIP, "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc."+ClusterDomain); err != nil {
+		return err
+	}
+	signer := filepath.Join(s.Dir, "certs", "service-accounts")
+	if err := s.ca.issue(signer, "service-account-signer", 11); err != nil {
+		return err
+	}
+	kubelet := filepath.Join(s.Dir, "certs", kubeletClient)
+	if err := s.ca.issue(kubelet, kubeletClient, 12); err != nil {
+		return err
+	}
+	for from, to := range map[string]string{
+		filepath.Join(dir, "tls.crt"): "apiserver.crt", filepath.Join(dir, "tls.key"): "apiserver.key",
+		filepath.Join(signer, "tls.crt"): "sa-signer.crt", filepath.Join(signer, "tls.key"): "sa-signer.key",
+	} {
+		raw, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), raw, 0o600); err != nil {
+			return err
+		}
+	}
+	api := s.env.ControlPlane.GetAPIServer()
+	// envtest keeps a serving certificate it finds in its directory, and its clients trust CA.
+	api.CertDir = dir
+	api.SecureServing.CA = s.ca.pem
+	args := api.Configure()
+	args.Set("bind-address", "0.0.0.0")
+	args.Set("advertise-address", s.hostIP)
+	args.Set("service-cluster-ip-range", ServiceCIDR)
+	args.Set("authorization-mode", "Node,RBAC")
+	args.Set("enable-admission-plugins", "NodeRestriction,PodNodeSelector")
+	args.Disable("disable-admission-plugins")
+	args.Set("kubelet-client-certificate", filepath.Join(kubelet, "tls.crt"))
+	args.Set("kubelet-client-key", filepath.Join(kubelet, "tls.key"))
+	args.Set("kubelet-preferred-address-types", "InternalIP")
 	return nil
 }
 
@@ -201,8 +279,11 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The CA the Pods' ServiceAccount volumes carry (kube-root-ca.crt): the one of the API server's
+	// serving certificate.
+	rootCA := filepath.Join(s.Dir, "certs", "apiserver", "ca.crt")
 	return s.serveSecurely(ctx, "kube-controller-manager", s.binary("kube-controller-manager", KubernetesVersion), kubeconfig,
-		deviationFlags("kube-controller-manager", s.opts))
+		append([]string{"--root-ca-file=" + rootCA}, deviationFlags("kube-controller-manager", s.opts)...))
 }
 
 func (s *Stack) startScheduler(ctx context.Context) error {
@@ -275,7 +356,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		"--kubeconfig=" + s.Kubeconfig, "--config=" + configFile,
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
-		"--node-ip=127.0.0.1", "--cidr=10.244.0.0/16",
+		"--node-ip=127.0.0.1", "--cidr=" + FakePodCIDR,
 		"--node-lease-duration-seconds=" + strconv.Itoa(kwokNodeLease),
 	})
 	if err != nil {
@@ -468,30 +549,6 @@ func (s *Stack) launch(ctx context.Context, r *restartable) error {
 	return waitFor(ctx, p, 60*time.Second, r.name, r.ready)
 }
 
-// KillComponent ends a restartable component ("kueue", "crossplane") with SIGKILL to its process
-// group, as a crashed or evicted Pod ends: no cleanup, no lease or lock released.
-func (s *Stack) KillComponent(name string) error {
-	r := s.restartables[name]
-	if r == nil {
-		return fmt.Errorf("the stack runs no restartable component %s", name)
-	}
-	r.process.kill()
-	return nil
-}
-
-// StartComponent starts a killed component again with the same flags and waits until it is ready;
-// its output goes on in the same log.
-func (s *Stack) StartComponent(ctx context.Context, name string) error {
-	r := s.restartables[name]
-	if r == nil {
-		return fmt.Errorf("the stack runs no restartable component %s", name)
-	}
-	if r.process.exited() == nil {
-		return fmt.Errorf("%s is running", name)
-	}
-	return s.launch(ctx, r)
-}
-
 func copyServingCert(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
@@ -506,139 +563,6 @@ func copyServingCert(from, to string) error {
 		}
 	}
 	return nil
-}
-
-// function is one Function the Compositions call, and where it listens.
-type function struct {
-	name, address string
-	bin           string
-	args, env     []string
-	process       *process
-	starts        int
-}
-
-// functions the stack registered, in startFunctions.
-func (s *Stack) startFunctions(ctx context.Context) error {
-	ca, err := newAuthority()
-	if err != nil {
-		return err
-	}
-	s.ca = ca
-	certs := filepath.Join(s.Dir, "certs")
-	if err := ca.issue(filepath.Join(certs, "crossplane"), "crossplane", 2); err != nil {
-		return err
-	}
-	if err := ca.issue(filepath.Join(certs, "functions"), "functions", 3); err != nil {
-		return err
-	}
-
-	// Each function runs as the process its package's runtime image would run, built from this
-	// checkout; the stack's External runtime publishes it as the Function revision's endpoint.
-	here, err := packageDir()
-	if err != nil {
-		return err
-	}
-	for _, name := range compositionFunctions() {
-		cmd, built := functions.Commands[name]
-		if !built {
-			return fmt.Errorf("a Composition calls the Function %s, which no command of this checkout serves", name)
-		}
-		bin := filepath.Join(s.Dir, name)
-		build := exec.Command("go", "build", "-o", bin, cmd)
-		build.Dir = here
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", cmd, err, out)
-		}
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		address := "127.0.0.1:" + strconv.Itoa(port)
-		profile, err := s.profileFlag(name, "--pprof-address")
-		if err != nil {
-			return err
-		}
-		fn := &function{name: name, address: address, bin: bin, args: append([]string{"--address=" + address, "--metrics-address=", "--debug"}, profile...),
-			env: []string{"TLS_SERVER_CERTS_DIR=" + filepath.Join(certs, "functions")}}
-		if err := s.launchFunction(ctx, fn); err != nil {
-			return err
-		}
-		s.functions = append(s.functions, fn)
-	}
-	return nil
-}
-
-// ServeFunction runs a Function of another publisher, built by build.sh as name-version, as the
-// process its runtime image would run, on the certificates mdplane's functions serve with; the
-// External runtime publishes its endpoint on every revision of the Function package pkg (the name
-// Crossplane gives it: crossplane-contrib-function-patch-and-transform for
-// xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform).
-func (s *Stack) ServeFunction(ctx context.Context, pkg, name, version string) error {
-	if _, running := s.served.Load(pkg); running {
-		return nil
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	address := "127.0.0.1:" + strconv.Itoa(port)
-	fn := &function{name: pkg, address: address, bin: s.binary(name, version), args: []string{"--address=" + address},
-		env: []string{"TLS_SERVER_CERTS_DIR=" + filepath.Join(s.Dir, "certs", "functions")}}
-	if err := s.launchFunction(ctx, fn); err != nil {
-		return err
-	}
-	s.served.Store(pkg, address)
-	return nil
-}
-
-// RegistryCA is the file of the CA bundle the stack's registry is trusted through (Crossplane's
-// --ca-bundle-path), for a client such as the Crossplane CLI to push with (SSL_CERT_FILE).
-func (s *Stack) RegistryCA() string { return filepath.Join(s.Dir, "certs", "registry-ca.crt") }
-
-// launchFunction starts a function's process on its address and waits until it listens.
-func (s *Stack) launchFunction(ctx context.Context, fn *function) error {
-	fn.starts++
-	name := fn.name
-	if fn.starts > 1 {
-		name += "-" + strconv.Itoa(fn.starts)
-	}
-	p, err := s.run(name, fn.bin, fn.args, fn.env...)
-	if err != nil {
-		return err
-	}
-	fn.process = p
-	return waitFor(ctx, p, 30*time.Second, name, tcpOpen(fn.address))
-}
-
-// KillFunction ends a composition function's process with SIGKILL, as a crashed function Pod ends:
-// Crossplane's calls to it fail until StartFunction.
-func (s *Stack) KillFunction(name string) error {
-	for _, fn := range s.functions {
-		if fn.name == name {
-			fn.process.kill()
-			return nil
-		}
-	}
-	return fmt.Errorf("the stack runs no function %s", name)
-}
-
-// FunctionNames are the Functions the stack runs, by the names KillFunction takes.
-func (s *Stack) FunctionNames() []string {
-	names := make([]string, 0, len(s.functions))
-	for _, fn := range s.functions {
-		names = append(names, fn.name)
-	}
-	return names
-}
-
-// StartFunction starts a killed function again, on the address its revision publishes.
-func (s *Stack) StartFunction(ctx context.Context, name string) error {
-	for _, fn := range s.functions {
-		if fn.name == name {
-			return s.launchFunction(ctx, fn)
-		}
-	}
-	return fmt.Errorf("the stack runs no function %s", name)
 }
 
 // compositionFunctions are the Function names every Composition of the package calls.
@@ -700,55 +624,6 @@ func (s *Stack) ConfigAs(ctx context.Context, user string) (*rest.Config, error)
 	return clientcmd.BuildConfigFromFlags("", path)
 }
 
-// startCrossplane runs Crossplane core with the External package runtime (the stack serves the
-// Function revisions, see install), trusting the stack's CA for package registries.
-func (s *Stack) startCrossplane(ctx context.Context) error {
-	lock := &unstructured.Unstructured{}
-	lock.SetAPIVersion("pkg.crossplane.io/v1beta1")
-	lock.SetKind("Lock")
-	lock.SetName("lock")
-	if err := s.Client.Create(ctx, lock); err != nil {
-		return err
-	}
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
-	bundle := s.RegistryCA()
-	if err := os.WriteFile(bundle, s.ca.pem, 0o644); err != nil {
-		return err
-	}
-	// As the chart installs it: its own ServiceAccount with the chart's ClusterRoles, and the RBAC
-	// manager granting it each XRD's kind.
-	kubeconfig, rbacManager, err := s.installCrossplaneRBAC(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.startRBACManager(ctx, rbacManager); err != nil {
-		return err
-	}
-	// The package manager stores what it pulls here; a missing directory fails every parse.
-	cache := filepath.Join(s.Dir, "crossplane-cache")
-	for _, d := range []string{"xpkg", "xfn"} {
-		if err := os.MkdirAll(filepath.Join(cache, d), 0o755); err != nil {
-			return err
-		}
-	}
-	// The flags are the chart's settings (it passes them as env and mounts) and Deviations'.
-	return s.launch(ctx, &restartable{name: "crossplane", bin: s.binary("crossplane", CrossplaneVersion), args: append([]string{
-		"core", "start",
-		"--tls-client-certs-dir=" + filepath.Join(s.Dir, "certs", "crossplane"), "--ca-bundle-path=" + bundle,
-		"--xpkg-cache-dir=" + filepath.Join(cache, "xpkg"), "--xfn-cache-dir=" + filepath.Join(cache, "xfn"),
-		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health),
-	}, deviationFlags("crossplane", s.opts)...), env: []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + CrossplaneNamespace,
-		"POD_SERVICE_ACCOUNT=" + crossplaneAccount},
-		ready: httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))})
-}
-
 // compositesServed passes once Crossplane serves every composite kind of the Configuration as an
 // established CRD.
 func (s *Stack) compositesServed() error {
@@ -766,168 +641,4 @@ func (s *Stack) compositesServed() error {
 		}
 	}
 	return nil
-}
-
-// controllers is how mdplane-controllers was started, so a test can kill it and start it again.
-type controllers struct {
-	bin     string
-	args    []string
-	health  int
-	process *process
-	starts  int
-	// slot is the process's slot in the metrics API balancer.
-	slot int
-	// standby is a second replica, when a test started one.
-	standby *replica
-}
-
-// replica is one running mdplane-controllers, its health port, its flags and its slot in the
-// metrics API balancer.
-type replica struct {
-	process *process
-	health  int
-	args    []string
-	slot    int
-}
-
-// StartControllers starts mdplane-controllers (again, after KillControllers) with the same flags and
-// waits until it is ready.
-func (s *Stack) StartControllers(ctx context.Context) error {
-	if err := s.launchControllers(); err != nil {
-		return err
-	}
-	if err := s.controllersReady(ctx); err != nil {
-		return err
-	}
-	s.metricsAPI.set(s.controllers.slot, metricsAPIAddress(s.controllers.args))
-	return nil
-}
-
-// metricsAPIAddress is the --metrics-api-bind-address of a replica's flags.
-func metricsAPIAddress(args []string) string {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--metrics-api-bind-address="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// ControllersMetricsURL is the metrics endpoint of the stack's mdplane-controllers: the one it
-// started, or the standby that took over when a test killed the leader.
-func (s *Stack) ControllersMetricsURL() string {
-	for _, a := range s.controllers.args {
-		if address, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
-			return "http://" + address + "/metrics"
-		}
-	}
-	return ""
-}
-
-func (s *Stack) launchControllers() error {
-	s.controllers.starts++
-	name := "mdplane-controllers"
-	if s.controllers.starts > 1 {
-		name += "-" + strconv.Itoa(s.controllers.starts)
-	}
-	p, err := s.run(name, s.controllers.bin, s.controllers.args)
-	s.controllers.process = p
-	return err
-}
-
-func (s *Stack) controllersReady(ctx context.Context) error {
-	p := s.controllers.process
-	return waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.controllers.health)))
-}
-
-// KillControllers ends mdplane-controllers with SIGKILL, as a crashed or evicted operator ends: no
-// cleanup, no graceful shutdown.
-func (s *Stack) KillControllers() {
-	p := s.controllers.process
-	if p == nil {
-		return
-	}
-	p.kill()
-	s.metricsAPI.set(s.controllers.slot, "")
-}
-
-// StartStandbyControllers starts a second mdplane-controllers, as a Deployment of two replicas runs
-// it: the same flags but its own loopback ports, electing a leader with the first. It returns once
-// the standby is ready (a replica reports ready while it stands by).
-func (s *Stack) StartStandbyControllers(ctx context.Context) error {
-	if s.controllers.standby != nil {
-		return errors.New("a standby mdplane-controllers runs already")
-	}
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
-	metricsAPI, err := freePort()
-	if err != nil {
-		return err
-	}
-	args := withFlag(s.controllers.args, "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health))
-	args = withFlag(args, "--metrics-api-bind-address", "127.0.0.1:"+strconv.Itoa(metricsAPI))
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
-	args = withFlag(args, "--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metrics))
-	slot := 1 - s.controllers.slot
-	args = withFlag(args, "--pprof-bind-address", "")
-	s.controllers.starts++
-	p, err := s.run("mdplane-controllers-standby-"+strconv.Itoa(s.controllers.starts), s.controllers.bin, args)
-	if err != nil {
-		return err
-	}
-	s.controllers.standby = &replica{process: p, health: health, args: args, slot: slot}
-	if err := waitFor(ctx, p, 60*time.Second, p.name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))); err != nil {
-		return err
-	}
-	s.metricsAPI.set(slot, "127.0.0.1:"+strconv.Itoa(metricsAPI))
-	return nil
-}
-
-// KillLeaderControllers kills, with SIGKILL, whichever of the two mdplane-controllers holds the
-// leader lease (the one whose log says it acquired it), and makes the other the stack's
-// mdplane-controllers. It returns the name of the process killed.
-func (s *Stack) KillLeaderControllers() (string, error) {
-	standby := s.controllers.standby
-	if standby == nil {
-		return "", errors.New("no standby mdplane-controllers: StartStandbyControllers first")
-	}
-	primary := &replica{process: s.controllers.process, health: s.controllers.health, args: s.controllers.args, slot: s.controllers.slot}
-	leader, other := primary, standby
-	switch {
-	case s.leads(standby.process) && !s.leads(primary.process):
-		leader, other = standby, primary
-	case !s.leads(primary.process):
-		return "", errors.New("neither mdplane-controllers has acquired the leader lease yet")
-	}
-	leader.process.kill()
-	s.metricsAPI.set(leader.slot, "")
-	s.controllers.process, s.controllers.health, s.controllers.args, s.controllers.slot, s.controllers.standby = other.process, other.health, other.args, other.slot, nil
-	return leader.process.name, nil
-}
-
-// Leads reports whether the stack's mdplane-controllers has acquired the leader lease.
-func (s *Stack) Leads() bool { return s.leads(s.controllers.process) }
-
-func (s *Stack) leads(p *process) bool {
-	raw, err := os.ReadFile(s.LogFile(p.name))
-	return err == nil && strings.Contains(string(raw), "Successfully acquired lease")
-}
-
-// withFlag sets a flag's value in args, or removes the flag when value is empty.
-func withFlag(args []string, flag, value string) []string {
-	out := make([]string, 0, len(args)+1)
-	for _, a := range args {
-		if a != flag && !strings.HasPrefix(a, flag+"=") {
-			out = append(out, a)
-		}
-	}
-	if value != "" {
-		out = append(out, flag+"="+value)
-	}
-	return out
 }

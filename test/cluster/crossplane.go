@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/template"
+	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,67 +33,104 @@ const CrossplaneUser = "system:serviceaccount:" + CrossplaneNamespace + ":" + cr
 // SubjectAccessReview that asks what Crossplane may do.
 var CrossplaneGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + CrossplaneNamespace, "system:authenticated"}
 
-// crossplaneRBACTemplates are the templates of Crossplane's Helm chart that make its identities and
-// their rights: core's ServiceAccount, ClusterRole (aggregating every ClusterRole labelled
-// rbac.crossplane.io/aggregate-to-crossplane) and binding, and the RBAC manager's. The rest of the
-// chart (Deployments, Services, Secrets) the stack replaces with local processes.
-var crossplaneRBACTemplates = []string{
-	"serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml",
-	"rbac-manager-serviceaccount.yaml", "rbac-manager-clusterrole.yaml", "rbac-manager-clusterrolebinding.yaml",
-	"rbac-manager-allowed-provider-permissions.yaml", "rbac-manager-managed-clusterroles.yaml",
+// CrossplaneValues are the chart values the stack installs Crossplane with, beyond the defaults:
+// the CA of its registry (registryCaBundleConfig, as for any private mirror) and the extra flags
+// Deviations lists.
+func CrossplaneValues(opts Options) map[string]any {
+	args := []any{}
+	for _, f := range deviationFlags("crossplane", opts) {
+		args = append(args, f)
+	}
+	return map[string]any{
+		"registryCaBundleConfig": map[string]any{"name": registryCAConfigMap, "key": "ca.crt"},
+		"args":                   args,
+	}
 }
 
-// CrossplaneChartRBAC renders the RBAC templates of the Crossplane chart shipped in the module at
-// moduleDir with the chart's default values, as `helm install crossplane --namespace
-// crossplane-system` renders them.
-func CrossplaneChartRBAC(moduleDir string) ([]*unstructured.Unstructured, error) {
+// registryCAConfigMap holds the stack registry's CA in Crossplane's namespace.
+const registryCAConfigMap = "registry-ca"
+
+// CrossplaneChart renders Crossplane's Helm chart as published for the release of the module at
+// moduleDir (the module's Chart.yaml says 0.0.1; the release pipeline packages it with the
+// release's version and appVersion, which name the image), with values merged over the chart's
+// defaults, as `helm template crossplane --namespace crossplane-system` renders it.
+func CrossplaneChart(moduleDir string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	chart := filepath.Join(moduleDir, "cluster", "charts", "crossplane")
-	var meta struct {
-		Name, Version, AppVersion string `json:",omitempty"`
+	var defaults map[string]any
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		return nil, err
 	}
-	var values map[string]any
-	for file, into := range map[string]any{"Chart.yaml": &meta, "values.yaml": &values} {
-		raw, err := os.ReadFile(filepath.Join(chart, file))
-		if err != nil {
-			return nil, err
-		}
-		if err := yaml.Unmarshal(raw, into); err != nil {
-			return nil, fmt.Errorf("reading Crossplane's chart %s: %w", file, err)
-		}
+	if err := yaml.Unmarshal(raw, &defaults); err != nil {
+		return nil, fmt.Errorf("reading Crossplane's chart values: %w", err)
 	}
+	release := strings.TrimPrefix(CrossplaneVersion, "v")
 	data := map[string]any{
-		"Chart":   map[string]any{"Name": meta.Name, "Version": meta.Version, "AppVersion": meta.AppVersion},
+		"Chart":   map[string]any{"Name": "crossplane", "Version": release, "AppVersion": release},
 		"Release": map[string]any{"Name": "crossplane", "Namespace": CrossplaneNamespace, "Service": "Helm"},
-		"Values":  values,
+		"Values":  mergeValues(defaults, values),
 	}
-	files := append([]string{"_helpers.tpl"}, crossplaneRBACTemplates...)
-	for i, f := range files {
-		files[i] = filepath.Join(chart, "templates", f)
+	templates, err := filepath.Glob(filepath.Join(chart, "templates", "*.yaml"))
+	if err != nil {
+		return nil, err
 	}
 	tpl := template.New("chart").Option("missingkey=zero")
 	tpl.Funcs(helmFuncs(tpl))
-	if _, err := tpl.ParseFiles(files...); err != nil {
+	if _, err := tpl.ParseFiles(append([]string{filepath.Join(chart, "templates", "_helpers.tpl")}, templates...)...); err != nil {
 		return nil, fmt.Errorf("parsing Crossplane's chart: %w", err)
 	}
 	var out []*unstructured.Unstructured
-	for _, f := range crossplaneRBACTemplates {
+	for _, f := range templates {
 		var b bytes.Buffer
-		if err := tpl.ExecuteTemplate(&b, f, data); err != nil {
-			return nil, fmt.Errorf("rendering Crossplane's chart template %s: %w", f, err)
+		if err := tpl.ExecuteTemplate(&b, filepath.Base(f), data); err != nil {
+			return nil, fmt.Errorf("rendering Crossplane's chart template %s: %w", filepath.Base(f), err)
 		}
 		// Helm prints a missing value as nothing.
 		rendered := strings.ReplaceAll(b.String(), "<no value>", "")
 		for _, doc := range strings.Split(rendered, "\n---") {
 			obj := map[string]any{}
 			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-				return nil, fmt.Errorf("the template %s of Crossplane's chart rendered no YAML: %w\n%s", f, err, doc)
+				return nil, fmt.Errorf("the template %s of Crossplane's chart rendered no YAML: %w\n%s", filepath.Base(f), err, doc)
 			}
 			if len(obj) > 0 {
-				out = append(out, &unstructured.Unstructured{Object: obj})
+				u := &unstructured.Unstructured{Object: obj}
+				if u.GetNamespace() == "" && namespaced(u.GetKind()) {
+					u.SetNamespace(CrossplaneNamespace)
+				}
+				out = append(out, u)
 			}
 		}
 	}
 	return out, nil
+}
+
+// namespaced says whether a kind the chart renders is namespaced (helm puts such objects in the
+// release's namespace when the template names none).
+func namespaced(kind string) bool {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition":
+		return false
+	}
+	return true
+}
+
+// mergeValues merges over into base as Helm merges --set values: maps key by key, anything else
+// replaced.
+func mergeValues(base, over map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		if sub, ok := v.(map[string]any); ok {
+			if b, ok := out[k].(map[string]any); ok {
+				out[k] = mergeValues(b, sub)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // helmFuncs are the template functions of Helm's (Sprig's) that the chart's RBAC templates call,
@@ -120,6 +158,18 @@ func helmFuncs(tpl *template.Template) template.FuncMap {
 			}
 			return s
 		},
+		"tpl": func(text string, data any) (string, error) {
+			t, err := tpl.Clone()
+			if err != nil {
+				return "", err
+			}
+			if t, err = t.New("tpl").Parse(text); err != nil {
+				return "", err
+			}
+			var b bytes.Buffer
+			err = t.Execute(&b, data)
+			return b.String(), err
+		},
 		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
 		"replace":    func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
 		"quote":      func(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) },
@@ -135,34 +185,31 @@ func helmFuncs(tpl *template.Template) template.FuncMap {
 	}
 }
 
-// installCrossplaneRBAC applies the chart's RBAC objects, as `helm install` does before Crossplane's
-// Pods start, and writes a kubeconfig for each of its two ServiceAccounts.
-func (s *Stack) installCrossplaneRBAC(ctx context.Context) (core, rbacManager string, err error) {
-	objs, err := CrossplaneChartRBAC(s.modules["github.com/crossplane/crossplane/v2"])
+// installCrossplane installs Crossplane as its Helm chart does, into its namespace, with the values
+// CrossplaneValues gives: core and its RBAC manager run as the chart's Deployments on the real node,
+// from the release's image (the stack builds it from the pinned module; the node pulls it from the
+// stack's registry), and the package manager runs Functions with its default Deployment runtime.
+func (s *Stack) installCrossplane(ctx context.Context) error {
+	ca := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": registryCAConfigMap, "namespace": CrossplaneNamespace},
+		"data":     map[string]any{"ca.crt": string(s.ca.pem)}}}
+	objs, err := CrossplaneChart(s.modules["github.com/crossplane/crossplane/v2"], CrossplaneValues(s.opts))
 	if err != nil {
-		return "", "", err
+		return err
 	}
-	for _, obj := range objs {
+	for _, obj := range append([]*unstructured.Unstructured{ca}, objs...) {
 		if err := s.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("helm"), client.ForceOwnership); err != nil {
-			return "", "", fmt.Errorf("applying Crossplane's chart %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			return fmt.Errorf("applying Crossplane's chart %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	if core, err = s.serviceAccountKubeconfig(ctx, CrossplaneNamespace, crossplaneAccount); err != nil {
-		return "", "", err
+	for _, d := range []string{"crossplane", "crossplane-rbac-manager"} {
+		if err := waitFor(ctx, nil, 3*time.Minute, "Crossplane's "+d, func() error {
+			return s.deploymentAvailable(ctx, CrossplaneNamespace, d)
+		}); err != nil {
+			return err
+		}
 	}
-	rbacManager, err = s.serviceAccountKubeconfig(ctx, CrossplaneNamespace, rbacManagerAccount)
-	return core, rbacManager, err
-}
-
-// startRBACManager runs Crossplane's RBAC manager as its chart does (`crossplane rbac start
-// --provider-clusterrole=crossplane:allowed-provider-permissions`) under its own ServiceAccount: it
-// makes the ClusterRoles that let Crossplane serve each XRD's kind.
-func (s *Stack) startRBACManager(ctx context.Context, kubeconfig string) error {
-	return s.launch(ctx, &restartable{name: "crossplane-rbac-manager", bin: s.binary("crossplane", CrossplaneVersion),
-		args: []string{"rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions"},
-		env:  []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + CrossplaneNamespace},
-		// It serves no health endpoint: it is up once it has not exited.
-		ready: func() error { return nil }})
+	return nil
 }
 
 // CrossplaneMay reports whether Crossplane's ServiceAccount, with what the stack's RBAC grants it,

@@ -3,22 +3,25 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestCrossplaneChartRBAC: the chart's RBAC renders as a default Helm install makes it: core's
+// TestCrossplaneChart: the chart renders as Helm installs the published release: core's
 // ServiceAccount bound to the ClusterRole crossplane, which aggregates every ClusterRole labelled
 // to it and grants nothing of its own; the built-in aggregate grants nothing in
-// rbac.authorization.k8s.io; the RBAC manager has its own ServiceAccount and may escalate.
-func TestCrossplaneChartRBAC(t *testing.T) {
+// rbac.authorization.k8s.io; the RBAC manager has its own ServiceAccount and may escalate; both
+// Deployments run the release's image, core with the stack's registry CA and extra flags.
+func TestCrossplaneChart(t *testing.T) {
 	dir, err := moduleDir(".", "github.com/crossplane/crossplane/v2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := CrossplaneChartRBAC(dir)
+	objs, err := CrossplaneChart(dir, CrossplaneValues(Options{CrossplanePollInterval: 5 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +62,25 @@ func TestCrossplaneChartRBAC(t *testing.T) {
 	}
 	if ns := byName["ServiceAccount/rbac-manager"].GetNamespace(); ns != CrossplaneNamespace {
 		t.Errorf("the RBAC manager's ServiceAccount is in %q", ns)
+	}
+	for _, name := range []string{"Deployment/crossplane", "Deployment/crossplane-rbac-manager"} {
+		d := byName[name]
+		if d == nil {
+			t.Fatalf("the chart rendered no %s", name)
+		}
+		containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		if image := containers[0].(map[string]any)["image"]; image != CrossplaneImage {
+			t.Errorf("%s runs %v, want %s", name, image, CrossplaneImage)
+		}
+	}
+	coreContainers, _, _ := unstructured.NestedSlice(byName["Deployment/crossplane"].Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(coreContainers[0].(map[string]any), "args")
+	if !slices.Contains(args, "--poll-interval=5s") {
+		t.Errorf("core's args %v lack the stack's --poll-interval", args)
+	}
+	env, _, _ := unstructured.NestedSlice(coreContainers[0].(map[string]any), "env")
+	if !slices.ContainsFunc(env, func(e any) bool { return e.(map[string]any)["name"] == "CA_BUNDLE_PATH" }) {
+		t.Errorf("core's env %v has no CA_BUNDLE_PATH", env)
 	}
 }
 

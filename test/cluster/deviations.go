@@ -10,7 +10,7 @@ import (
 // row here, and docs/install.md tells users the same (TestDeviationsAreDocumented): a setting the
 // stack made silently would make it kinder than the clusters users run.
 type Deviation struct {
-	// Component is the process, by its log's name.
+	// Component is the program, by its log's name.
 	Component string
 	// Flag is the command-line flag, without its value; empty for a deviation that is not a flag
 	// (an identity, a missing controller).
@@ -24,32 +24,24 @@ type Deviation struct {
 
 // Deviations are every deviation of the stack from a default install, by component.
 var Deviations = []Deviation{
-	{Component: "crossplane", Flag: "--package-runtime", value: fixed("External"),
-		Why: "no container runtime: the stack runs each Function as a local process and publishes its endpoint on the Function revision; a cluster keeps the default Deployment runtime"},
-	{Component: "crossplane", Flag: "--enable-webhooks", value: fixed("false"),
-		Why: "no Pod network for the API server to reach Crossplane's webhook Service; Crossplane's webhooks check Compositions and XRDs, which mdplane's packages ship checked"},
 	{Component: "crossplane", Flag: "--poll-interval", value: func(o Options) string { return o.CrossplanePollInterval.String() },
-		Why: "tests wait for composites to settle; the default (1m) also converges, more slowly"},
+		Why: "tests wait for composites to settle; the default (1m) also converges, more slowly (set through the chart's args value)"},
 	{Component: "crossplane", Flag: "--debug", value: fixed(""),
-		Why: "debug logs, for a failing test's logs; no change of behaviour"},
-	{Component: "crossplane", Flag: "",
-		Why: "leader election off (the chart's LEADER_ELECTION=true): one replica runs, and a test that kills it starts it again at once instead of waiting out its lease"},
-	{Component: "crossplane-rbac-manager", Flag: "",
-		Why: "leader election off (the chart's LEADER_ELECTION=true): it runs outside a Pod, where controller-runtime cannot tell its namespace"},
+		Why: "debug logs, for a failing test's logs; no change of behaviour (set through the chart's args value)"},
+	{Component: "kube-apiserver", Flag: "",
+		Why: "the real node is the stack's system node pool: the PodNodeSelector admission plugin and its annotation on kube-system, crossplane-system and mdplane-system (made before mdplane's install) pin their Pods to it, as a cluster pins its add-ons to a system pool; the fake nodes, which are free and large, would otherwise be chosen, and cannot run a container"},
 	{Component: "kueue", Flag: "--feature-gates", value: fixed("VisibilityOnDemand=false"),
 		Why: "the visibility API server would listen on every interface; mdplane does not use it"},
 	{Component: "kueue", Flag: "--zap-log-level", value: fixed("2"),
 		Why: "verbose logs, for a failing test's logs; no change of behaviour"},
 	{Component: "kueue", Flag: "",
 		Why: "its Configuration is the release's controller_manager_config.yaml with internal certificate management, metrics and leader election off, webhooks on loopback with envtest's certificate, and the Pod integration alone"},
-	{Component: "kube-controller-manager", Flag: "--controllers", value: fixed("garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,horizontal-pod-autoscaler-controller"),
+	{Component: "kube-controller-manager", Flag: "--controllers", value: fixed("garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,taint-eviction-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,horizontal-pod-autoscaler-controller"),
 		Why: "only the controllers the tests rely on; a cluster runs them all"},
 	{Component: "kube-controller-manager", Flag: "",
 		Why: "authenticates as system:kube-controller-manager in system:masters, without --use-service-account-credentials"},
 	{Component: "kube-scheduler", Flag: "",
 		Why: "authenticates as a cluster administrator rather than system:kube-scheduler"},
-	{Component: "mdplane-controllers", Flag: "--metrics-scrape-dial-override",
-		Why: "no Pod network: the fake Pods' addresses lead nowhere, so every scrape and probe is dialed to the stack's exporter; the flag exists only in the binary built with the mdplane_testhooks tag, not in the released one"},
 	{Component: "mdplane-controllers", Flag: "--park-after",
 		Why: "the e2e suite parks a set in seconds to watch it; the default is 30m"},
 	{Component: "mdplane-controllers", Flag: "--queue-instance-types",

@@ -5,13 +5,13 @@ import (
 	"sync"
 )
 
-// Exporter stands in for the engine of every Pod on the stack, whose KWOK addresses lead nowhere:
-// mdplane-controllers dials it for each Pod it scrapes or probes (--metrics-scrape-dial-override, a
-// test-only flag). It answers /metrics with the body set for the Pod address the request names as
-// its host, else with Default, else 404; an Elastic EP master's resize routes through Elastic; and a group-forward probe's completion (vLLM's
+// Exporter stands in for the engine of every Pod on the fake nodes, whose addresses lead nowhere:
+// the stack translates every connection to one to it (serveFakePods), so mdplane-controllers' scrapes,
+// probes, drain reads and resizes of those Pods reach it. It answers /metrics with the body set for
+// the Pod address the request names as its host, else with Default, else 404; an Elastic EP
+// master's resize routes through Elastic; and a group-forward probe's completion (vLLM's
 // /v1/completions, SGLang's /generate) with an empty answer bound to no request, so the probe's leg
-// stays Unknown as no engine answered it, wherever the machine's network would have led the Pod's
-// address (a sandbox answering every address with 404 made it Failed).
+// stays Unknown as no engine answered it.
 type Exporter struct {
 	mu     sync.Mutex
 	bodies map[string]string

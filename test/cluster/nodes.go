@@ -53,6 +53,7 @@ var gpuProducts = map[string]gpuProduct{
 	"NVIDIA-A10G": {memoryMiB: 24576, family: "ampere", major: 8, minor: 6},
 	"NVIDIA-H20":  {memoryMiB: 98304, family: "hopper", major: 9, minor: 0},
 	"NVIDIA-L4":   {memoryMiB: 23034, family: "ada-lovelace", major: 8, minor: 9},
+	"NVIDIA-T4":   {memoryMiB: 15360, family: "turing", major: 7, minor: 5},
 }
 
 var otherProduct = gpuProduct{memoryMiB: 81920, family: "hopper", major: 9, minor: 0}
@@ -113,16 +114,7 @@ func (s *Stack) kwokNode(opts NodeOptions) *corev1.Node {
 		corev1.LabelHostname: opts.Name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: opts.Arch, "type": "kwok",
 	}
 	if opts.Product != "" {
-		p, ok := gpuProducts[opts.Product]
-		if !ok {
-			p = otherProduct
-		}
-		maps.Copy(labels, map[string]string{
-			LabelGPUPresent: "true", LabelGPUProduct: opts.Product, LabelGPUMemory: strconv.FormatInt(p.memoryMiB, 10),
-			LabelGPUCount: strconv.Itoa(gpus), LabelGPUFamily: p.family,
-			LabelGPUComputeMajor: strconv.Itoa(p.major), LabelGPUComputeMinor: strconv.Itoa(p.minor),
-			LabelNVIDIAPCI: "true",
-		})
+		addProductLabels(labels, opts.Product, gpus)
 	}
 	maps.Copy(labels, opts.Labels)
 	return &corev1.Node{
@@ -165,6 +157,21 @@ func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, er
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// addProductLabels adds what GPU feature discovery and Node Feature Discovery label a node of gpus
+// GPUs of product with.
+func addProductLabels(labels map[string]string, product string, gpus int) {
+	p, ok := gpuProducts[product]
+	if !ok {
+		p = otherProduct
+	}
+	maps.Copy(labels, map[string]string{
+		LabelGPUPresent: "true", LabelGPUProduct: product, LabelGPUMemory: strconv.FormatInt(p.memoryMiB, 10),
+		LabelGPUCount: strconv.Itoa(gpus), LabelGPUFamily: p.family,
+		LabelGPUComputeMajor: strconv.Itoa(p.major), LabelGPUComputeMinor: strconv.Itoa(p.minor),
+		LabelNVIDIAPCI: "true",
+	})
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -43,6 +43,10 @@ const (
 	CrossplaneCLIVersion = "v2.5.0"
 	// PatchAndTransformVersion is function-patch-and-transform, the team API example's Function.
 	PatchAndTransformVersion = "v0.5.0"
+	// CoreDNSVersion is the real node's cluster DNS.
+	CoreDNSVersion = "v1.14.1"
+	// InferenceSimVersion is llm-d-inference-sim, which the engine stand-in image wraps.
+	InferenceSimVersion = "v0.10.2"
 )
 
 // Options shape a stack.
@@ -103,25 +107,19 @@ type Stack struct {
 	opts      Options
 	env       *envtest.Environment
 	processes []*process
-	// profiles are the components' profiling endpoints, by component (Options.Profile).
-	profiles  map[string]string
-	functions []*function
-	// served are the endpoints of Functions of other publishers a test runs (ServeFunction), by
-	// package name; the External runtime publishes them with mdplane's.
-	served sync.Map
 	// built are the commands of this checkout built for this stack (buildCommand).
-	built       sync.Map
-	ca          *authority
-	stops       []func()
-	bin         string
-	modules     map[string]string
-	controllers controllers
-	webhooks    webhooks
-	// metricsAPI stands in for the mdplane-metrics-api Service: a balancer over the metrics snapshot
-	// API of each mdplane-controllers replica (slot 0 the first one's, slot 1 a standby's).
-	metricsAPI *balancer
+	built   sync.Map
+	ca      *authority
+	stops   []func()
+	bin     string
+	modules map[string]string
 	// restartables are the components a test may kill and start again, by name.
 	restartables map[string]*restartable
+	// hostIP is the machine's own address, which the API server advertises and the real node has.
+	hostIP string
+	// node is the real node while it runs, and leftovers what it left once stopped.
+	node      *realNode
+	leftovers []string
 }
 
 // Binaries returns the directory build.sh writes to.
@@ -190,11 +188,16 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		{"etcd, kube-apiserver and CRDs", s.startAPIServer},
 		{"kube-controller-manager", s.startControllerManager},
 		{"kube-scheduler", s.startScheduler},
+		{"the system Pods' logs", s.collectLogs},
+		{"registry and the node's images", s.startRegistry},
+		{"real node", s.startRealNode},
+		{"fake nodes' engines", s.serveFakePods},
 		{"kwok and fake nodes", s.startKWOK},
 		{"local model hub", s.startHub},
+		// Kueue's webhooks judge every Deployment and Pod, the cluster DNS's first.
 		{"kueue", s.startKueue},
-		{"functions", s.startFunctions},
-		{"crossplane", s.startCrossplane},
+		{"cluster DNS", s.startClusterDNS},
+		{"crossplane from its chart", s.installCrossplane},
 		{"mdplane from its packages", s.install},
 	}
 	for _, step := range steps {
@@ -216,10 +219,16 @@ func (s *Stack) timed(name string, run func() error) error {
 	return err
 }
 
-// startHub serves the local model hub on loopback until the stack stops.
+// startHub serves the local model hub on the machine's address, where mdplane-controllers reach it
+// from their Pods, until the stack stops.
 func (s *Stack) startHub(context.Context) error {
 	s.Hub = hubtest.New()
-	srv := httptest.NewServer(s.Hub)
+	lis, err := net.Listen("tcp", net.JoinHostPort(s.hostIP, "0"))
+	if err != nil {
+		return err
+	}
+	srv := &httptest.Server{Listener: lis, Config: &http.Server{Handler: s.Hub, ReadHeaderTimeout: 10 * time.Second}}
+	srv.Start()
 	s.HubURL = srv.URL
 	s.stops = append(s.stops, srv.Close)
 	return nil
@@ -231,6 +240,7 @@ func (s *Stack) Stop() {
 		s.processes[i].stop()
 	}
 	s.processes = nil
+	s.stopRealNode()
 	for _, stop := range s.stops {
 		stop()
 	}
@@ -456,13 +466,22 @@ func (s *Stack) Args(component string) []string {
 	return nil
 }
 
-// ProfileAddress is the host:port of a component's profiling endpoints ("mdplane-controllers",
-// "mdplane-function-render-roles", ...), or "" when Options.Profile is off.
+// ProfileAddress is the host:port of a component's profiling endpoints, or "" when Options.Profile
+// is off: the leading replica of mdplane-controllers ("mdplane-controllers") serves them on
+// ProfilePort of its Pod.
 func (s *Stack) ProfileAddress(component string) string {
-	return s.profiles[component]
+	if !s.opts.Profile || component != "mdplane-controllers" {
+		return ""
+	}
+	leader, err := s.controllersLeader(context.Background())
+	if err != nil || leader.Status.PodIP == "" {
+		return ""
+	}
+	return net.JoinHostPort(leader.Status.PodIP, strconv.Itoa(ProfilePort))
 }
 
-// Program is the path of the executable a component runs, or "" when the stack did not start it.
+// Program is the path of the executable a component runs as a process of the stack, or "" when the
+// stack did not start it.
 func (s *Stack) Program(component string) string {
 	for _, p := range s.processes {
 		if p.name == component {
@@ -470,23 +489,6 @@ func (s *Stack) Program(component string) string {
 		}
 	}
 	return ""
-}
-
-// profileFlag is the flag that serves a component's profiling endpoints on a free loopback port
-// when Options.Profile is on, or nil.
-func (s *Stack) profileFlag(component, flag string) ([]string, error) {
-	if !s.opts.Profile {
-		return nil, nil
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	if s.profiles == nil {
-		s.profiles = map[string]string{}
-	}
-	s.profiles[component] = "127.0.0.1:" + strconv.Itoa(port)
-	return []string{flag + "=" + s.profiles[component]}, nil
 }
 
 // Binary is the path of a program the stack runs, such as Binary("crossplane", CrossplaneVersion).

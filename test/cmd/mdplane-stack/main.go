@@ -1,6 +1,7 @@
 // Command mdplane-stack starts the test control plane (see package cluster) and keeps it running
-// until it receives SIGINT or SIGTERM, then stops everything it started. `make cluster-up` runs it
-// in the background; `make cluster-down` signals it.
+// until it receives SIGINT or SIGTERM, then stops everything it started and puts back what its
+// real node changed on the machine. `make cluster-up` runs it in the background; `make
+// cluster-down` signals it, then runs it with --put-back in case it died without stopping.
 package main
 
 import (
@@ -20,7 +21,15 @@ import (
 func main() {
 	dir := flag.String("dir", ".stack", "state directory: kubeconfig, logs, pids")
 	nodes := flag.Int("nodes", 2, "fake GPU nodes")
+	putBack := flag.Bool("put-back", false, "start nothing: remove what the real node of a stack that died without stopping left on this machine, and put its settings back")
 	flag.Parse()
+	if *putBack {
+		if err := cluster.PutBackHost(context.Background(), func(format string, args ...any) { fmt.Printf(format+"\n", args...) }); err != nil {
+			fmt.Fprintln(os.Stderr, "mdplane-stack:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*dir, *nodes); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-stack:", err)
 		os.Exit(1)
@@ -48,7 +57,12 @@ func run(dir string, nodes int) error {
 	if err != nil {
 		return err
 	}
-	defer s.Stop()
+	defer func() {
+		s.Stop()
+		for _, l := range s.Leftovers() {
+			fmt.Println("left on this machine:", l)
+		}
+	}()
 	fmt.Printf("local model hub at %s (empty; point the Setting model-artifact-huggingface-endpoint at it)\n", s.HubURL)
 	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte(s.Kubeconfig+"\n"), 0o644); err != nil {
 		return err

@@ -1,0 +1,40 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// fakePodsTable is the stack's nftables table that sends every TCP connection to a fake node's Pod
+// to the exporter.
+const fakePodsTable = "mdplane-fake-pods"
+
+// serveFakePods stands in for the engines of the fake nodes' Pods, whose addresses (FakePodCIDR)
+// lead nowhere: every TCP connection to one, from the real node's Pods (mdplane-controllers'
+// scrapes, probes and drain reads) or from this machine, is translated to the exporter, which
+// answers by the address the request names as its host.
+func (s *Stack) serveFakePods(context.Context) error {
+	s.MetricsExporter = &Exporter{Default: IdleGauges}
+	lis, err := net.Listen("tcp", net.JoinHostPort(s.hostIP, "0"))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.MetricsExporter, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	s.stops = append(s.stops, func() { _ = srv.Close() })
+	to := lis.Addr().String()
+	return nft(fmt.Sprintf(`table ip %[1]s {
+	chain prerouting {
+		type nat hook prerouting priority -100; policy accept;
+		ip daddr %[2]s meta l4proto tcp dnat to %[3]s
+	}
+	chain output {
+		type nat hook output priority -100; policy accept;
+		ip daddr %[2]s meta l4proto tcp dnat to %[3]s
+	}
+}
+`, fakePodsTable, FakePodCIDR, to))
+}
