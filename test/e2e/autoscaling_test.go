@@ -100,9 +100,6 @@ func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
 			t.Errorf("%v\n%s", err, out)
 		}
 	})
-	if err := stack.RouteAPIServices(ctx); err != nil {
-		t.Fatal(err)
-	}
 	addresses = setWaiting(t, ctx, ns, name, 6, 0) // 12 waiting: ceil(12 / 5) = 3 replicas
 	kubectlApply(t, fmt.Sprintf(`apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler

@@ -143,16 +143,17 @@ func inflict(ctx context.Context, start time.Time, faults []fault) (string, erro
 		var err error
 		switch f.component {
 		case "mdplane-controllers":
-			stack.KillControllers()
-			time.Sleep(f.down)
-			err = stack.StartControllers(ctx)
+			if err = stack.KillControllers(ctx); err == nil {
+				time.Sleep(f.down)
+				err = stack.StartControllers(ctx)
+			}
 		case "crossplane", "kueue":
-			if err = stack.KillComponent(f.component); err == nil {
+			if err = stack.KillComponent(ctx, f.component); err == nil {
 				time.Sleep(f.down)
 				err = stack.StartComponent(ctx, f.component)
 			}
 		default:
-			if err = stack.KillFunction(f.component); err == nil {
+			if err = stack.KillFunction(ctx, f.component); err == nil {
 				time.Sleep(f.down)
 				err = stack.StartFunction(ctx, f.component)
 			}

@@ -149,8 +149,9 @@ func chatModelReady(ctx context.Context, namespace, name string, want int64) err
 }
 
 // publishPatchAndTransform plays xpkg.crossplane.io for the example's Function: its package, built
-// from the pinned module with the Crossplane CLI, is pushed to the stack's registry, an ImageConfig
-// rewrites the public path to it, and the stack serves the Function's process. It returns the
+// from the pinned module with the Crossplane CLI and its runtime image (the stack's build of the
+// pinned module) embedded, as the publisher builds it, is pushed to the stack's registry, and an
+// ImageConfig rewrites the public path to it; Crossplane runs it as any Function. It returns the
 // ImageConfig's name.
 func publishPatchAndTransform(t *testing.T, ctx context.Context, tmp string) string {
 	t.Helper()
@@ -165,8 +166,12 @@ func publishPatchAndTransform(t *testing.T, ctx context.Context, tmp string) str
 	}
 	module := strings.TrimSpace(string(out))
 	xpkg := filepath.Join(tmp, "function-patch-and-transform.xpkg")
+	runtime := filepath.Join(tmp, "function-patch-and-transform-runtime.tar")
+	if err := stack.FunctionRuntimeImage("function-patch-and-transform", cluster.PatchAndTransformVersion, runtime); err != nil {
+		t.Fatal(err)
+	}
 	for _, line := range []string{
-		fmt.Sprintf("crossplane xpkg build --package-root=%s/package -o %s", module, xpkg),
+		fmt.Sprintf("crossplane xpkg build --package-root=%s/package --embed-runtime-image-tarball=%s -o %s", module, runtime, xpkg),
 		fmt.Sprintf("crossplane xpkg push -f %s %s/crossplane-contrib/function-patch-and-transform:%s", xpkg, stack.Registry, cluster.PatchAndTransformVersion),
 	} {
 		if out, err := crossplaneCLI(t, tmp, line); err != nil {
@@ -181,9 +186,6 @@ func publishPatchAndTransform(t *testing.T, ctx context.Context, tmp string) str
 			"matchImages":  []any{map[string]any{"type": "Prefix", "prefix": "xpkg.crossplane.io/crossplane-contrib/"}},
 			"rewriteImage": map[string]any{"prefix": stack.Registry + "/crossplane-contrib/"},
 		}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := stack.ServeFunction(ctx, patchAndTransform, "function-patch-and-transform", cluster.PatchAndTransformVersion); err != nil {
 		t.Fatal(err)
 	}
 	return mirror

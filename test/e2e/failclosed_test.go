@@ -11,8 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // TestNoWebhookNoAdmission: with every replica of mdplane-webhooks down, a ModelDeployment create is
@@ -28,14 +26,12 @@ func TestNoWebhookNoAdmission(t *testing.T) {
 	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for i := range cluster.WebhookReplicas {
-		stack.KillWebhook(i)
+	if err := stack.StopWebhooks(ctx); err != nil {
+		t.Fatal(err)
 	}
 	out, err := stack.Kubectl("create", "--dry-run=server", "-f", file)
-	for i := range cluster.WebhookReplicas {
-		if err := stack.StartWebhook(ctx, i); err != nil {
-			t.Fatal(err)
-		}
+	if err := stack.StartWebhooks(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err == nil {
 		t.Fatalf("a create was admitted with no webhook answering:\n%s", out)
@@ -66,7 +62,7 @@ func TestAFunctionDownLeavesRunningPodsAlone(t *testing.T) {
 	check := watchInvariants(t, ctx, ns, name, 2)
 	defer check()
 	const fn = "mdplane-function-render-roles"
-	if err := stack.KillFunction(fn); err != nil {
+	if err := stack.KillFunction(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
 	restarted := false

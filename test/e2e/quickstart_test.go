@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +18,7 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // commandLines are the command lines of a shell block: a line ending in a backslash continues on the
@@ -63,10 +67,12 @@ var quickstartSays = map[string]string{
 // created; the test checks that it is gone, and runs the page's deletions itself if it failed midway.
 func TestQuickstartAsDocumented(t *testing.T) {
 	ctx := context.Background()
-	blocks, err := pageBlocks("quickstart.md")
+	page, err := pageBlocks("quickstart.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The last section is the test stack's own (TestTryItForRealAsDocumented).
+	blocks := slices.DeleteFunc(page, func(b docBlock) bool { return b.section == tryItForReal })
 	var deletions []string
 	for _, b := range blocks {
 		for _, line := range commandLines(b.body) {
@@ -134,5 +140,65 @@ func TestQuickstartAsDocumented(t *testing.T) {
 		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s is left after the page's clean-up (%v)", o, o.GetName(), err)
 		}
+	}
+}
+
+// tryItForReal is the section of docs/quickstart.md that runs a deployment on the test stack.
+const tryItForReal = "Try it for real"
+
+// TestTryItForRealAsDocumented follows docs/quickstart.md's "Try it for real" on the suite's stack, the
+// one make cluster-up starts (its make lines and the KUBECONFIG export are that stack, already up):
+// each kubectl line runs as written; the block that forwards a port and asks the model runs as one
+// script, on a free port of this machine instead of 8000, and must print an answer naming the model.
+func TestTryItForRealAsDocumented(t *testing.T) {
+	page, err := pageBlocks("quickstart.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
+	_ = lis.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, err := shell("kubectl delete -f examples/on-the-stack.yaml --ignore-not-found --wait=false")
+			t.Logf("cleaning up after the failure: %v\n%s", err, out)
+		}
+	})
+	ran, asked := 0, false
+	for _, b := range page {
+		if b.section != tryItForReal || b.lang != "sh" {
+			continue
+		}
+		if strings.Contains(b.body, "port-forward") {
+			script := strings.NewReplacer("8000:8000", port+":8000", "localhost:8000", "localhost:"+port).Replace(b.body)
+			out, err := shell("set -e\n" + script)
+			t.Logf("$ %s\n%s", script, out)
+			if err != nil || !strings.Contains(out, `"model":"Qwen/Qwen2.5-0.5B-Instruct"`) {
+				t.Fatalf("the page's request through the deployment's Service: %v\n%s", err, out)
+			}
+			asked = true
+			continue
+		}
+		for _, line := range commandLines(b.body) {
+			if strings.HasPrefix(line, "make cluster-") || strings.HasPrefix(line, "export KUBECONFIG=") {
+				t.Logf("the suite's stack: %s", line)
+				continue
+			}
+			out, err := shell(line)
+			t.Logf("$ %s\n%s", line, out)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", line, err, out)
+			}
+			if strings.HasPrefix(line, "kubectl get pods") && strings.Count(out, cluster.RealNodeName) != 4 {
+				t.Errorf("the page says the four Pods run on %s:\n%s", cluster.RealNodeName, out)
+			}
+			ran++
+		}
+	}
+	if ran < 4 || !asked {
+		t.Fatalf("ran %d commands of the section, asked the model: %v: it lost its steps", ran, asked)
 	}
 }

@@ -422,7 +422,9 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 		return nil
 	})
 
-	stack.KillControllers()
+	if err := stack.KillControllers(ctx); err != nil {
+		t.Fatal(err)
+	}
 	setQuota(t, ctx, "rollout-restart", 3)
 	eventually(t, time.Minute, "Kueue admitting r2's replacement while mdplane is down", func() error {
 		ps, err := standing(ctx, ns, name)

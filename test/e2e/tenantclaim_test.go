@@ -81,7 +81,7 @@ func reviewBindingAt(ctx context.Context, roots *x509.CertPool, address string, 
 	if err != nil {
 		return nil, err
 	}
-	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12}}}
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: webhookServerName, MinVersion: tls.VersionTLS12}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+address+webhooks.ValidateBindingPath, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
