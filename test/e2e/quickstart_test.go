@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
