@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestTheWebhooksWriteTheirCertificateThemselves(t *testing.T) {
 			}
 			for key, want := range row.data {
 				got, err := os.ReadFile(filepath.Join(dir, key))
-				if row.wrote && string(got) != string(want) {
+				if row.wrote && !bytes.Equal(got, want) {
 					t.Errorf("%s is %q (%v), want %q", key, got, err, want)
 				}
 				if !row.wrote && err == nil {

@@ -114,7 +114,8 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	// have it from the first, and the install manifest's apply adds its own labels.
 	for _, ns := range systemNamespaces {
 		namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(namespace), namespace); client.IgnoreNotFound(err) != nil {
+		err := s.Client.Get(ctx, client.ObjectKeyFromObject(namespace), namespace)
+		if client.IgnoreNotFound(err) != nil {
 			return err
 		}
 		metav1.SetMetaDataAnnotation(&namespace.ObjectMeta, "scheduler.alpha.kubernetes.io/node-selector", corev1.LabelHostname+"="+RealNodeName)
@@ -178,7 +179,7 @@ func (s *Stack) configureServing() error {
 	api := s.env.ControlPlane.GetAPIServer()
 	// envtest keeps a serving certificate it finds in its directory, and its clients trust CA.
 	api.CertDir = dir
-	api.SecureServing.CA = s.ca.pem
+	api.CA = s.ca.pem
 	args := api.Configure()
 	args.Set("bind-address", "0.0.0.0")
 	args.Set("advertise-address", s.hostIP)

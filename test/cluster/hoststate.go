@@ -136,7 +136,7 @@ func (l *nodeLock) release() {
 func recordHost(rec *hostRecord) error {
 	rec.Sysctls = map[string]string{}
 	for _, key := range nodeSysctls {
-		if v, err := os.ReadFile(filepath.Join("/proc/sys", key)); err == nil {
+		if v, err := os.ReadFile("/proc/sys/" + key); err == nil {
 			rec.Sysctls[key] = strings.TrimSpace(string(v))
 		}
 	}
@@ -192,7 +192,7 @@ func restoreHost(rec *hostRecord) error {
 	note(deleteNewTables(rec.Tables))
 	note(removeNewPaths(rec))
 	for key, want := range rec.Sysctls {
-		path := filepath.Join("/proc/sys", key)
+		path := "/proc/sys/" + key
 		if got, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(got)) != want {
 			note(os.WriteFile(path, []byte(want), 0o644))
 		}
@@ -227,7 +227,7 @@ func killNodeProcesses(rec *hostRecord) error {
 		if err != nil {
 			continue
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && rec.Containerd != "" &&
 			strings.Contains(string(cmdline), rec.Containerd) {
@@ -315,7 +315,7 @@ func nodeCgroupDirs() []string {
 	var dirs []string
 	entries, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, e := range entries {
-		dir := filepath.Join("/sys/fs/cgroup", e.Name(), strings.TrimPrefix(nodeCgroupRoot, "/"))
+		dir := "/sys/fs/cgroup/" + e.Name() + nodeCgroupRoot
 		if _, err := os.Stat(dir); err == nil {
 			dirs = append(dirs, dir)
 		}
@@ -417,13 +417,13 @@ func removeNewPaths(rec *hostRecord) error {
 	if entries, err := os.ReadDir("/var/lib/cni/results"); err == nil {
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), cniNetwork+"-") {
-				errs = append(errs, os.Remove(filepath.Join("/var/lib/cni/results", e.Name())))
+				errs = append(errs, os.Remove("/var/lib/cni/results/"+e.Name()))
 			}
 		}
 	}
 	if entries, err := os.ReadDir("/var/log/containers"); err == nil && rec.PodLogs != "" {
 		for _, e := range entries {
-			path := filepath.Join("/var/log/containers", e.Name())
+			path := "/var/log/containers/" + e.Name()
 			if target, err := os.Readlink(path); err == nil && strings.HasPrefix(target, rec.PodLogs) {
 				errs = append(errs, os.Remove(path))
 			}
@@ -468,7 +468,7 @@ func leftovers(rec *hostRecord) []string {
 		}
 	}
 	for key, want := range rec.Sysctls {
-		if got, err := os.ReadFile(filepath.Join("/proc/sys", key)); err == nil && strings.TrimSpace(string(got)) != want {
+		if got, err := os.ReadFile("/proc/sys/" + key); err == nil && strings.TrimSpace(string(got)) != want {
 			left = append(left, fmt.Sprintf("the sysctl %s at %s (was %s)", strings.ReplaceAll(key, "/", "."), strings.TrimSpace(string(got)), want))
 		}
 	}

@@ -68,13 +68,42 @@ type stackImage struct {
 	env        []string
 }
 
+// imageEntry is a regular file of an image: its mode and content.
+type imageEntry struct {
+	mode    int64
+	content []byte
+}
+
 // build packs the image for this machine's architecture: one layer, directories first.
 func (img stackImage) build() (v1.Image, error) {
-	type entry struct {
-		mode    int64
-		content []byte
+	entries, err := img.entries()
+	if err != nil {
+		return nil, err
 	}
-	entries := map[string]entry{}
+	layer, err := img.layer(entries)
+	if err != nil {
+		return nil, err
+	}
+	out, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := out.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config.Entrypoint = img.entrypoint
+	cfg.Config.User = img.user
+	cfg.Config.Env = append([]string{imageEnvPath}, img.env...)
+	return mutate.ConfigFile(out, cfg)
+}
+
+// entries are the image's regular files, by path: programs (static only), host files, text files
+// and the trees' files.
+func (img stackImage) entries() (map[string]imageEntry, error) {
+	entries := map[string]imageEntry{}
 	for p, src := range img.programs {
 		if err := checkStatic(src); err != nil {
 			return nil, err
@@ -83,59 +112,65 @@ func (img stackImage) build() (v1.Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		entries[p] = entry{0o755, content}
-	}
-	for p, content := range img.files {
-		entries[p] = entry{0o644, []byte(content)}
+		entries[p] = imageEntry{0o755, content}
 	}
 	for p, src := range img.hostFiles {
-		content, err := os.ReadFile(src)
-		if err != nil {
-			return nil, err
-		}
 		info, err := os.Stat(src)
 		if err != nil {
 			return nil, err
 		}
-		entries[p] = entry{int64(info.Mode().Perm()), content}
-	}
-	for p, src := range img.trees {
-		err := filepath.WalkDir(src, func(file string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if slices.Contains(img.skip, d.Name()) {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			content, err := os.ReadFile(file)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, file)
-			entries[path.Join(p, filepath.ToSlash(rel))] = entry{0o644, content}
-			return nil
-		})
+		content, err := os.ReadFile(src)
 		if err != nil {
 			return nil, err
 		}
+		entries[p] = imageEntry{int64(info.Mode().Perm()), content}
 	}
+	for p, content := range img.files {
+		entries[p] = imageEntry{0o644, []byte(content)}
+	}
+	for p, src := range img.trees {
+		if err := img.addTree(entries, p, src); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// addTree adds the regular files under src, but the names in skip, at their paths under p.
+func (img stackImage) addTree(entries map[string]imageEntry, p, src string) error {
+	return filepath.WalkDir(src, func(file string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if slices.Contains(img.skip, d.Name()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		content, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, file)
+		entries[path.Join(p, filepath.ToSlash(rel))] = imageEntry{0o644, content}
+		return nil
+	})
+}
+
+// layer writes the directories every entry and link needs (and img.dirs, /tmp sticky), the links and
+// the entries, in that order, as one uncompressed tar layer.
+func (img stackImage) layer(entries map[string]imageEntry) (v1.Layer, error) {
 	dirs := map[string]int64{}
 	for _, d := range img.dirs {
 		dirs[d] = 0o755
 	}
-	parents := slices.Collect(maps.Keys(entries))
-	parents = append(parents, slices.Collect(maps.Keys(img.links))...)
-	for _, p := range parents {
+	for _, p := range append(slices.Collect(maps.Keys(entries)), slices.Collect(maps.Keys(img.links))...) {
 		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
-			if _, ok := dirs[d]; !ok {
-				dirs[d] = 0o755
-			}
+			dirs[d] = 0o755
 		}
 	}
 	if _, ok := dirs["/tmp"]; ok {
@@ -167,24 +202,7 @@ func (img stackImage) build() (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		return nil, err
-	}
-	out, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer})
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := out.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Config.Entrypoint = img.entrypoint
-	cfg.Config.User = img.user
-	cfg.Config.Env = append([]string{imageEnvPath}, img.env...)
-	return mutate.ConfigFile(out, cfg)
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -304,7 +322,7 @@ os.execv("/usr/local/bin/mdplane-engine-stand-in", ["sglang"] + sys.argv[1:])
 // as SGLang's launch_server module, with the machine's python3 and sh and the shared libraries they
 // load.
 func engineImage(standIn, sim string) (stackImage, error) {
-	libs, err := sharedLibraries(python, "/usr/bin/dash", filepath.Join("/usr/lib/python3.11", "lib-dynload"))
+	libs, err := sharedLibraries(python, "/usr/bin/dash", "/usr/lib/python3.11/lib-dynload")
 	if err != nil {
 		return stackImage{}, err
 	}

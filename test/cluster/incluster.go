@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -70,7 +69,8 @@ func podReady(p *corev1.Pod) bool {
 
 // killPod deletes a Pod at once, without grace, and waits until it is gone.
 func (s *Stack) killPod(ctx context.Context, p *corev1.Pod) error {
-	if err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+	err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(0))
+	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
 	return waitFor(ctx, nil, time.Minute, "Pod "+p.Name+" gone", func() error {
@@ -335,7 +335,8 @@ func (s *Stack) KillFunction(ctx context.Context, name string) error {
 		"metadata": map[string]any{"name": stoppedRuntime},
 		"spec": map[string]any{"deploymentTemplate": map[string]any{"spec": map[string]any{
 			"replicas": int64(0), "selector": map[string]any{}, "template": map[string]any{}}}}}}
-	if err := s.Client.Create(ctx, drc); client.IgnoreAlreadyExists(err) != nil {
+	err := s.Client.Create(ctx, drc)
+	if client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
 	if err := s.functionRuntime(ctx, name, stoppedRuntime); err != nil {
@@ -385,6 +386,3 @@ func (s *Stack) FunctionNames() []string { return compositionFunctions() }
 // RegistryCA is the file of the CA bundle the stack's registry is trusted through, for a client
 // such as the Crossplane CLI to push with (SSL_CERT_FILE).
 func (s *Stack) RegistryCA() string { return filepath.Join(s.Dir, "certs", "registry-ca.crt") }
-
-// namespacedName is a Pod's namespace/name, for messages.
-func namespacedName(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

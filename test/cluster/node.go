@@ -262,11 +262,11 @@ func (n *realNode) cgroups() error {
 		return err
 	}
 	for _, e := range entries {
-		parent := filepath.Join("/sys/fs/cgroup", e.Name())
+		parent := "/sys/fs/cgroup/" + e.Name()
 		if _, err := os.Stat(filepath.Join(parent, "cgroup.procs")); err != nil {
 			continue
 		}
-		dir := filepath.Join(parent, strings.TrimPrefix(nodeCgroupRoot, "/"))
+		dir := parent + nodeCgroupRoot
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("making the node's cgroup %s: %w", dir, err)
 		}

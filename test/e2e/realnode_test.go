@@ -58,6 +58,9 @@ func onTheStack(t *testing.T, ns, extra string) string {
 // comes back and serves, reported as a restart; and a rolling edit under a steady request loop
 // through the Service loses no request and ends at the new revision.
 func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
+	// Beside the other real-node test, after the suite's sequential tests: their engines wait on
+	// probes and drains, not on this machine's two cores.
+	t.Parallel()
 	ctx := context.Background()
 	const ns, name = "team-real", "chat"
 	manifest := onTheStack(t, ns, "      env: "+standInFlags+"\n")
@@ -228,6 +231,7 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 // TestTheMooncakeClientConfigOnTheRealNode: a deployment with a KVCachePoolBinding reads, inside its
 // engine container, the mooncake.json and environment `mdplane render` printed for it.
 func TestTheMooncakeClientConfigOnTheRealNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns, name = "team-real-kv", "chat"
 	applyCluster(t, ctx, ns)
@@ -486,9 +490,10 @@ func projectedFiles(t *testing.T, ns string, p *corev1.Pod, c corev1.Container) 
 						path = item.Path
 					}
 				}
-				if m.SubPath == "" {
+				switch m.SubPath {
+				case "":
 					files[filepath.Join(m.MountPath, path)] = value
-				} else if m.SubPath == path {
+				case path:
 					files[m.MountPath] = value
 				}
 			}
