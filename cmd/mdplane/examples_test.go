@@ -118,6 +118,27 @@ func TestEachExampleRendersWhatItsCommentSays(t *testing.T) {
 				}
 			}
 		}},
+		{"on-the-stack.yaml", "one Server role of two replicas of two Pods each, one card and one unit per Pod, on the engine stand-in", func(t *testing.T, r exampleRender) {
+			var names []string
+			for _, p := range r.pods(t, "chat", "server") {
+				names = append(names, p.Name)
+				main := p.Spec.Containers[0]
+				if cpu := main.Resources.Requests.Cpu().String(); cards(main) != 1 || cpu != "100m" || main.Image != "stack.mdplane.test/engine-stand-in:v0.10.2" {
+					t.Errorf("%s: %d cards, %s CPU, image %s", p.Name, cards(main), cpu, main.Image)
+				}
+			}
+			if want := []string{"chat-server-r0-m0", "chat-server-r0-m1", "chat-server-r1-m0", "chat-server-r1-m1"}; !slices.Equal(names, want) {
+				t.Errorf("Pods %v, want %v", names, want)
+			}
+		}},
+		{"on-the-stack.yaml", "the drain hook runs on the engine image's python3, as on vLLM's", func(t *testing.T, r exampleRender) {
+			for _, p := range r.pods(t, "chat", "server") {
+				hook := p.Spec.Containers[0].Lifecycle
+				if !probed(p.Spec.Containers[0]) || hook == nil || hook.PreStop == nil || hook.PreStop.Exec == nil || hook.PreStop.Exec.Command[0] != "python3" {
+					t.Errorf("%s: probes %v, preStop %+v", p.Name, probed(p.Spec.Containers[0]), hook)
+				}
+			}
+		}},
 		{"multi-host.yaml", "SGLang: two replicas of two Pods, m0 and m1, of 8 cards each, placed in one rack", func(t *testing.T, r exampleRender) {
 			var names []string
 			for _, p := range r.pods(t, "deepseek", "server") {

@@ -27,7 +27,7 @@ func TestSchemaCheckPassesTheExamples(t *testing.T) {
 	assert.Equal(t, 0, code, out+errOut)
 	assert.Contains(t, out, "ok   ../../examples/qwen-chat.yaml#1 ModelDeployment team-a/qwen-chat")
 	assert.Contains(t, out, "skip ../../examples/cluster.yaml#1 Namespace team-a: not an mdplane kind")
-	assert.Contains(t, out, "19 objects checked, 0 violations")
+	assert.Contains(t, out, "21 objects checked, 0 violations")
 }
 
 func TestSchemaCheckPrintsEveryViolationAndExits1(t *testing.T) {

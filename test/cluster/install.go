@@ -39,7 +39,8 @@ const PackageVersion = packaging.Version
 const Namespace = "mdplane-system"
 
 // install installs mdplane the way docs/install.md tells a platform team to:
-//   - `make xpkg`'s packages and the controllers' image are pushed to the stack's registry, which
+//   - `make xpkg`'s packages and the controllers' image were pushed to the stack's registry (while
+//     the stack started: buildInBackground), which
 //     Crossplane trusts through its chart's registryCaBundleConfig and the node's containerd
 //     through its registry hosts; an ImageConfig rewrites ghcr.io/mdplane to it for Crossplane,
 //     the node's registry hosts for the kubelet;
@@ -50,9 +51,6 @@ const Namespace = "mdplane-system"
 //   - the Configuration is installed by Crossplane's package manager, which resolves its Function
 //     dependencies from the registry and runs each as a Deployment with its default runtime.
 func (s *Stack) install(ctx context.Context) error {
-	if err := s.Publish(ctx, PackageVersion); err != nil {
-		return err
-	}
 	overlay, err := s.installOverlay()
 	if err != nil {
 		return err
@@ -146,7 +144,7 @@ func repoRoot() (string, error) {
 
 // startRegistry serves an in-memory OCI registry over TLS on the machine's address, where the real
 // node's containerd and Crossplane's Pod reach it, with a certificate of the stack's CA (the bundle
-// both trust, RegistryCA), and pushes the stack's own images for the node to it.
+// both trust, RegistryCA).
 func (s *Stack) startRegistry(ctx context.Context) error {
 	certs := filepath.Join(s.Dir, "certs", "registry")
 	if err := s.ca.issue(certs, "registry", 5, s.hostIP); err != nil {
@@ -176,7 +174,16 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 	go func() { _ = srv.ServeTLS(lis, "", "") }()
 	s.stops = append(s.stops, func() { _ = srv.Close(); _ = logFile.Close() })
 	s.Registry = lis.Addr().String()
-	return s.publishStackImages(ctx)
+	return nil
+}
+
+// buildInBackground builds and pushes the node's images and this checkout's release while the stack
+// goes on starting; s.images and s.release each report once.
+func (s *Stack) buildInBackground(ctx context.Context) error {
+	s.images, s.release = make(chan error, 1), make(chan error, 1)
+	go func() { s.images <- s.publishStackImages(ctx) }()
+	go func() { s.release <- s.Publish(ctx, PackageVersion) }()
+	return nil
 }
 
 // Publish builds every artifact of this checkout as a release and pushes it to the stack's registry,

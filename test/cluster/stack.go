@@ -117,6 +117,9 @@ type Stack struct {
 	restartables map[string]*restartable
 	// hostIP is the machine's own address, which the API server advertises and the real node has.
 	hostIP string
+	// images and release report the background builds of the node's images and of this checkout's
+	// release (buildInBackground).
+	images, release chan error
 	// node is the real node while it runs, and leftovers what it left once stopped.
 	node      *realNode
 	leftovers []string
@@ -189,15 +192,20 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		{"kube-controller-manager", s.startControllerManager},
 		{"kube-scheduler", s.startScheduler},
 		{"the system Pods' logs", s.collectLogs},
-		{"registry and the node's images", s.startRegistry},
+		{"registry", s.startRegistry},
+		// The builds run while the node and the rest start: the node's images are needed from the
+		// cluster DNS on, the release from mdplane's install.
+		{"building the node's images and the release", s.buildInBackground},
 		{"real node", s.startRealNode},
 		{"fake nodes' engines", s.serveFakePods},
 		{"kwok and fake nodes", s.startKWOK},
 		{"local model hub", s.startHub},
 		// Kueue's webhooks judge every Deployment and Pod, the cluster DNS's first.
 		{"kueue", s.startKueue},
+		{"the node's images pushed", func(context.Context) error { return <-s.images }},
 		{"cluster DNS", s.startClusterDNS},
 		{"crossplane from its chart", s.installCrossplane},
+		{"the release pushed", func(context.Context) error { return <-s.release }},
 		{"mdplane from its packages", s.install},
 	}
 	for _, step := range steps {
