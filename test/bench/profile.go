@@ -102,7 +102,11 @@ func (p *Profiles) Print(out io.Writer, lines int) {
 		if strings.HasSuffix(k, "heap") {
 			args = append(args, "-sample_index=inuse_space")
 		}
-		raw, err := exec.Command("go", append(args, p.stack.Program(component), p.files[k])...).CombinedOutput()
+		// A process of the stack's is named with its profile; a Pod's profile carries its symbols.
+		if program := p.stack.Program(component); program != "" {
+			args = append(args, program)
+		}
+		raw, err := exec.Command("go", append(args, p.files[k])...).CombinedOutput()
 		fmt.Fprintf(out, "\n  %s profile (%s):\n", k, p.files[k])
 		if err != nil {
 			fmt.Fprintf(out, "    go tool pprof: %v\n", err)

@@ -325,11 +325,14 @@ func (s *Stack) StartComponent(ctx context.Context, name string) error {
 	return s.launch(ctx, r)
 }
 
-// stoppedRuntime is a DeploymentRuntimeConfig of no replicas: a Function that names it runs no Pod.
+// stoppedRuntime is a DeploymentRuntimeConfig of no replicas: a Function whose runtime it is runs
+// no Pod.
 const stoppedRuntime = "mdplane-stack-stopped"
 
-// KillFunction takes a composition Function down until StartFunction: its runtime is given no
-// replica, as an administrator stops a package's Pods, so Crossplane's calls to it find no Pod.
+// KillFunction takes a composition Function down until StartFunction, as an administrator stops a
+// package's Pods: an ImageConfig gives the runtime of the Function's image no replica (an override
+// of the image's runtime, which leaves the Function and its revisions as they are), so Crossplane's
+// calls to it find no Pod.
 func (s *Stack) KillFunction(ctx context.Context, name string) error {
 	drc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "DeploymentRuntimeConfig",
 		"metadata": map[string]any{"name": stoppedRuntime},
@@ -339,7 +342,16 @@ func (s *Stack) KillFunction(ctx context.Context, name string) error {
 	if client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
-	if err := s.functionRuntime(ctx, name, stoppedRuntime); err != nil {
+	stop := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "ImageConfig",
+		"metadata": map[string]any{"name": stoppedRuntime + "-" + name},
+		"spec": map[string]any{
+			"matchImages": []any{map[string]any{"type": "Prefix", "prefix": s.Registry + "/" + strings.Replace(name, "mdplane-", "mdplane/", 1) + ":"}},
+			"runtime":     map[string]any{"configRef": map[string]any{"name": stoppedRuntime}},
+		}}}
+	if err := s.Client.Create(ctx, stop); err != nil {
+		return err
+	}
+	if err := s.nudgeRevisions(ctx, name); err != nil {
 		return err
 	}
 	return waitFor(ctx, nil, 2*time.Minute, "the Function "+name+" without Pods", func() error {
@@ -351,10 +363,17 @@ func (s *Stack) KillFunction(ctx context.Context, name string) error {
 	})
 }
 
-// StartFunction gives a Function KillFunction took down its default runtime again and waits until
-// it is healthy.
+// StartFunction removes what KillFunction did and waits until the Function serves again.
 func (s *Stack) StartFunction(ctx context.Context, name string) error {
-	if err := s.functionRuntime(ctx, name, "default"); err != nil {
+	stop := &unstructured.Unstructured{}
+	stop.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	stop.SetKind("ImageConfig")
+	stop.SetName(stoppedRuntime + "-" + name)
+	err := s.Client.Delete(ctx, stop)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err := s.nudgeRevisions(ctx, name); err != nil {
 		return err
 	}
 	return waitFor(ctx, nil, 3*time.Minute, "the Function "+name+" serving", func() error {
@@ -371,13 +390,24 @@ func (s *Stack) StartFunction(ctx context.Context, name string) error {
 	})
 }
 
-func (s *Stack) functionRuntime(ctx context.Context, name, runtime string) error {
-	fn := &unstructured.Unstructured{}
-	fn.SetAPIVersion("pkg.crossplane.io/v1")
-	fn.SetKind("Function")
-	fn.SetName(name)
-	patch := fmt.Sprintf(`{"spec":{"runtimeConfigRef":{"apiVersion":"pkg.crossplane.io/v1beta1","kind":"DeploymentRuntimeConfig","name":%q}}}`, runtime)
-	return s.Client.Patch(ctx, fn, client.RawPatch(types.MergePatchType, []byte(patch)))
+// nudgeRevisions annotates a Function's revisions, so that Crossplane's runtime reconciles them now:
+// it looks an image's runtime override up at each reconcile, but an ImageConfig that only
+// overrides the runtime does not wake it (Crossplane v2.4 wakes revisions for an ImageConfig's
+// rewrites and pull secrets alone).
+func (s *Stack) nudgeRevisions(ctx context.Context, name string) error {
+	revisions := &unstructured.UnstructuredList{}
+	revisions.SetAPIVersion("pkg.crossplane.io/v1")
+	revisions.SetKind("FunctionRevisionList")
+	if err := s.Client.List(ctx, revisions, client.MatchingLabels{"pkg.crossplane.io/package": name}); err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"mdplane.test/runtime-override":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	for i := range revisions.Items {
+		if err := s.Client.Patch(ctx, &revisions.Items[i], client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // FunctionNames are the Functions mdplane's Compositions call, by the names KillFunction takes.

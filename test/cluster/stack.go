@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -463,12 +465,19 @@ func (s *Stack) KubectlBinary() string {
 	return s.binary("kubectl", KubernetesVersion)
 }
 
-// Args are the flags the stack started a component with (its log's name: "crossplane", "kueue",
-// "mdplane-controllers", ...), or nil when it did not start it.
+// Args are the flags a component runs with: a process's of the stack ("kueue", "kubelet", ...), or
+// the first container's of a Deployment of the system namespaces ("crossplane",
+// "mdplane-controllers", ...); nil for neither.
 func (s *Stack) Args(component string) []string {
 	for _, p := range s.processes {
 		if p.name == component {
 			return p.cmd.Args[1:]
+		}
+	}
+	for _, ns := range systemNamespaces {
+		d := &appsv1.Deployment{}
+		if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: component}, d); err == nil {
+			return d.Spec.Template.Spec.Containers[0].Args
 		}
 	}
 	return nil
