@@ -2,12 +2,15 @@ package renderroles_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,14 +65,34 @@ func pages(reads *atomic.Int32, bodies ...string) http.HandlerFunc {
 	}
 }
 
-// hookRun is one run of a rendered hook: how long it took to return, its exit and its output.
+// hookRun is one run of a rendered hook: the time on the hook's own clock when it returned, its exit
+// and its output.
 type hookRun struct {
 	took time.Duration
 	err  error
 	out  []byte
 }
 
-// runHook runs a rendered hook with the real python3, at grace 15 (deadline 10) to keep runs short.
+// hookClock runs the rendered hook (its program in argv[1]) under a clock whose sleeps pass at once:
+// the hook reads time.monotonic() as the real time plus every second it has slept, so its settle,
+// its pauses and its deadline keep their meaning while the run takes only as long as its reads. At
+// exit it prints its own clock, counted from the start of the hook's program; the interpreter's start
+// and imports, which a loaded machine stretches, are not part of it.
+const hookClock = `import atexit, socket, ssl, sys, time, urllib.request
+slept = 0.0
+real = time.monotonic
+def sleep(seconds):
+    global slept
+    slept += seconds
+time.sleep = sleep
+time.monotonic = lambda: real() + slept
+program = sys.argv.pop(1)
+begin = time.monotonic()
+atexit.register(lambda: print("hook-clock", time.monotonic() - begin))
+exec(compile(program, "<preStop>", "exec"), {"__name__": "__main__"})
+`
+
+// runHook runs a rendered hook with the real python3, at grace 15 (deadline 10).
 // It is called from many goroutines at once, so it reports rather than fails.
 func runHook(e workerv1.Engine, target string) hookRun {
 	u, err := url.Parse(target)
@@ -81,21 +104,33 @@ func runHook(e workerv1.Engine, target string) hookRun {
 		return hookRun{err: err}
 	}
 	command := renderroles.DrainHook(e, u.Scheme, int32(port), 15).PreStop.Exec.Command
+	if len(command) != 3 || command[0] != "python3" || command[1] != "-c" {
+		return hookRun{err: fmt.Errorf("the hook is no longer python3 -c PROGRAM: %q", command)}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd := exec.CommandContext(ctx, "python3", "-c", hookClock, command[2])
 	// A proxy the engine's environment names must not carry the loopback read: were it used, every
 	// read would be refused and each row would return right after the settle.
 	cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:9", "http_proxy=http://127.0.0.1:9",
 		"HTTPS_PROXY=http://127.0.0.1:9", "https_proxy=http://127.0.0.1:9", "NO_PROXY=", "no_proxy=")
-	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	return hookRun{took: time.Since(start), err: err, out: out}
+	if err != nil {
+		return hookRun{err: err, out: out}
+	}
+	m := regexp.MustCompile(`(?m)^hook-clock ([0-9.]+)$`).FindSubmatch(out)
+	if m == nil {
+		return hookRun{err: errors.New("the hook printed no clock"), out: out}
+	}
+	seconds, err := strconv.ParseFloat(string(m[1]), 64)
+	return hookRun{took: time.Duration(seconds * float64(time.Second)), err: err, out: out}
 }
 
-// TestDrainHookRuns runs the rendered script against local engines and measures when it returns
-// (settle 5 s, 1 s per read and between reads, deadline: the grace period less 5 s).
+// TestDrainHookRuns runs the rendered script against local engines and reads the hook's own clock
+// when it returns (settle 5 s, 1 s per read and between reads, deadline: the grace period less 5 s).
+// The clock counts every sleep in full and the work between them as it really took, so a row returns
+// no earlier than its sleeps add up to, and a row that is not held to the deadline returns before it.
 func TestDrainHookRuns(t *testing.T) {
 	second := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	cases := []struct {
@@ -103,7 +138,7 @@ func TestDrainHookRuns(t *testing.T) {
 		engine   workerv1.Engine
 		serve    func(reads *atomic.Int32) *httptest.Server // nil: nothing listens
 		reads    int32                                      // -1: not counted
-		from, to time.Duration
+		from, to time.Duration                              // on the hook's clock
 	}{
 		{
 			rule: "busy, then idle: returns on the second consecutive idle read (settle + 3 reads)", engine: workerv1.EngineVLLM,
@@ -128,7 +163,7 @@ func TestDrainHookRuns(t *testing.T) {
 		},
 		{
 			rule: "refused: returns right after the settle", engine: workerv1.EngineVLLM,
-			reads: -1, from: second(5), to: second(8),
+			reads: -1, from: second(5), to: second(10),
 		},
 		{
 			rule: "HTTP 500: returns right after the settle", engine: workerv1.EngineVLLM,
@@ -138,14 +173,14 @@ func TestDrainHookRuns(t *testing.T) {
 					http.Error(w, "engine failed", http.StatusInternalServerError)
 				}))
 			},
-			reads: 1, from: second(5), to: second(8),
+			reads: 1, from: second(5), to: second(10),
 		},
 		{
 			rule: "TLS with a self-signed certificate is read, not refused", engine: workerv1.EngineVLLM,
 			serve: func(reads *atomic.Int32) *httptest.Server {
 				return httptest.NewTLSServer(pages(reads, vllmIdle))
 			},
-			reads: 2, from: second(6), to: second(9),
+			reads: 2, from: second(6), to: second(10),
 		},
 		{
 			rule: "a busy engine holds the hook until the deadline (G − 5 = 10)", engine: workerv1.EngineVLLM,
@@ -168,8 +203,8 @@ func TestDrainHookRuns(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("the drain hook runs on the engine image's python3, and this test runs it the same way: install python3 (%v)", err)
 	}
-	// Every row's hook runs at once, whatever -parallel allows: they sleep, so the test takes as long
-	// as its slowest row.
+	// Every row's hook runs at once, whatever -parallel allows: they wait on reads, so the test takes
+	// as long as its slowest row.
 	reads := make([]atomic.Int32, len(cases))
 	runs := make([]hookRun, len(cases))
 	var wg sync.WaitGroup
@@ -196,6 +231,7 @@ func TestDrainHookRuns(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			run := runs[i]
+			t.Logf("the hook returned at %v on its own clock", run.took)
 			require.NoError(t, run.err, "the hook always exits 0; output:\n%s", run.out)
 			assert.GreaterOrEqual(t, run.took, tc.from)
 			assert.Less(t, run.took, tc.to)
