@@ -54,6 +54,11 @@ func TestTheCompatibilityTableIsWhatTheTestsRun(t *testing.T) {
 		{"Crossplane core", required("test/go.mod", "github.com/crossplane/crossplane/v2")},
 		{"Crossplane CLI", pinned("CROSSPLANE_CLI")},
 		{"function-patch-and-transform (team API example)", pinned("PATCH_AND_TRANSFORM")},
+		{"containerd (the test stack's real node)", pinned("CONTAINERD")},
+		{"runc", pinned("RUNC")},
+		{"CNI plugins (bridge, host-local, loopback, portmap)", pinned("CNI_PLUGINS")},
+		{"CoreDNS", pinned("COREDNS")},
+		{"llm-d-inference-sim (the engine stand-in)", pinned("INFERENCE_SIM")},
 		{"Prometheus Operator API (monitors)", required("test/monitoring/go.mod", "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring")},
 	} {
 		assert.Equal(t, row.pin, table[row.component], "docs/install.md, Compatibility: %s", row.component)

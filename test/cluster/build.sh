@@ -3,8 +3,9 @@
 # $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
 # second run costs seconds; a cold run on two cores takes about half an hour, mostly Kubernetes.
 # Usage: build.sh [component...]   (components: node-packages etcd kubernetes kueue kwok crossplane
-# crossplane-cli function-patch-and-transform coredns inference-sim; default all: the e2e suite runs the
-# CLI and the team API example's Function, the render recipe's test the CLI, the real node the rest)
+# crossplane-cli function-patch-and-transform coredns inference-sim containerd runc cni-plugins;
+# default all: the e2e suite runs the CLI and the team API example's Function, the render recipe's
+# test the CLI, the real node the rest)
 # Programs that go into the real node's images (Crossplane, CoreDNS, the engine stand-in, the team API
 # example's Function) are built static (CGO_ENABLED=0): the images have no C library.
 set -euo pipefail
@@ -23,14 +24,18 @@ CROSSPLANE_CLI=v2.5.0 # the CLI's own module and releases since Crossplane v2.4
 PATCH_AND_TRANSFORM=v0.5.0 # the newest release the module proxy serves
 COREDNS=v1.14.1
 INFERENCE_SIM=v0.10.2 # llm-d-inference-sim, the engine stand-in
+CONTAINERD=v2.2.9     # the newest minor Kubernetes v1.35 lists
+RUNC=v1.5.3
+CNI_PLUGINS=v1.10.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
-# $bin/NAME-VERSION. With VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints
-# VERSION (a binary cached before its version was stamped is rebuilt). CGO_ENABLED in the environment
-# applies.
+# $bin/NAME-VERSION (or to $bin/NAME when NAME names a directory: cni-plugins-v1.10.0/bridge). With
+# VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints VERSION (a binary cached
+# before its version was stamped is rebuilt). CGO_ENABLED and BUILD_TAGS in the environment apply.
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} version_flag=${6:-}
   local out=$bin/$name-$version
+  if [[ $name == */* ]]; then out=$bin/$name; mkdir -p "$(dirname "$out")"; fi
   if [ -x "$out" ] && { [ -z "$version_flag" ] || [ "$("$out" "$version_flag" 2>/dev/null)" = "$version" ]; }; then
     echo "reuse $out"
     return
@@ -40,7 +45,7 @@ build() {
   # A private temporary name: two builds racing for the same binary (two test packages on a cold
   # machine) each finish theirs, and the rename is atomic.
   local tmp="$out.tmp.$$"
-  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$tmp" "$pkg")
+  (cd "$dir" && go build -trimpath -tags="${BUILD_TAGS:-}" -ldflags="-s -w $ldflags" -o "$tmp" "$pkg")
   mv "$tmp" "$out"
   echo "built $out in $((SECONDS - start)) s"
 }
@@ -48,7 +53,7 @@ build() {
 k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35"
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(node-packages etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform coredns inference-sim)
+[ ${#components[@]} -gt 0 ] || components=(node-packages etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform coredns inference-sim containerd runc cni-plugins)
 for c in "${components[@]}"; do
   case $c in
     node-packages) "$here/node-packages.sh" ;;
@@ -69,6 +74,24 @@ for c in "${components[@]}"; do
       "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS" ;;
     inference-sim) CGO_ENABLED=0 build llm-d-inference-sim $INFERENCE_SIM "$here/tools/inference-sim" \
       github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim ;;
+    # As containerd's Makefile builds them, without cgo (only the btrfs snapshotter and PKCS#11
+    # image decryption need it).
+    containerd)
+      for cmd in containerd containerd-shim-runc-v2 ctr; do
+        CGO_ENABLED=0 BUILD_TAGS="urfave_cli_no_docs no_btrfs" build $cmd $CONTAINERD "$here/tools/containerd" \
+          github.com/containerd/containerd/v2/cmd/$cmd "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD"
+      done ;;
+    # runc needs cgo and libseccomp (Debian's libseccomp-dev): a Pod of Pod Security's restricted
+    # profile asks for the runtime's default seccomp profile. libpathrs, a Rust library Debian does not
+    # package, is left out as runc's build tags allow: runc falls back to its Go implementation.
+    runc) CGO_ENABLED=1 BUILD_TAGS="seccomp urfave_cli_no_docs" build runc $RUNC "$here/tools/runc" \
+      github.com/opencontainers/runc "-X main.gitCommit=$RUNC" ;;
+    cni-plugins)
+      for plugin in main/bridge main/loopback ipam/host-local meta/portmap; do
+        CGO_ENABLED=0 build "cni-plugins-$CNI_PLUGINS/${plugin#*/}" "" "$here/tools/cni-plugins" \
+          github.com/containernetworking/plugins/plugins/$plugin \
+          "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS"
+      done ;;
     *) echo "unknown component $c" >&2; exit 2 ;;
   esac
 done

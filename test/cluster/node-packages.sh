@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# Installs, from Debian's packages, what the test stack's real node runs and is not built from the Go
-# module proxy: containerd and runc, the CNI plugins (bridge, host-local, loopback, portmap), and the
-# network tools (nft, iptables, conntrack, ip), and the python3 and sh the engine stand-in's image
-# carries (mdplane's engine Pods run python3 scripts on the engine's image). Does nothing when all are
-# there; otherwise it needs root and apt-get, and fails with one line naming what is still missing.
+# Installs, from Debian's packages, what the test stack's real node needs and is not built from the
+# Go module proxy: the network tools (nft, iptables, conntrack, ip), libseccomp's headers and library
+# (build.sh builds runc with them), and the python3 and sh the engine stand-in's image carries
+# (mdplane's engine Pods run python3 scripts on the engine's image). Does nothing when all are there;
+# otherwise it needs root and apt-get, and fails with one line naming what is still missing.
 set -euo pipefail
 
 declare -A provides=(
-  [containerd]=containerd [containerd-shim-runc-v2]=containerd [ctr]=containerd [runc]=runc
-  [/usr/lib/cni/bridge]=containernetworking-plugins [/usr/lib/cni/host-local]=containernetworking-plugins
-  [/usr/lib/cni/loopback]=containernetworking-plugins [/usr/lib/cni/portmap]=containernetworking-plugins
+  [/usr/include/seccomp.h]=libseccomp-dev [pkg-config]=pkg-config [gcc]=gcc
   [nft]=nftables [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [ldd]=libc-bin
   [/usr/bin/python3.11]=python3.11 [/usr/lib/python3.11/urllib/request.py]=libpython3.11-stdlib [/usr/bin/dash]=dash
 )

@@ -52,12 +52,25 @@ const (
 	kubeletPort    = 10250
 )
 
-// nodePrograms are what the real node runs from the machine: Debian's containerd, runc and CNI
-// plugins (node-packages.sh installs them) and the tools the stack drives the network with.
-var nodePrograms = []string{
-	"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nft", "ip", "iptables", "conntrack",
-	"/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback", "/usr/lib/cni/portmap",
+// nodePrograms are the tools the stack drives the node's network with, from Debian's packages
+// (node-packages.sh installs them); the node's programs themselves are build.sh's (nodeBinaries).
+var nodePrograms = []string{"nft", "ip", "iptables", "conntrack", "ldd"}
+
+// nodeBinaries are the programs of the real node build.sh builds, by their path in its directory.
+func nodeBinaries() []string {
+	bins := []string{"kubelet-" + KubernetesVersion, "kube-proxy-" + KubernetesVersion, "containerd-" + ContainerdVersion,
+		"containerd-shim-runc-v2-" + ContainerdVersion, "ctr-" + ContainerdVersion, "runc-" + RuncVersion}
+	for _, plugin := range cniPlugins {
+		bins = append(bins, filepath.Join(cniPluginsDir, plugin))
+	}
+	return bins
 }
+
+// cniPluginsDir is the directory of the CNI plugins build.sh builds, and cniPlugins the plugins.
+var (
+	cniPluginsDir = "cni-plugins-" + CNIPluginsVersion
+	cniPlugins    = []string{"bridge", "host-local", "loopback", "portmap"}
+)
 
 // realNode is the stack's real node while it runs.
 type realNode struct {
@@ -79,15 +92,11 @@ type realNode struct {
 func checkNodePrograms(bin string) error {
 	var missing []string
 	for _, p := range nodePrograms {
-		if filepath.IsAbs(p) {
-			if _, err := os.Stat(p); err != nil {
-				missing = append(missing, p)
-			}
-		} else if _, err := exec.LookPath(p); err != nil {
+		if _, err := exec.LookPath(p); err != nil {
 			missing = append(missing, p)
 		}
 	}
-	for _, p := range []string{"kubelet-" + KubernetesVersion, "kube-proxy-" + KubernetesVersion} {
+	for _, p := range nodeBinaries() {
 		if _, err := os.Stat(filepath.Join(bin, p)); err != nil {
 			missing = append(missing, filepath.Join(bin, p))
 		}
@@ -96,7 +105,7 @@ func checkNodePrograms(bin string) error {
 		missing = append(missing, "root (the kubelet and containerd run as root)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the real node cannot start on this machine, it lacks: %s (test/cluster/node-packages.sh installs Debian's, build.sh builds the rest)",
+		return fmt.Errorf("the real node cannot start on this machine, it lacks: %s (test/cluster/build.sh builds the node's programs and installs the rest from Debian's packages)",
 			strings.Join(missing, ", "))
 	}
 	return nil
@@ -284,38 +293,42 @@ func (n *realNode) cgroups() error {
 // containerdConfig is the node's containerd configuration: its state under the stack's directory,
 // CRI with cgroupfs, the stack's pause image, every container's oom_score_adj kept at or above 0
 // (this machine's capability bounding set lacks CAP_SYS_RESOURCE, without which a sandbox with a
-// negative score fails to start), the CNI configuration of the node, and registry hosts that send
-// every pull to the stack's registry.
-const containerdConfig = `version = 2
+// negative score fails to start), the shim, runc and CNI plugins build.sh built, the node's CNI
+// configuration, and registry hosts that send every pull to the stack's registry.
+const containerdConfig = `version = 3
 root = "{{.Dir}}/containerd/root"
 state = "{{.Dir}}/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
 
 [grpc]
   address = "{{.Socket}}"
 
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{{.Dir}}/containerd/opt"
+[ttrpc]
+  address = "{{.Socket}}.ttrpc"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{{.Pause}}"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{{.Pause}}"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{{.Dir}}/certs.d"
+
+[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      runtime_path = "{{.Shim}}"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
+        BinaryName = "{{.Runc}}"
         Root = "{{.Dir}}/containerd/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["{{.CNIBin}}"]
     conf_dir = "{{.Dir}}/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "{{.Dir}}/certs.d"
 `
 
 // cniConfig is the node's Pod network: a bridge with host-local addresses from PodCIDR, the
@@ -377,6 +390,8 @@ func (s *Stack) startContainerd(ctx context.Context) error {
 	n := s.node
 	data := map[string]string{
 		"Dir": n.dir, "Socket": n.containerd, "Pause": PauseImage, "Network": cniNetwork, "Bridge": nodeBridge,
+		"Shim": s.binary("containerd-shim-runc-v2", ContainerdVersion), "Runc": s.binary("runc", RuncVersion),
+		"CNIBin":  filepath.Join(s.bin, cniPluginsDir),
 		"PodCIDR": PodCIDR, "ClusterCIDR": ClusterCIDR, "ServiceCIDR": ServiceCIDR, "IP": n.ip,
 		"Registry": s.Registry, "CA": s.RegistryCA(),
 	}
@@ -400,13 +415,13 @@ func (s *Stack) startContainerd(ctx context.Context) error {
 		}
 	}
 	registryHost, _, _ := net.SplitHostPort(s.Registry)
-	p, err := s.run("containerd", "containerd", []string{"--config=" + filepath.Join(n.dir, "containerd", "config.toml")},
+	p, err := s.run("containerd", s.binary("containerd", ContainerdVersion), []string{"--config=" + filepath.Join(n.dir, "containerd", "config.toml")},
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "NO_PROXY="+registryHost)
 	if err != nil {
 		return err
 	}
 	return waitFor(ctx, p, 30*time.Second, "containerd", func() error {
-		return exec.Command("ctr", "--address", n.containerd, "version").Run()
+		return exec.Command(s.binary("ctr", ContainerdVersion), "--address", n.containerd, "version").Run()
 	})
 }
 
@@ -604,7 +619,7 @@ func (s *Stack) KillContainer(ctx context.Context, id string) error {
 	if !ok {
 		return fmt.Errorf("container %s is not containerd's", id)
 	}
-	out, err := exec.CommandContext(ctx, "ctr", "--address", s.node.containerd, "--namespace", "k8s.io",
+	out, err := exec.CommandContext(ctx, s.binary("ctr", ContainerdVersion), "--address", s.node.containerd, "--namespace", "k8s.io",
 		"tasks", "kill", "--signal", "SIGKILL", bare).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr tasks kill %s: %w: %s", bare, err, out)

@@ -49,6 +49,11 @@ const (
 	CoreDNSVersion = "v1.14.1"
 	// InferenceSimVersion is llm-d-inference-sim, which the engine stand-in image wraps.
 	InferenceSimVersion = "v0.10.2"
+	// ContainerdVersion, RuncVersion and CNIPluginsVersion are the real node's container runtime
+	// and Pod network plugins.
+	ContainerdVersion = "v2.2.9"
+	RuncVersion       = "v1.5.3"
+	CNIPluginsVersion = "v1.10.0"
 )
 
 // Options shape a stack.
