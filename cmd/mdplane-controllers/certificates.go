@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -26,9 +27,8 @@ const webhookConfiguration = "mdplane"
 // certificate this process issues, stores in that Secret, renews, and injects into the webhook
 // configurations (the way Kueue and Gatekeeper manage theirs). The Secret and the Service live in
 // the process's own namespace (--namespace). With a Secret, the process also writes the Secret's
-// certificate into the directory itself: a kubelet projects a changed Secret into a volume only at
-// its next sync of the Pod, a minute or more, and the certificate rotator, which waits for the
-// files with a growing backoff, then held a new replica not ready for minutes.
+// certificate into the directory itself, so a new replica serves as soon as the Secret is complete
+// rather than at the kubelet's next sync of a projected volume.
 type certificates struct {
 	secret, namespace, service string
 	extraNames                 string
@@ -93,11 +93,21 @@ var certificateKeys = []string{"tls.crt", "tls.key", "ca.crt"}
 func (w *secretFiles) NeedLeaderElection() bool { return false }
 
 func (w *secretFiles) Start(ctx context.Context) error {
-	written := ""
+	written, failing := "", ""
 	for {
 		wait := time.Second
 		secret := &corev1.Secret{}
-		if err := w.reader.Get(ctx, w.key, secret); err == nil && complete(secret) {
+		err := w.reader.Get(ctx, w.key, secret)
+		// Not found is the normal wait for the rotator's first certificate; anything else (a
+		// missing right, an unreachable API server) is logged once while it lasts.
+		if err != nil && !apierrors.IsNotFound(err) && err.Error() != failing {
+			log.FromContext(ctx).Error(err, "reading the webhook certificate Secret", "secret", w.key.String())
+		}
+		failing = ""
+		if err != nil {
+			failing = err.Error()
+		}
+		if err == nil && complete(secret) {
 			if secret.ResourceVersion == written {
 				wait = secretFilesResync
 			} else if err := w.write(secret); err != nil {
@@ -123,7 +133,9 @@ func complete(s *corev1.Secret) bool {
 	return true
 }
 
-// write replaces each file atomically, so the server never reads half a certificate.
+// write replaces each file atomically, so the server never reads half a certificate. Between the
+// certificate's rename and the key's, the two do not match: the server keeps the pair it has until
+// the key lands and it reads both again.
 func (w *secretFiles) write(s *corev1.Secret) error {
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return err

@@ -298,7 +298,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the role status", &roles.Reporter{Client: mgr.GetClient(), Retirements: retirements}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements, Deletes: deletes}},
 		// The observation and operation ConfigMaps are read uncached: no ConfigMap of the cluster is cached.
-		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine("")}},
+		{"the Elastic EP resize and observation", &elastic.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Engine: elastic.NewEngine()}},
 		// A hub source's Secret is read uncached (get only): no Secret of the cluster is cached.
 		{"the ModelArtifact resolver", &artifacts.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-artifact-resolver"), Clock: clock.RealClock{}, Config: o.artifacts, Settings: mgr.GetAPIReader()}},

@@ -23,7 +23,7 @@ func (m *metricsAPI) bindFlags(fs *flag.FlagSet) {
 
 // drainScraper reads a retiring replica's gauges (1 MiB and 2 s an answer, 5 s the whole read).
 func (m *metricsAPI) drainScraper() *scrape.Scraper {
-	return scrape.NewWithBounds("", scrape.Bounds{Concurrency: scrape.Concurrency, PerFetch: scrape.PerFetch, Whole: 5 * time.Second})
+	return scrape.NewWithBounds(scrape.Bounds{Concurrency: scrape.Concurrency, PerFetch: scrape.PerFetch, Whole: 5 * time.Second})
 }
 
 // add serves the snapshot API when its address is set.
@@ -32,7 +32,7 @@ func (m *metricsAPI) add(mgr manager.Manager) error {
 		return nil
 	}
 	h := &serve.Handler{Reader: mgr.GetAPIReader(), Reviews: mgr.GetClient(), Writer: mgr.GetClient(), Proxy: &serve.FrontProxy{Reader: mgr.GetAPIReader()},
-		Scraper: scrape.New(""), Now: time.Now}
+		Scraper: scrape.New(), Now: time.Now}
 	if err := mgr.Add(&serve.Server{Addr: m.addr, CertDir: m.certDir, Handler: h}); err != nil {
 		return fmt.Errorf("adding the metrics snapshot API: %w", err)
 	}

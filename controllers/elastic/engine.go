@@ -56,19 +56,12 @@ type Engine struct {
 	client *http.Client
 }
 
-// NewEngine is the engine client; dialOverride, for tests only, is the host:port dialed instead
-// of every master (the request keeps the master's address as its host).
-func NewEngine(dialOverride string) *Engine {
+// NewEngine is the engine client.
+func NewEngine() *Engine {
 	d := &net.Dialer{Timeout: 10 * time.Second}
-	dial := d.DialContext
-	if dialOverride != "" {
-		dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, dialOverride)
-		}
-	}
 	return &Engine{client: &http.Client{
 		Timeout:       engineTimeout,
-		Transport:     &http.Transport{DialContext: dial, Proxy: nil, DisableKeepAlives: true},
+		Transport:     &http.Transport{DialContext: d.DialContext, Proxy: nil, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }

@@ -122,7 +122,7 @@ type outcome struct {
 
 func reconcileAt(t *testing.T, c client.Client, now time.Time) outcome {
 	t.Helper()
-	r := &elastic.Reconciler{Client: c, Reader: c, Engine: elastic.NewEngine(""), Now: func() time.Time { return now }}
+	r := &elastic.Reconciler{Client: c, Reader: c, Engine: elastic.NewEngine(), Now: func() time.Time { return now }}
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: "moe"}})
 	out := outcome{requeue: res.RequeueAfter, reconcile: err}
 	md := &workerv1.ModelDeployment{}

@@ -72,9 +72,6 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Workers is the number of replicas materialised at once; DefaultWorkers when 0.
 	Workers int
-	// ProbeDialOverride, for tests only, is the host:port every group-forward probe dials instead of
-	// the member's address (which the request keeps as its host): a stack's fake Pods lead nowhere.
-	ProbeDialOverride string
 	// Retirements is the rollout controller's retirement book: a replica an operation reserves
 	// loses its endpoint eligibility. Without one, the role's status tells.
 	Retirements *retirement.Book
@@ -90,7 +87,7 @@ type Reconciler struct {
 // index.NodeImage index that keeps their informer, and not watched: which Nodes hold an image only
 // matters when a Pod is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.expected, r.reported, r.probes, r.refused = expectations.New(), newWriteTimes(), newProbes(r.ProbeDialOverride), newRefusals()
+	r.expected, r.reported, r.probes, r.refused = expectations.New(), newWriteTimes(), newProbes(), newRefusals()
 	workers := r.Workers
 	if workers == 0 {
 		workers = DefaultWorkers

@@ -98,7 +98,7 @@ func newReconciler(t *testing.T, w writes, objs ...client.Object) (*Reconciler, 
 	// A clock an hour ahead at each reading: no report waits, unless a test sets its own.
 	reported, now := newWriteTimes(), time.Now()
 	reported.now = func() time.Time { now = now.Add(time.Hour); return now }
-	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported, probes: newProbes(""), refused: newRefusals()}, c, rec
+	return &Reconciler{Client: c, Recorder: rec, expected: expectations.New(), reported: reported, probes: newProbes(), refused: newRefusals()}, c, rec
 }
 
 func reconcileReplica(t *testing.T, r *Reconciler) reconcile.Result {

@@ -3,7 +3,6 @@ package members
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -39,18 +38,12 @@ type probeResult struct {
 	inFlight   bool
 }
 
-// newProbes sends probes to each member's address or, when dialOverride is set (tests only), to it.
-func newProbes(dialOverride string) *probes {
+// newProbes sends probes to each member's address.
+func newProbes() *probes {
 	// An engine serving TLS has its own, often self-signed, certificate: the probe reads the answer,
 	// it does not authenticate the member, whose IP it took from its Pod. No proxy: an environment's
 	// HTTP(S)_PROXY must not carry a probe away from the member.
 	t := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // see above
-	if dialOverride != "" {
-		var d net.Dialer
-		t.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, dialOverride)
-		}
-	}
 	return &probes{client: &http.Client{Transport: t}, results: map[types.UID]probeResult{}, now: time.Now}
 }
 

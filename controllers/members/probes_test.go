@@ -35,7 +35,7 @@ func TestProbesAreKeptPerGeneration(t *testing.T) {
 			Annotations: map[string]string{"prometheus.io/port": port}}, Status: corev1.PodStatus{PodIP: host}}
 	}
 	members := []*corev1.Pod{member("a"), member("b")}
-	p := newProbes("")
+	p := newProbes()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	p.now = func() time.Time { return time.Unix(0, now.Load()) }

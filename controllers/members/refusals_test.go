@@ -87,7 +87,7 @@ func newRefusingCluster(t *testing.T, answer error) *refusingCluster {
 	reported.now = func() time.Time { clock = clock.Add(time.Hour); return clock }
 	refused := newRefusals()
 	refused.now = func() time.Time { return *rc.now }
-	rc.r = &Reconciler{Client: rc.c, Recorder: rc.log, expected: expectations.New(), reported: reported, probes: newProbes(""), refused: refused}
+	rc.r = &Reconciler{Client: rc.c, Recorder: rc.log, expected: expectations.New(), reported: reported, probes: newProbes(), refused: refused}
 	return rc
 }
 

@@ -51,13 +51,11 @@ type Scraper struct {
 	bounds Bounds
 }
 
-// New is a scraper dialing the Pods within DefaultBounds. dialOverride, when set, is dialed instead
-// of every Pod (the request still names the Pod's address as its host): for tests only, whose fake
-// Pods' addresses lead nowhere.
-func New(dialOverride string) *Scraper { return NewWithBounds(dialOverride, DefaultBounds) }
+// New is a scraper dialing the Pods within DefaultBounds.
+func New() *Scraper { return NewWithBounds(DefaultBounds) }
 
 // NewWithBounds is New with other bounds.
-func NewWithBounds(dialOverride string, b Bounds) *Scraper {
+func NewWithBounds(b Bounds) *Scraper {
 	// No proxy: an environment's HTTP(S)_PROXY must not carry Pod reads to a proxy.
 	t := &http.Transport{
 		Proxy:                 nil,
@@ -65,12 +63,6 @@ func NewWithBounds(dialOverride string, b Bounds) *Scraper {
 		IdleConnTimeout:       30 * time.Second,
 		TLSHandshakeTimeout:   b.PerFetch,
 		ResponseHeaderTimeout: b.PerFetch,
-	}
-	if dialOverride != "" {
-		var d net.Dialer
-		t.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, dialOverride)
-		}
 	}
 	return &Scraper{bounds: b, client: &http.Client{Transport: t, Timeout: b.PerFetch,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}

@@ -84,7 +84,7 @@ func TestFetchRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			reads := New("").Scrape(context.Background(), []snapshot.Target{{Pod: podAt("p", srv.Listener.Addr().String())}})
+			reads := New().Scrape(context.Background(), []snapshot.Target{{Pod: podAt("p", srv.Listener.Addr().String())}})
 			if reads[0].Err != tc.want {
 				t.Fatalf("err = %q, want %q", reads[0].Err, tc.want)
 			}
@@ -117,7 +117,7 @@ func TestTheWholeScrapeEndsAtItsBound(t *testing.T) {
 	// One at a time, 150 ms each, 400 ms in all: the first two are read, the rest are cut off. Unbounded,
 	// the ten would take 1.5 s; a busy machine may stretch the bound, never to that.
 	start := time.Now()
-	reads := NewWithBounds("", Bounds{Concurrency: 1, PerFetch: time.Second, Whole: 400 * time.Millisecond}).Scrape(context.Background(), targets)
+	reads := NewWithBounds(Bounds{Concurrency: 1, PerFetch: time.Second, Whole: 400 * time.Millisecond}).Scrape(context.Background(), targets)
 	if took := time.Since(start); took >= 1500*time.Millisecond {
 		t.Errorf("took %s, as long as an unbounded scrape", took)
 	}
@@ -148,7 +148,7 @@ func TestAFetchTakesAtMostTwoSeconds(t *testing.T) {
 	// The engine never answers on its own, so only the bound ends the fetch; a busy machine may stretch
 	// the wait past it, never to the whole scrape's bound.
 	start := time.Now()
-	reads := New("").Scrape(context.Background(), []snapshot.Target{{Pod: podAt("p", srv.Listener.Addr().String())}})
+	reads := New().Scrape(context.Background(), []snapshot.Target{{Pod: podAt("p", srv.Listener.Addr().String())}})
 	if took := time.Since(start); took < PerFetch || took >= DefaultBounds.Whole {
 		t.Errorf("took %s, want about %s", took, PerFetch)
 	}
@@ -172,7 +172,7 @@ func TestAtMost32FetchesRunAtOnce(t *testing.T) {
 	for range 64 {
 		targets = append(targets, snapshot.Target{Pod: podAt("p", srv.Listener.Addr().String())})
 	}
-	reads := New("").Scrape(context.Background(), targets)
+	reads := New().Scrape(context.Background(), targets)
 	for _, r := range reads {
 		if r.Err != "" {
 			t.Fatal(r.Err)
@@ -180,18 +180,5 @@ func TestAtMost32FetchesRunAtOnce(t *testing.T) {
 	}
 	if p := peak.Load(); p > Concurrency || p < 2 {
 		t.Errorf("peak concurrency %d, want 2..%d", p, Concurrency)
-	}
-}
-
-func TestTheDialOverrideReachesTheExporterNamingThePodAsHost(t *testing.T) {
-	var host atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host.Store(r.Host)
-		_, _ = w.Write([]byte("x 1\n"))
-	}))
-	defer srv.Close()
-	reads := New(srv.Listener.Addr().String()).Scrape(context.Background(), []snapshot.Target{{Pod: podAt("p", "10.9.9.9:8000")}})
-	if reads[0].Err != "" || host.Load() != "10.9.9.9:8000" {
-		t.Fatalf("err %q, host %v", reads[0].Err, host.Load())
 	}
 }
