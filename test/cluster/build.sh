@@ -30,8 +30,8 @@ CNI_PLUGINS=v1.10.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [VERSION_FLAG]]: go build PACKAGE in MODULE_DIR to
 # $bin/NAME-VERSION (or to $bin/NAME when NAME names a directory: cni-plugins-v1.10.0/bridge). With
-# VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints VERSION (a binary cached
-# before its version was stamped is rebuilt). CGO_ENABLED and BUILD_TAGS in the environment apply.
+# VERSION_FLAG, a cached binary is reused only if `NAME VERSION_FLAG` prints VERSION, and rebuilt
+# otherwise. CGO_ENABLED and BUILD_TAGS in the environment apply.
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} version_flag=${6:-}
   local out=$bin/$name-$version

@@ -269,8 +269,10 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin, kubeconfig string,
 // lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready, the
 // Deployment and ReplicaSet controllers, which run the routers' Deployments, and the
 // PersistentVolume binder, which binds a claim to its volume (a claim-delivered ModelArtifact's
-// deployment waits for a Bound claim), and the volume and claim protection controllers, which
-// release the finalizers the API server puts on both once nothing uses them.
+// deployment waits for a Bound claim), the volume and claim protection controllers, which release
+// the finalizers the API server puts on both once nothing uses them, and for the real node's Pods
+// the ServiceAccount and root CA publishers, Pod garbage collection and taint eviction (the list
+// is Deviations').
 //
 // It authenticates as system:kube-controller-manager, the name a cluster's controller manager has
 // without --use-service-account-credentials, which mdplane's internal-objects policy lets delete
@@ -522,7 +524,7 @@ func (s *Stack) installKueueRBAC(ctx context.Context) (string, error) {
 }
 
 // restartable is a component a test may kill and start again, by pid, with the flags it first ran
-// with: "kueue" and "crossplane".
+// with: "kueue".
 type restartable struct {
 	name, bin string
 	args, env []string

@@ -133,7 +133,7 @@ func mergeValues(base, over map[string]any) map[string]any {
 	return out
 }
 
-// helmFuncs are the template functions of Helm's (Sprig's) that the chart's RBAC templates call,
+// helmFuncs are the template functions of Helm's (Sprig's) that the chart's templates call,
 // with Helm's meaning.
 func helmFuncs(tpl *template.Template) template.FuncMap {
 	indent := func(n int, s string) string {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net"
 	"net/http"
 	"sync"
 )
@@ -48,6 +49,19 @@ func (e *Exporter) Forget(podAddress string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.bodies, podAddress)
+}
+
+// forgetPod stops answering for every address of a Pod's IP. The stack calls it when a fake node's
+// Pod is deleted: KWOK hands a freed address to the next Pod at once, which must not inherit a
+// body a test set for the Pod before it.
+func (e *Exporter) forgetPod(ip string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for address := range e.bodies {
+		if host, _, err := net.SplitHostPort(address); err == nil && host == ip {
+			delete(e.bodies, address)
+		}
+	}
 }
 
 func (e *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,11 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // fakePodsTable is the stack's nftables table that sends every TCP connection to a fake node's Pod
@@ -25,6 +30,9 @@ func (s *Stack) serveFakePods(context.Context) error {
 	srv := &http.Server{Handler: s.MetricsExporter, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	s.stops = append(s.stops, func() { _ = srv.Close() })
+	if err := s.forgetDeletedPods(); err != nil {
+		return err
+	}
 	to := lis.Addr().String()
 	return nft(fmt.Sprintf(`table ip %[1]s {
 	chain prerouting {
@@ -37,4 +45,30 @@ func (s *Stack) serveFakePods(context.Context) error {
 	}
 }
 `, fakePodsTable, FakePodCIDR, to))
+}
+
+// forgetDeletedPods makes the exporter forget a Pod's bodies once the Pod is deleted, until the
+// stack stops.
+func (s *Stack) forgetDeletedPods() error {
+	clientset, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = gone.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Status.PodIP != "" {
+				s.MetricsExporter.forgetPod(p.Status.PodIP)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	s.stops = append(s.stops, func() { close(stop); factory.Shutdown() })
+	return nil
 }

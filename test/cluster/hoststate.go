@@ -390,8 +390,12 @@ func nftTables() ([]string, error) {
 	return tables, nil
 }
 
-// deleteNewTables deletes every nftables table that is not one of before: kube-proxy's, the
-// stack's guard, and the iptables tables the kubelet's and kube-proxy's canaries make.
+// nodeTables are the names of the nftables tables the node makes: the stack's guard and fake-Pod
+// redirect, kube-proxy's, and the iptables tables the kubelet's and kube-proxy's canaries make.
+var nodeTables = []string{guardTable, fakePodsTable, "kube-proxy", "filter", "nat", "mangle"}
+
+// deleteNewTables deletes the node's tables that are not one of before; a table of another name
+// is another program's, made meanwhile, and stays.
 func deleteNewTables(before []string) error {
 	now, err := nftTables()
 	if err != nil {
@@ -399,7 +403,8 @@ func deleteNewTables(before []string) error {
 	}
 	var errs []error
 	for _, t := range now {
-		if slices.Contains(before, t) {
+		fields := strings.Fields(t)
+		if slices.Contains(before, t) || len(fields) != 2 || !slices.Contains(nodeTables, fields[1]) {
 			continue
 		}
 		if out, err := exec.Command("nft", append([]string{"delete", "table"}, strings.Fields(t)...)...).CombinedOutput(); err != nil {

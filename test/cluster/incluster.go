@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -67,29 +68,52 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// killPod deletes a Pod at once, without grace, and waits until it is gone.
+// killPod deletes a Pod at once, without grace, and waits until it is gone and kube-proxy no longer
+// sends a Service's connections to its address: until then a connection may still reach the dying
+// Pod, as on any cluster, and a test would measure kube-proxy's lag rather than what it tests.
 func (s *Stack) killPod(ctx context.Context, p *corev1.Pod) error {
 	err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(0))
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	return waitFor(ctx, nil, time.Minute, "Pod "+p.Name+" gone", func() error {
+	if err := waitFor(ctx, nil, time.Minute, "Pod "+p.Name+" gone", func() error {
 		err := s.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (%v)", err)
+	}); err != nil || p.Status.PodIP == "" {
+		return err
+	}
+	return waitFor(ctx, nil, time.Minute, "kube-proxy without "+p.Status.PodIP, func() error {
+		out, err := exec.CommandContext(ctx, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nft list table ip kube-proxy: %w: %s", err, out)
+		}
+		if routesTo(string(out), p.Status.PodIP) {
+			return errors.New("still an endpoint")
+		}
+		return nil
 	})
 }
 
-// scaleDown scales a Deployment to zero and kills its Pods, and scaleUp scales it back and waits
-// until it is available.
+// routesTo says whether kube-proxy's ruleset sends connections to an address: an endpoint's rule
+// translates to it ("dnat to 10.244.0.5:9443"). The chain of an endpoint gone is emptied at once
+// but keeps its name, the address in it, until a later sync deletes it.
+func routesTo(ruleset, ip string) bool {
+	return strings.Contains(ruleset, "dnat to "+ip+":")
+}
+
+// scaleDown kills a Deployment's Pods and scales it to zero, and scaleUp scales it back and waits
+// until it is available. The Pods are listed before the scale: once scaled, the ReplicaSet begins
+// their graceful deletion, and each is still killed without grace (a grace period can be shortened),
+// so none shuts down cleanly or hands over its lease.
 func (s *Stack) scaleDown(ctx context.Context, namespace, deployment string, selector map[string]string) error {
-	if err := s.scale(ctx, namespace, deployment, 0); err != nil {
-		return err
-	}
 	pods, err := s.runningPods(ctx, namespace, selector)
 	if err != nil {
+		return err
+	}
+	if err := s.scale(ctx, namespace, deployment, 0); err != nil {
 		return err
 	}
 	for i := range pods {
@@ -348,7 +372,7 @@ func (s *Stack) KillFunction(ctx context.Context, name string) error {
 			"matchImages": []any{map[string]any{"type": "Prefix", "prefix": s.Registry + "/" + strings.Replace(name, "mdplane-", "mdplane/", 1) + ":"}},
 			"runtime":     map[string]any{"configRef": map[string]any{"name": stoppedRuntime}},
 		}}}
-	if err := s.Client.Create(ctx, stop); err != nil {
+	if err := client.IgnoreAlreadyExists(s.Client.Create(ctx, stop)); err != nil {
 		return err
 	}
 	if err := s.nudgeRevisions(ctx, name); err != nil {

@@ -178,11 +178,13 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 }
 
 // buildInBackground builds and pushes the node's images and this checkout's release while the stack
-// goes on starting; s.images and s.release each report once.
+// goes on starting; s.images and s.release each report once. Stop cancels the builds and waits for
+// them, so a stack that failed to start leaves no build writing into its directory.
 func (s *Stack) buildInBackground(ctx context.Context) error {
+	ctx, s.cancelBuilds = context.WithCancel(ctx)
 	s.images, s.release = make(chan error, 1), make(chan error, 1)
-	go func() { s.images <- s.publishStackImages(ctx) }()
-	go func() { s.release <- s.Publish(ctx, PackageVersion) }()
+	s.builds.Go(func() { s.images <- s.publishStackImages(ctx) })
+	s.builds.Go(func() { s.release <- s.Publish(ctx, PackageVersion) })
 	return nil
 }
 

@@ -292,8 +292,8 @@ func (n *realNode) cgroups() error {
 
 // containerdConfig is the node's containerd configuration: its state under the stack's directory,
 // CRI with cgroupfs, the stack's pause image, every container's oom_score_adj kept at or above 0
-// (this machine's capability bounding set lacks CAP_SYS_RESOURCE, without which a sandbox with a
-// negative score fails to start), the shim, runc and CNI plugins build.sh built, the node's CNI
+// (in a container whose capability bounding set lacks CAP_SYS_RESOURCE, as the development and CI
+// machines are, a sandbox with a negative score fails to start), the shim, runc and CNI plugins build.sh built, the node's CNI
 // configuration, and registry hosts that send every pull to the stack's registry.
 const containerdConfig = `version = 3
 root = "{{.Dir}}/containerd/root"
@@ -426,9 +426,9 @@ func (s *Stack) startContainerd(ctx context.Context) error {
 }
 
 // kubeletConfig is the real node's KubeletConfiguration: cgroupfs under the node's own cgroup
-// root (this machine has cgroup v1), client certificates and webhook authorization, its own
-// resolv.conf (never the machine's), its state and logs under the stack's directory, and eviction
-// thresholds a small test machine does not cross on its own.
+// root (cgroup v1, as the development and CI machines have), client certificates and webhook
+// authorization, its own resolv.conf (never the machine's), its state and logs under the stack's
+// directory, and eviction thresholds a small test machine does not cross on its own.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:

@@ -1,9 +1,10 @@
-// Package cluster starts the real control plane mdplane's end-to-end tests run against, on loopback
-// only: etcd and kube-apiserver (through envtest), kube-controller-manager, kube-scheduler, KWOK with
-// fake GPU nodes, a local model hub, the Kueue manager with its webhooks, Crossplane core, and mdplane installed from
-// its packages through Crossplane's package manager and its kustomize base (install.go), with the
-// functions, webhooks and controllers as local processes. The binaries come from build.sh, built
-// once per version from the Go module proxy.
+// Package cluster starts the real control plane mdplane's end-to-end tests run against, on this
+// machine alone: etcd and kube-apiserver (through envtest), kube-controller-manager, kube-scheduler
+// and the Kueue manager as processes; a real node (kubelet, containerd, runc, the CNI plugins,
+// kube-proxy) running the cluster DNS, Crossplane as its chart installs it, and mdplane installed
+// from its images and packages as docs/install.md says (install.go); KWOK with fake GPU nodes for
+// scale; a local model hub and an OCI registry. The binaries come from build.sh, built once per
+// version from the Go module proxy.
 package cluster
 
 import (
@@ -78,8 +79,8 @@ type Options struct {
 	// Audit turns the API server's audit log on (AuditLog): one Metadata-level line per write
 	// request (create, update, patch, delete, deletecollection) and nothing else.
 	Audit bool
-	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane's processes, the controllers
-	// and each function, on loopback ports (ProfileAddress).
+	// Profile serves Go's profiling endpoints (/debug/pprof) of the leading mdplane-controllers
+	// replica on its Pod's ProfilePort (ProfileAddress).
 	Profile bool
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
@@ -100,10 +101,11 @@ type Stack struct {
 	Client client.Client
 	// Dir is the stack's state directory.
 	Dir string
-	// Registry is the host:port of the loopback OCI registry mdplane's packages were installed from.
+	// Registry is the host:port, on the machine's address, of the stack's OCI registry, which the
+	// node's images and mdplane's packages are pulled from.
 	Registry string
 	// Hub is the local model hub (the Hugging Face and ModelScope API subset the ModelArtifact
-	// resolver calls) and HubURL its loopback address: the real hubs are not reachable here. A test
+	// resolver calls) and HubURL its address on the machine: the real hubs are not reachable here. A test
 	// points the Settings' hub endpoints at it and seeds it.
 	Hub    *hubtest.Hub
 	HubURL string
@@ -125,8 +127,10 @@ type Stack struct {
 	// hostIP is the machine's own address, which the API server advertises and the real node has.
 	hostIP string
 	// images and release report the background builds of the node's images and of this checkout's
-	// release (buildInBackground).
+	// release (buildInBackground), which cancelBuilds cancels and builds waits for.
 	images, release chan error
+	cancelBuilds    context.CancelFunc
+	builds          sync.WaitGroup
 	// node is the real node while it runs, and leftovers what it left once stopped.
 	node      *realNode
 	leftovers []string
@@ -251,6 +255,10 @@ func (s *Stack) startHub(context.Context) error {
 
 // Stop stops every component in reverse order; the API server stops before etcd.
 func (s *Stack) Stop() {
+	if s.cancelBuilds != nil {
+		s.cancelBuilds()
+		s.builds.Wait()
+	}
 	for i := len(s.processes) - 1; i >= 0; i-- {
 		s.processes[i].stop()
 	}

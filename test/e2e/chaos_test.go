@@ -141,22 +141,20 @@ func inflict(ctx context.Context, start time.Time, faults []fault) (string, erro
 		time.Sleep(time.Until(from.Add(f.after)))
 		killedAt := time.Since(start)
 		var err error
+		// A component is started again even when its kill failed half way, so that a failed round
+		// leaves the stack whole for the tests after it.
+		stop, restart := func() error { return stack.KillFunction(ctx, f.component) }, func() error { return stack.StartFunction(ctx, f.component) }
 		switch f.component {
 		case "mdplane-controllers":
-			if err = stack.KillControllers(ctx); err == nil {
-				time.Sleep(f.down)
-				err = stack.StartControllers(ctx)
-			}
+			stop, restart = func() error { return stack.KillControllers(ctx) }, func() error { return stack.StartControllers(ctx) }
 		case "crossplane", "kueue":
-			if err = stack.KillComponent(ctx, f.component); err == nil {
-				time.Sleep(f.down)
-				err = stack.StartComponent(ctx, f.component)
-			}
-		default:
-			if err = stack.KillFunction(ctx, f.component); err == nil {
-				time.Sleep(f.down)
-				err = stack.StartFunction(ctx, f.component)
-			}
+			stop, restart = func() error { return stack.KillComponent(ctx, f.component) }, func() error { return stack.StartComponent(ctx, f.component) }
+		}
+		if err = stop(); err == nil {
+			time.Sleep(f.down)
+		}
+		if restartErr := restart(); err == nil {
+			err = restartErr
 		}
 		from = time.Now()
 		happened = append(happened, fmt.Sprintf("%s killed at +%.1fs, serving again at +%.1fs", f.component, killedAt.Seconds(), from.Sub(start).Seconds()))

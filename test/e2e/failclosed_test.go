@@ -62,15 +62,15 @@ func TestAFunctionDownLeavesRunningPodsAlone(t *testing.T) {
 	check := watchInvariants(t, ctx, ns, name, 2)
 	defer check()
 	const fn = "mdplane-function-render-roles"
-	if err := stack.KillFunction(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
 			_ = stack.StartFunction(ctx, fn)
 		}
 	})
+	if err := stack.KillFunction(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
 		"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","8192"]}]`); err != nil {
 		t.Fatal(err)

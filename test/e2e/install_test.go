@@ -124,7 +124,7 @@ func TestInstallationAsDocumented(t *testing.T) {
 			}
 			want := stack.Registry + "/mdplane/" + rev.image + ":" + cluster.PackageVersion
 			if resolved, _, _ := unstructured.NestedString(item, "status", "resolvedImage"); resolved != want {
-				t.Errorf("%s: resolved %s, want %s (the loopback registry)", rev.pkg, resolved, want)
+				t.Errorf("%s: resolved %s, want %s (the stack's registry)", rev.pkg, resolved, want)
 			}
 		}
 	})

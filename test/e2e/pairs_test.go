@@ -82,7 +82,7 @@ spec:
 		select {
 		case ev = <-w.ResultChan():
 		case <-timeout:
-			t.Fatalf("the pair's rollout not done after 6 minutes; routing timeline:\n%s", strings.Join(timeline, "\n"))
+			t.Fatalf("the pair's rollout not done after 6 minutes; routing timeline:\n%s\n%s", strings.Join(timeline, "\n"), chaosDiagnosis(ns))
 		}
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok {

@@ -174,7 +174,8 @@ func TestTryItForRealAsDocumented(t *testing.T) {
 		}
 		if strings.Contains(b.body, "port-forward") {
 			script := strings.NewReplacer("8000:8000", port+":8000", "localhost:8000", "localhost:"+port).Replace(b.body)
-			out, err := shell("set -e\n" + script)
+			// The trap ends the port-forward however the block ends.
+			out, err := shell("set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script)
 			t.Logf("$ %s\n%s", script, out)
 			if err != nil || !strings.Contains(out, `"model":"Qwen/Qwen2.5-0.5B-Instruct"`) {
 				t.Fatalf("the page's request through the deployment's Service: %v\n%s", err, out)

@@ -194,6 +194,9 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 		var sent, failed atomic.Int64
 		var firstFailure atomic.Value
 		var wg sync.WaitGroup
+		// A failure below stops the loop too, before the next test begins.
+		defer wg.Wait()
+		defer cancel()
 		for range 2 {
 			wg.Go(func() {
 				// A connection per request, as kube-proxy balances connections: a kept-alive one
@@ -211,7 +214,6 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 		}
 		if _, err := stack.Kubectl("patch", "modeldeployment", name, "-n", ns, "--type=json",
 			"-p", `[{"op":"add","path":"/spec/roles/0/extraArgs","value":["--max-model-len","2048"]}]`); err != nil {
-			cancel()
 			t.Fatal(err)
 		}
 		realPodsReady(t, ctx, ns, name, 4, "--max-model-len 2048")

@@ -14,7 +14,7 @@ import (
 
 // scrapeControllers reads the metrics of the stack's mdplane-controllers (the leader).
 func scrapeControllers() (string, error) {
-	resp, err := http.Get(stack.ControllersMetricsURL()) //nolint:noctx // a loopback scrape in a test
+	resp, err := http.Get(stack.ControllersMetricsURL()) //nolint:noctx // a scrape of the stack's own Pod in a test
 	if err != nil {
 		return "", err
 	}

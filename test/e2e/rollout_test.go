@@ -422,6 +422,12 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 		return nil
 	})
 
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = stack.StartControllers(ctx)
+		}
+	})
 	if err := stack.KillControllers(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -445,6 +451,7 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 		t.Fatalf("the rollout moved while mdplane was down: %d standing", len(ps))
 	}
 
+	restarted = true
 	if err := stack.StartControllers(ctx); err != nil {
 		t.Fatal(err)
 	}

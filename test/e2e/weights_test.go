@@ -273,9 +273,8 @@ spec:
 
 // TestUnresolvedWeightsHoldTheRollout: spec.model (artifactRef with it) is frozen, so a deployment
 // cannot be edited onto other weights; what holds a rollout is a deployment whose artifact is not
-// resolved. The mdplane-settings EnvironmentConfig points the Hugging Face endpoint at a local hub
-// the test serves on loopback (the controllers and functions run as local processes), which does
-// not know the repository yet:
+// resolved. The mdplane-settings EnvironmentConfig points the Hugging Face endpoint at the stack's
+// local hub, which the controllers reach from their Pods and which does not know the repository yet:
 //
 //  1. Blocked: the artifact is Resolved False/RevisionNotFound, the deployment creates no Pod and no
 //     Workload, WeightsReady is False/ArtifactNotResolved, ReplicasUpToDate False/

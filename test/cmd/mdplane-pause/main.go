@@ -1,7 +1,7 @@
 // Command mdplane-pause is the sandbox ("pause") container of the test stack's real node: it holds
 // a Pod's namespaces open, reaps the orphans that a shared process namespace hands to it, and exits
-// when the runtime stops the sandbox. The stack builds it statically and loads it into the node's
-// containerd, which would otherwise pull registry.k8s.io/pause from the network.
+// when the runtime stops the sandbox. The stack builds it statically into an image in its registry,
+// which the node's containerd pulls in place of registry.k8s.io/pause.
 package main
 
 import (
