@@ -599,16 +599,7 @@ func compositionFunctions() []string {
 // name admission sees, with every right (standing in for the ClusterRoles a cluster grants the
 // component: Deviations lists where), and returns its path.
 func (s *Stack) userKubeconfig(file, user string) (string, error) {
-	u, err := s.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", err
-	}
-	raw, err := u.KubeConfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(s.Dir, "config", file+".kubeconfig")
-	return path, os.WriteFile(path, raw, 0o600)
+	return s.identityKubeconfig(file, user, "system:masters")
 }
 
 // ConfigAs is a client configuration that authenticates as a ServiceAccount the stack runs a

@@ -105,8 +105,8 @@ type Stack struct {
 	// node's images and mdplane's packages are pulled from.
 	Registry string
 	// Hub is the local model hub (the Hugging Face and ModelScope API subset the ModelArtifact
-	// resolver calls) and HubURL its address on the machine: the real hubs are not reachable here. A test
-	// points the Settings' hub endpoints at it and seeds it.
+	// resolver calls) and HubURL its address on the machine: the real hubs are not reachable here.
+	// A test points the Settings' hub endpoints at it and seeds it.
 	Hub    *hubtest.Hub
 	HubURL string
 	// MetricsExporter answers the metrics snapshot's scrapes of the stack's Pods; a test sets each
