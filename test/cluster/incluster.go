@@ -86,15 +86,24 @@ func (s *Stack) killPod(ctx context.Context, p *corev1.Pod) error {
 		return err
 	}
 	return waitFor(ctx, nil, time.Minute, "kube-proxy without "+p.Status.PodIP, func() error {
-		out, err := exec.CommandContext(ctx, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+		rules, err := kubeProxyRules(ctx)
 		if err != nil {
-			return fmt.Errorf("nft list table ip kube-proxy: %w: %s", err, out)
+			return err
 		}
-		if routesTo(string(out), p.Status.PodIP) {
+		if routesTo(rules, p.Status.PodIP) {
 			return errors.New("still an endpoint")
 		}
 		return nil
 	})
+}
+
+// kubeProxyRules is the ruleset kube-proxy keeps for the node's IPv4 Services.
+func kubeProxyRules(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("nft list table ip kube-proxy: %w: %s", err, out)
+	}
+	return string(out), nil
 }
 
 // routesTo says whether kube-proxy's ruleset sends connections to an address: an endpoint's rule
@@ -294,12 +303,31 @@ func (s *Stack) StartWebhooks(ctx context.Context) error {
 	if err := s.scaleUp(ctx, Namespace, "mdplane-webhooks", WebhookReplicas); err != nil {
 		return err
 	}
-	return waitFor(ctx, nil, time.Minute, "the webhook Service's endpoints", func() error {
+	return s.webhooksRouted(ctx, WebhookReplicas)
+}
+
+// webhooksRouted waits until the webhook Service has want ready endpoints and kube-proxy sends its
+// connections to each: an endpoint becomes ready in the API before kube-proxy's next sync routes
+// to it, and meanwhile the API server's calls to the webhooks are refused.
+func (s *Stack) webhooksRouted(ctx context.Context, want int) error {
+	return waitFor(ctx, nil, time.Minute, "the webhook Service's endpoints routed by kube-proxy", func() error {
 		ready, err := s.serviceEndpoints(ctx, Namespace, "mdplane-webhook")
-		if err == nil && len(ready) < WebhookReplicas {
-			err = fmt.Errorf("endpoints %v", ready)
+		if err != nil {
+			return err
 		}
-		return err
+		if len(ready) < want {
+			return fmt.Errorf("endpoints %v", ready)
+		}
+		rules, err := kubeProxyRules(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ip := range ready {
+			if !routesTo(rules, ip) {
+				return fmt.Errorf("kube-proxy does not route to %s yet", ip)
+			}
+		}
+		return nil
 	})
 }
 

@@ -84,6 +84,9 @@ func (s *Stack) install(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := s.webhooksRouted(ctx, WebhookReplicas); err != nil {
+		return err
+	}
 	return waitFor(ctx, nil, time.Minute, "a leader of mdplane-controllers", func() error {
 		if !s.Leads() {
 			return errors.New("no running replica holds the leader lease yet")

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -506,8 +507,16 @@ type secondWriter struct {
 func startSecondWriter(t *testing.T, ctx context.Context, namespace string, seed uint64) *secondWriter {
 	t.Helper()
 	// Each kind in the name of one that may write it: mdplane's internal objects refuse every
-	// writer but Crossplane and mdplane-controllers, and each of those two holds only its own rights.
-	asCrossplane, asControllers := clientAs(t, cluster.CrossplaneUser), clientAs(t, cluster.ControllersUser)
+	// writer but Crossplane and mdplane-controllers. mdplane-controllers' own rights do not cover
+	// patching a ModelReplica's or a revision's metadata, so those are written in its name with an
+	// administrator's rights (impersonated), as another holder of its name could.
+	asCrossplane := clientAs(t, cluster.CrossplaneUser)
+	impersonated := rest.CopyConfig(stack.Config)
+	impersonated.Impersonate = rest.ImpersonationConfig{UserName: cluster.ControllersUser, Groups: []string{"system:masters", "system:authenticated"}}
+	asControllers, err := client.New(impersonated, client.Options{Scheme: stack.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	writerOf := func(obj client.Object) client.Client {
 		switch obj.(type) {
 		case *v1alpha1.ModelRole:
