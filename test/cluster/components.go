@@ -611,11 +611,12 @@ func (s *Stack) ConfigAs(ctx context.Context, user string) (*rest.Config, error)
 	if !ok || !found {
 		return nil, fmt.Errorf("%s is not a ServiceAccount's user name", user)
 	}
-	path, err := s.serviceAccountKubeconfig(ctx, namespace, account)
+	// In memory: tests running at once each get their own token, and no file is shared.
+	cfg, err := s.serviceAccountConfig(ctx, namespace, account)
 	if err != nil {
 		return nil, err
 	}
-	return clientcmd.BuildConfigFromFlags("", path)
+	return clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
 }
 
 // compositesServed passes once Crossplane serves every composite kind of the Configuration as an

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Exporter stands in for the engine of every Pod on the fake nodes, whose addresses lead nowhere:
@@ -15,7 +16,7 @@ import (
 // stays Unknown as no engine answered it.
 type Exporter struct {
 	mu     sync.Mutex
-	bodies map[string]string
+	bodies map[string]body
 	// Default answers for the Pods no test set a body for: on the stack, every engine's drain gauges
 	// at 0, so a scale-down's drain read finds a seated replica idle (a test may make it busy).
 	Default string
@@ -34,14 +35,20 @@ sglang:num_decode_prealloc_queue_reqs 0
 sglang:num_decode_transfer_queue_reqs 0
 `
 
-// Set makes the exporter answer for the Pod address (ip:port) with body.
-func (e *Exporter) Set(podAddress, body string) {
+// body is what the exporter answers for an address, and since when.
+type body struct {
+	text string
+	set  time.Time
+}
+
+// Set makes the exporter answer for the Pod address (ip:port) with text.
+func (e *Exporter) Set(podAddress, text string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.bodies == nil {
-		e.bodies = map[string]string{}
+		e.bodies = map[string]body{}
 	}
-	e.bodies[podAddress] = body
+	e.bodies[podAddress] = body{text: text, set: time.Now()}
 }
 
 // Forget stops answering for the Pod address.
@@ -51,14 +58,16 @@ func (e *Exporter) Forget(podAddress string) {
 	delete(e.bodies, podAddress)
 }
 
-// forgetPod stops answering for every address of a Pod's IP. The stack calls it when a fake node's
-// Pod is deleted: KWOK hands a freed address to the next Pod at once, which must not inherit a
-// body a test set for the Pod before it.
-func (e *Exporter) forgetPod(ip string) {
+// forgetPod stops answering for every address of a deleted Pod's IP, except what was set since
+// heldSince, when the next Pod holding that IP started (zero if none holds it). The stack calls it
+// when a fake node's Pod is deleted: KWOK hands a freed address to the next Pod at once, which must
+// not inherit a body a test set for the Pod before it, nor lose one set for itself before the
+// deletion was seen.
+func (e *Exporter) forgetPod(ip string, heldSince time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for address := range e.bodies {
-		if host, _, err := net.SplitHostPort(address); err == nil && host == ip {
+	for address, b := range e.bodies {
+		if host, _, err := net.SplitHostPort(address); err == nil && host == ip && (heldSince.IsZero() || b.set.Before(heldSince)) {
 			delete(e.bodies, address)
 		}
 	}
@@ -70,9 +79,10 @@ func (e *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.mu.Lock()
-	body, ok := e.bodies[r.Host]
+	b, ok := e.bodies[r.Host]
+	text := b.text
 	if !ok && e.Default != "" {
-		body, ok = e.Default, true
+		text, ok = e.Default, true
 	}
 	e.mu.Unlock()
 	if r.Method == http.MethodPost && (r.URL.Path == "/v1/completions" || r.URL.Path == "/generate") {
@@ -85,5 +95,5 @@ func (e *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(body))
+	_, _ = w.Write([]byte(text))
 }

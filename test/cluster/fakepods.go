@@ -55,13 +55,14 @@ func (s *Stack) forgetDeletedPods() error {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(clientset, 0)
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = gone.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); ok && p.Status.PodIP != "" {
-				s.MetricsExporter.forgetPod(p.Status.PodIP)
+				s.MetricsExporter.forgetPod(p.Status.PodIP, heldSince(informer.GetStore().List(), p))
 			}
 		},
 	}); err != nil {
@@ -71,4 +72,24 @@ func (s *Stack) forgetDeletedPods() error {
 	factory.Start(stop)
 	s.stops = append(s.stops, func() { close(stop); factory.Shutdown() })
 	return nil
+}
+
+// heldSince is when the Pod now holding a deleted Pod's IP started (its start time, else its
+// creation, each to the second, so rounded down), or zero when no other Pod holds it.
+func heldSince(pods []any, deleted *corev1.Pod) time.Time {
+	var since time.Time
+	for _, obj := range pods {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.UID == deleted.UID || p.Status.PodIP != deleted.Status.PodIP {
+			continue
+		}
+		started := p.CreationTimestamp.Time
+		if p.Status.StartTime != nil {
+			started = p.Status.StartTime.Time
+		}
+		if since.IsZero() || started.Before(since) {
+			since = started
+		}
+	}
+	return since
 }

@@ -403,10 +403,11 @@ func (s *Stack) KillFunction(ctx context.Context, name string) error {
 	if err := client.IgnoreAlreadyExists(s.Client.Create(ctx, stop)); err != nil {
 		return err
 	}
-	if err := s.nudgeRevisions(ctx, name); err != nil {
-		return err
-	}
+	nudge := s.nudgingRevisions(ctx, name)
 	return waitFor(ctx, nil, 2*time.Minute, "the Function "+name+" without Pods", func() error {
+		if err := nudge(); err != nil {
+			return err
+		}
 		pods, err := s.runningPods(ctx, CrossplaneNamespace, map[string]string{"pkg.crossplane.io/function": name})
 		if err == nil && len(pods) > 0 {
 			err = fmt.Errorf("%d Pods", len(pods))
@@ -425,10 +426,11 @@ func (s *Stack) StartFunction(ctx context.Context, name string) error {
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if err := s.nudgeRevisions(ctx, name); err != nil {
-		return err
-	}
+	nudge := s.nudgingRevisions(ctx, name)
 	return waitFor(ctx, nil, 3*time.Minute, "the Function "+name+" serving", func() error {
+		if err := nudge(); err != nil {
+			return err
+		}
 		pods, err := s.runningPods(ctx, CrossplaneNamespace, map[string]string{"pkg.crossplane.io/function": name})
 		if err != nil {
 			return err
@@ -460,6 +462,21 @@ func (s *Stack) nudgeRevisions(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// nudgingRevisions is a check step that nudges a Function's revisions now and every ten seconds
+// after: Crossplane reads ImageConfigs through a cache fed by a watch of their own, so the
+// reconcile a nudge starts may not see yet the ImageConfig just created or deleted, and nothing
+// else wakes the revision again.
+func (s *Stack) nudgingRevisions(ctx context.Context, name string) func() error {
+	var last time.Time
+	return func() error {
+		if time.Since(last) < 10*time.Second {
+			return nil
+		}
+		last = time.Now()
+		return s.nudgeRevisions(ctx, name)
+	}
 }
 
 // FunctionNames are the Functions mdplane's Compositions call, by the names KillFunction takes.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -248,18 +249,27 @@ func (s *Stack) push(builds []packaging.Built, version string) error {
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as a ServiceAccount (of the
 // install manifest, or of Crossplane's chart), with a bound token from the TokenRequest API.
 func (s *Stack) serviceAccountKubeconfig(ctx context.Context, namespace, account string) (string, error) {
+	cfg, err := s.serviceAccountConfig(ctx, namespace, account)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.Dir, "config", namespace+"."+account+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// serviceAccountConfig is a kubeconfig, in memory, of a fresh bound token of a ServiceAccount.
+func (s *Stack) serviceAccountConfig(ctx context.Context, namespace, account string) (*clientcmdapi.Config, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: account}}
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
 	if err := s.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", namespace, account, err)
+		return nil, fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", namespace, account, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["stack"] = &clientcmdapi.Cluster{Server: s.Config.Host, CertificateAuthorityData: s.Config.CAData}
 	cfg.AuthInfos[account] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts[account] = &clientcmdapi.Context{Cluster: "stack", AuthInfo: account}
 	cfg.CurrentContext = account
-	path := filepath.Join(s.Dir, "config", namespace+"."+account+".kubeconfig")
-	return path, clientcmd.WriteToFile(*cfg, path)
+	return cfg, nil
 }
 
 // CLI is the mdplane command line built from this checkout (once per stack), for the tests that run
@@ -274,18 +284,26 @@ func (s *Stack) CLI() (string, error) {
 
 // buildCommand builds ./cmd/<name> of the checkout into the stack's directory, once per stack: a
 // directory kept from an earlier stack (make cluster-up's) may hold the binary of an older
-// checkout, which is built again (Go's build cache makes an unchanged one cheap).
+// checkout, which is built again (Go's build cache makes an unchanged one cheap). Tests that ask at
+// once all wait for the one build.
 func (s *Stack) buildCommand(root, name string) (string, error) {
 	bin := filepath.Join(s.Dir, name)
-	if _, built := s.built.LoadOrStore(name, true); built {
-		return bin, nil
-	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
-	}
-	return bin, nil
+	once, _ := s.built.LoadOrStore(name, &commandBuild{})
+	b := once.(*commandBuild)
+	b.once.Do(func() {
+		build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %w\n%s", name, err, out)
+		}
+	})
+	return bin, b.err
+}
+
+// commandBuild is one command's build for the stack, run by the first caller.
+type commandBuild struct {
+	once sync.Once
+	err  error
 }
 
 // packagesHealthy passes once the Configuration and every Function it depends on report Healthy
