@@ -33,8 +33,12 @@ test: fmt-check vet lint
 	$(GO) test ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 	cd test/monitoring && $(GO) vet ./... && $(GO) test -count=1 ./...
-	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m ./...
+	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m -parallel $(E2E_PARALLEL) ./...
 	$(MAKE) --no-print-directory conformance-on-stack
+
+# How many e2e tests marked parallel run at once: most of a test's time is waiting (Crossplane's
+# poll, Kueue's admission, rollouts), so more than the machine's cores.
+E2E_PARALLEL ?= 8
 
 ## conformance: prove an installation on your own cluster: the conformance tests of the e2e suite
 ## (TestConformance*) against the cluster of KUBECONFIG (MDPLANE_CONFORMANCE_CONTEXT picks a

@@ -94,6 +94,7 @@ func agreementManifest(name, engine, router, roles string) string {
 const llmdRouter = "  router: {name: llm-d-router}\n"
 
 func TestUpstreamAgreementOnTheStack(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-u")
 	queue(t, ctx, "upstream-agreement", "gpustack-fnv64-7bc37bef52624161", "team-u", 8) // a ClusterQueue of its own: the smoke test makes the type's
@@ -258,6 +259,7 @@ func storeUnjudged(t *testing.T, ctx context.Context, manifest string, settled f
 // mix transports is refused by kubectl with the lines `mdplane validate` prints offline,
 // and one on a single transport is admitted.
 func TestAMixedTransportBackendRefusesANewBinding(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-m")
 	chain := `apiVersion: worker.gpustack.ai/v1

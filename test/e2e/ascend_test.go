@@ -80,6 +80,7 @@ func ascendType(t *testing.T, ctx context.Context, namespace, typeName string, f
 // with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
 // and a pair whose prefill is narrower than its decode is refused.
 func TestAscendRoles(t *testing.T) {
+	sequential(t, "counts every NPU of the ascend-910b group, whose nodes TestCoherentPairRollout adds and deletes, and owns the RuntimeClass ascend")
 	ctx := context.Background()
 	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
 	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}

@@ -63,6 +63,7 @@ func hpaSays(ctx context.Context, namespace, name string) string {
 // /metrics: up, down through the retirement protocol (a busy leaving replica is held in Draining),
 // and up again past the queue's quota, where Kueue holds the replica it cannot admit.
 func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
+	sequential(t, "registers and removes the cluster-wide custom metrics APIService; while it is unavailable, discovery and namespace deletion fail for everyone")
 	ctx := context.Background()
 	const ns, name, queueName = "team-hpa", "hpa", "hpa"
 	role := rolesv1.Name(name, "server")

@@ -56,6 +56,7 @@ func clientAs(t *testing.T, user string) client.Client {
 // edit or delete mdplane's internal objects — ModelRoles, ModelReplicas, RoleRevisions
 // (ControllerRevisions) — which only mdplane and Crossplane write.
 func TestTenantBoundaries(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-t"
 	applyCluster(t, ctx, ns)

@@ -65,6 +65,7 @@ type chaosRole struct {
 // missing, no replica outside the change restarted. Each step finishes within chaosStepBound of its
 // change; after the delete no Pod, Workload, ModelRole, ModelReplica or RoleRevision is left.
 func TestChaos(t *testing.T) {
+	sequential(t, "kills and restarts the controllers, Crossplane, Kueue and the Functions every deployment needs")
 	ctx := context.Background()
 	seed, rounds := chaosSettings(t)
 	t.Logf("chaos: seed %d, %d rounds; rerun with make chaos SEED=%d ROUNDS=%d", seed, rounds, seed, rounds)
@@ -615,6 +616,7 @@ func (sw *secondWriter) stop() string {
 // TestChaosWatchJudges holds the chaos suite's watch to the invariants it reports, one row per rule,
 // on made-up Pod events of a role of two replicas of two members.
 func TestChaosWatchJudges(t *testing.T) {
+	parallel(t)
 	member := func(uid string, ordinal int, member int, args string) *corev1.Pod {
 		p := &corev1.Pod{}
 		p.Name, p.UID = fmt.Sprintf("d-prefill-%d-%d-%s", ordinal, member, uid), types.UID(uid)

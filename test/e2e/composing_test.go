@@ -41,6 +41,7 @@ func chatModel(namespace, name string) *unstructured.Unstructured {
 // from the pinned module's package/ directory and pushed to the stack's registry, which an
 // ImageConfig stands in for, and its process is run by the stack's External runtime.
 func TestATeamAPIComposedFromModelDeployment(t *testing.T) {
+	sequential(t, "installs a Configuration that depends on mdplane's own, so Crossplane's package manager resolves mdplane's packages again")
 	ctx := context.Background()
 	const ns, name = "team-api", "support-bot"
 	tmp := t.TempDir() // the commands' $TMPDIR, where the built package waits for its push

@@ -88,6 +88,7 @@ func runConformance(m *testing.M, kubeconfig string) int {
 
 // TestConformanceInstalled: mdplane is installed as docs/install.md says and serving.
 func TestConformanceInstalled(t *testing.T) {
+	parallel(t)
 	conformant(t, "the Configuration and its Functions are Healthy, every kind is established, the webhooks carry their CA, "+
 		"the joint AdmissionCheck is Active and the metrics API is Available")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -144,12 +145,13 @@ func TestConformanceInstalled(t *testing.T) {
 	}
 }
 
-// conformanceFixture makes the run's namespace and an InstanceType no node offers (a CPU type of an
+// conformanceFixture makes a namespace of the run and claim and an InstanceType no node offers (a CPU type of an
 // architecture named after the run), so a deployment on it waits for quota and runs no Pod; both,
 // and the queue objects the controllers make for the type, are deleted when the test ends.
-func conformanceFixture(t *testing.T, ctx context.Context) (namespace, instanceType string) {
+func conformanceFixture(t *testing.T, ctx context.Context, claim string) (namespace, instanceType string) {
 	t.Helper()
-	namespace, instanceType = "mdplane-conformance-"+conformanceRun, "mdplane-conformance-"+conformanceRun
+	namespace = "mdplane-conformance-" + conformanceRun + "-" + claim
+	instanceType = namespace
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s, labels: {app.kubernetes.io/part-of: mdplane-conformance}}
@@ -196,9 +198,10 @@ func conformanceDeployment(namespace, name, instanceType, roleFields string) str
 // TestConformanceARefusalIsTheOfflineValidation: the installed webhooks refuse what mdplane validate
 // refuses, with the same messages, and admit its near miss.
 func TestConformanceARefusalIsTheOfflineValidation(t *testing.T) {
+	parallel(t)
 	conformant(t, "the webhooks refuse a deployment with the messages of the offline validation, and admit its near miss")
 	ctx := context.Background()
-	namespace, instanceType := conformanceFixture(t, ctx)
+	namespace, instanceType := conformanceFixture(t, ctx, "refusal")
 	dryRun := func(manifest string) (string, error) {
 		f := filepath.Join(t.TempDir(), "md.yaml")
 		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
@@ -238,10 +241,11 @@ func TestConformanceARefusalIsTheOfflineValidation(t *testing.T) {
 // and held by Kueue for quota, its status says so, and its metrics snapshot answers that no Pod can
 // be read.
 func TestConformanceADeploymentIsComposedAndWaitsForQuota(t *testing.T) {
+	parallel(t)
 	conformant(t, "a deployment is composed through the functions, its Pod created and held by Kueue for quota, "+
 		"its status Starting with QuotaReserved not True, and its metrics snapshot unavailable without a running Pod")
 	ctx := context.Background()
-	namespace, instanceType := conformanceFixture(t, ctx)
+	namespace, instanceType := conformanceFixture(t, ctx, "quota")
 	const name = "held"
 	manifest := conformanceDeployment(namespace, name, instanceType, "")
 	f := filepath.Join(t.TempDir(), "md.yaml")

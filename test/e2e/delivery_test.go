@@ -78,6 +78,7 @@ func setReadyToStartContainers(t *testing.T, ctx context.Context, running []core
 // As in TestAClaimDeliversTheWeights, KWOK never sets PodReadyToStartContainers, so WeightsReady is
 // first False/WeightsNotMounted, and True/Mounted once the test sets it as a kubelet would.
 func TestAnImageDeliversTheWeights(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name, artifact, node = "team-i", "image", "weights-image", "gpu-node-1"
 	digest := sha256.Sum256([]byte("Qwen/Qwen3-8B weights as an OCI artifact"))
@@ -187,6 +188,7 @@ spec:
 // PersistentVolume pre-bound to the claim appears, kube-controller-manager's binder binds them, the
 // claim's watch re-enqueues the deployment, and its replica is created and runs.
 func TestAPendingClaimHoldsTheDeployment(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name, artifact, claim = "team-f", "pending", "weights-pending", "weights"
 	const class, volume = "team-f-immediate", "team-f-weights"

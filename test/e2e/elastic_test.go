@@ -59,6 +59,7 @@ spec:
 // edit with its own message, and admits an identical update (the accelerator count the mutating
 // webhook defaulted, "1", written back as the number 1 included) and a width increase.
 func TestOnARoleCarryingElasticEpSizeInstanceTypeResourcesAndCommandAreFrozen(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-ee-2"
 	applyCluster(t, ctx, ns)
@@ -214,6 +215,7 @@ func awaitResizeCondition(t *testing.T, ctx context.Context, namespace, deployme
 // after its backoff and applied, and the observation follows; an env edit replaces nothing; a size edit and a width decrease are
 // refused with the spec's messages.
 func TestElasticEP(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, md, headType = "team-ee", "moe", "e2e-elastic-cpu-linux-amd64"
 	applyCluster(t, ctx, ns)

@@ -91,6 +91,7 @@ func eligibleCount(s *workerv1.RoleStatus) string {
 // Ready it is qualified, its rank labelled endpoint-eligible and its Services gain the term; a rank
 // reporting not ready loses the label at once and the condition turns False/EndpointsRevoked.
 func TestExternalDPServesEveryRank(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-dp"
 	runOnH20(t, ctx, ns, "dp-h20", 8, "ranks2", 2, externalDP(ns, "ranks2", 2, "$(GPUSTACK_MEMBER_INDEX)"))
@@ -249,6 +250,7 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 // refuse any other writer), so its slot is refilled on the new configuration while the other old
 // replica keeps running.
 func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-dp-2", "edited"
 	leaderServed := strings.Replace(externalDP(ns, name, 2, "$(GPUSTACK_MEMBER_INDEX)"), "replicas: 1", "replicas: 2", 1)

@@ -17,6 +17,7 @@ import (
 // refused (the webhooks' failurePolicy is Fail), and the refusal names the webhook; once they are
 // back, the same create is admitted.
 func TestNoWebhookNoAdmission(t *testing.T) {
+	sequential(t, "scales the webhooks to zero: every admission in the cluster fails meanwhile")
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-fc")
 	t.Cleanup(func() { tearDown(t, ctx, "team-fc") })
@@ -52,6 +53,7 @@ func TestNoWebhookNoAdmission(t *testing.T) {
 // also leaves it no time to write its Synced condition. Started again, the function renders the
 // edit and the rollout carries it to every Pod.
 func TestAFunctionDownLeavesRunningPodsAlone(t *testing.T) {
+	sequential(t, "stops the render-roles Function: no deployment is composed meanwhile")
 	ctx := context.Background()
 	const ns, name = "team-fn", "steady"
 	runOnH20(t, ctx, ns, "function-down", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))

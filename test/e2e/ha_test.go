@@ -46,6 +46,7 @@ func leaseHolder(ctx context.Context) (string, error) {
 // invariants watched throughout (one configuration per instance, no Pod changed in place, at most one
 // replica missing), within three minutes of the kill.
 func TestStandbyFinishesARollout(t *testing.T) {
+	sequential(t, "kills the controllers' leader")
 	ctx := context.Background()
 	const ns, name = "team-ha", "standby"
 	if _, err := stack.StandbyControllers(ctx); err != nil {
@@ -150,6 +151,7 @@ func reviewDirectly(t *testing.T, ctx context.Context, address, manifest string)
 // judged, by the other: a refused deployment is refused with the webhook's own words, an admissible
 // one admitted.
 func TestWebhooksServedByEither(t *testing.T) {
+	sequential(t, "kills each webhook replica in turn")
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-wh")
 	t.Cleanup(func() { tearDown(t, ctx, "team-wh") })

@@ -93,6 +93,7 @@ var installedPackages = []struct{ list, pkg, image string }{
 // The stack installed mdplane through the package manager (see cluster.Stack.install); this test
 // checks what that left behind, and runs the commands of docs/install.md that can run here.
 func TestInstallationAsDocumented(t *testing.T) {
+	sequential(t, "upgrades mdplane's packages and rolls them back")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	blocks, err := docBlocks()

@@ -163,6 +163,7 @@ func tearDown(t *testing.T, ctx context.Context, namespace string) {
 // groups runs nothing and holds every group; a small deployment that fits in what is left runs
 // meanwhile; raising the quota admits all four groups together.
 func TestJointAdmission(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-j"
 	applyCluster(t, ctx, ns)
@@ -314,6 +315,7 @@ func TestJointAdmission(t *testing.T) {
 // TestParking: a set that cannot complete is parked after the park time, releasing its quota to a
 // deployment waiting behind it; an edit of the parked deployment queues its set again.
 func TestParking(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-k"
 	applyCluster(t, ctx, ns)
@@ -380,6 +382,7 @@ func TestParking(t *testing.T) {
 // only its waiting groups are: the replica that was serving keeps its admitted Workload and its
 // Pods. An edit of the deployment queues the parked groups again, and the set completes once it fits.
 func TestParkingSparesServingReplicas(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-ps", "serving"
 	applyCluster(t, ctx, ns)

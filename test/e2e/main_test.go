@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		// directory, kept when a test fails): who wrote what, when, to diagnose a failure.
 		Audit:                  os.Getenv("MDPLANE_E2E_AUDIT") != "",
 		CrossplanePollInterval: 5 * time.Second,
+		// Room for the parallel tests' peaks at once (make test runs E2E_PARALLEL of them): each
+		// holds at most 9 GPUs and most 2 to 4; the nodes alternate A10G and H20, 8 GPUs each.
+		Nodes: 10,
 		// Short enough for a test to watch a set being parked, long enough for the others to finish
 		// holding a set on purpose.
 		// mdplane manages the queues of every InstanceType, as on a real cluster, except those a test
@@ -56,6 +59,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	fmt.Println(groupsSummary())
 	if proven.claims != nil {
 		fmt.Println(conformanceSummary())
 	}

@@ -52,6 +52,7 @@ vllm_router_requests_total %d
 // granted only the proxied group by mdplane's own SubjectAccessReview; a deployment with no metrics
 // Pod is unavailable.
 func TestTheMetricsSnapshotOnTheStack(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-mx"
 	applyCluster(t, ctx, ns)

@@ -24,6 +24,7 @@ import (
 // selected; the rollout invariants hold per role (one configuration per instance, no Pod changed in
 // place, at most one replica of a role missing).
 func TestCoherentPairRollout(t *testing.T) {
+	sequential(t, "adds and deletes untainted NPU nodes of the ascend-910b group, which TestAscendRoles counts")
 	ctx := context.Background()
 	const ns, typeName, name = "team-pair", "e2e-pair-910b-linux-arm64", "vasc"
 	ascendType(t, ctx, ns, typeName, 2)

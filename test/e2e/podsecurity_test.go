@@ -20,6 +20,7 @@ import (
 // through additionalVolumes, an emptyDir) runs there: the Pods are created and Ready, without a
 // hostPath, and the condition turns True.
 func TestPodSecurityBaseline(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-psa", "baseline"
 	applyCluster(t, ctx, ns)

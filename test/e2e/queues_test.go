@@ -156,6 +156,7 @@ func heldOn(ctx context.Context, resourceName corev1.ResourceName, nodes ...stri
 // deleting the nodes one by one lowers them to 4 and then 0, Preparing again, the detail kept as last
 // observed.
 func TestInstanceTypeFromNodes(t *testing.T) {
+	sequential(t, "adds untainted GPU nodes that others' Pods would land on, and counts every Pod bound to them")
 	ctx := context.Background()
 	const ns, typeName, product = "team-q", "queues-nvidia-l4-linux-amd64", "NVIDIA-L4"
 	const unitCPU, unitRAM, localStorage = "4", "16Gi", "50Gi"
@@ -456,6 +457,7 @@ func kwokNodes(ctx context.Context, want map[string]string) ([]string, error) {
 // lands on the arm64 node. Each type's remaining is its capacity less what the Pods bound to its
 // nodes hold, the deployment's cards among them; each node carries the labels of its types only.
 func TestPlacementThroughFlavor(t *testing.T) {
+	sequential(t, "compares an InstanceType's remaining capacity with every Pod on a shared H20 node")
 	ctx := context.Background()
 	const ns = "team-placement"
 	const h20Type, l40sType, armType = "placement-nvidia-h20-linux-amd64", "placement-nvidia-l40s-linux-amd64", "placement-nvidia-h20-linux-arm64"
@@ -620,6 +622,7 @@ spec:
 // deployment's QuotaReserved naming the level; two
 // replicas of two 8-card Pods each run, each replica's Pods in one rack.
 func TestTopologyRequiredLevel(t *testing.T) {
+	sequential(t, "adds untainted GPU nodes whose free capacity decides its placement")
 	ctx := context.Background()
 	const ns = "team-topology"
 	const typeName = "topology-nvidia-b200-linux-amd64"

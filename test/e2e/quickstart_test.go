@@ -66,6 +66,7 @@ var quickstartSays = map[string]string{
 // node, and publish the pool's endpoint from its external backend. The page ends by deleting what it
 // created; the test checks that it is gone, and runs the page's deletions itself if it failed midway.
 func TestQuickstartAsDocumented(t *testing.T) {
+	sequential(t, "makes, as the page does, the managed A10G InstanceType and needs free GPUs on the shared A10G node")
 	ctx := context.Background()
 	page, err := pageBlocks("quickstart.md")
 	if err != nil {
@@ -151,6 +152,7 @@ const tryItForReal = "Try it for real"
 // each kubectl line runs as written; the block that forwards a port and asks the model runs as one
 // script, on a free port of this machine instead of 8000, and must print an answer naming the model.
 func TestTryItForRealAsDocumented(t *testing.T) {
+	sequential(t, "deletes, as the page does, the real node's InstanceType the other real-node tests use")
 	page, err := pageBlocks("quickstart.md")
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ var crossplaneVerbs = []string{"get", "list", "watch", "create", "update", "patc
 // gives it: its chart's ClusterRoles, the RBAC manager's, and mdplane's package. A kind it may not
 // write or read would leave a deployment composing forever on a real install.
 func TestCrossplaneMayComposeEveryKind(t *testing.T) {
+	parallel(t)
 	composed, required := functionKinds(t)
 	if len(composed) < 5 || len(required) < 5 {
 		t.Fatalf("found only %v composed and %v required kinds: the cases or examples did not render", composed, required)
@@ -69,6 +70,7 @@ func crossplaneMay(t *testing.T, gvk schema.GroupVersionKind, verbs ...string) {
 // TestCrossplaneCannotMintRights: what mdplane grants Crossplane lets it write the routers' Role
 // and RoleBinding only with rights it holds itself: it may neither escalate nor bind.
 func TestCrossplaneCannotMintRights(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	for _, c := range []struct{ verb, resource string }{
 		{"escalate", "roles"}, {"escalate", "clusterroles"}, {"bind", "roles"}, {"bind", "clusterroles"},

@@ -58,9 +58,7 @@ func onTheStack(t *testing.T, ns, extra string) string {
 // comes back and serves, reported as a restart; and a rolling edit under a steady request loop
 // through the Service loses no request and ends at the new revision.
 func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
-	// Beside the other real-node test, after the suite's sequential tests: their engines wait on
-	// probes and drains, not on this machine's two cores.
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-real", "chat"
 	manifest := onTheStack(t, ns, "      env: "+standInFlags+"\n")
@@ -233,7 +231,7 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 // TestTheMooncakeClientConfigOnTheRealNode: a deployment with a KVCachePoolBinding reads, inside its
 // engine container, the mooncake.json and environment `mdplane render` printed for it.
 func TestTheMooncakeClientConfigOnTheRealNode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-real-kv", "chat"
 	applyCluster(t, ctx, ns)

@@ -17,6 +17,7 @@ import (
 // often the controller looks again; a member deleted by hand is told as ReplicaLeaving, once, and
 // its replica is rebuilt.
 func TestReplicaEventsFollowTheirTriggers(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name, clusterQueue = "team-ev", "events", "replicaevents-h20"
 	applyCluster(t, ctx, ns)

@@ -27,6 +27,7 @@ func scrapeControllers() (string, error) {
 // declared, standing and Ready, with its replicas' time to admission and to Ready observed; the
 // deployment's status.phase reads Ready, and Degraded once a scale-up leaves it short.
 func TestARoleIsDashboarded(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-dash", "dash"
 	runOnH20(t, ctx, ns, "dash", 8, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))

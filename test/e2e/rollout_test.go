@@ -84,6 +84,7 @@ func patchReplicas(t *testing.T, namespace, deployment string, replicas int) {
 // TestScaleWithoutRestarts: scaling up adds only the new ordinals; scaling down sheds the highest
 // ordinals and deletes their Workloads; the survivors keep their Pods throughout.
 func TestScaleWithoutRestarts(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns = "team-s"
 	applyCluster(t, ctx, ns)
@@ -145,6 +146,7 @@ func TestScaleWithoutRestarts(t *testing.T) {
 // TestRollingEdit: an extraArgs edit on a three-replica role replaces one replica at a time, each
 // replacement admitted before the next old replica leaves; never more than one replica missing.
 func TestRollingEdit(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-r", "edited"
 	runOnH20(t, ctx, ns, "rollout-edit", 8, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
@@ -278,6 +280,7 @@ func argsOf(p *corev1.Pod) string {
 // replacement queued, nothing else shed; a second edit supersedes the queued replacement, and once
 // quota frees up only the newest configuration is ever admitted.
 func TestRolloutWaitsAndSupersedes(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-w", "waiting"
 	runOnH20(t, ctx, ns, "rollout-wait", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
@@ -397,6 +400,7 @@ func recordedReplacement(ctx context.Context, namespace, deployment, role string
 // remembers it in the deployment's rollout record; started again, it finishes that replacement before the next
 // replica leaves.
 func TestRolloutResumesAfterRestart(t *testing.T) {
+	sequential(t, "stops and restarts the controllers")
 	ctx := context.Background()
 	const ns, name = "team-x", "restarted"
 	runOnH20(t, ctx, ns, "rollout-restart", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
@@ -466,6 +470,7 @@ func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
 // rebuilds the whole instance — both members and its Workload anew — and leaves its sibling alone;
 // evicting a member (as a drain does) rebuilds its instance too, reported as an eviction.
 func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-d", "members"
 	runOnH20(t, ctx, ns, "rollout-members", 8, name, 4, strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "replicas: 2,", "replicas: 2, size: 2,", 1))
@@ -571,6 +576,7 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 // TestSizeEdit: widening a role from one member to two replaces its instances one at a time; the
 // member names and each instance's headless Service appear.
 func TestSizeEdit(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-z", "widened"
 	runOnH20(t, ctx, ns, "rollout-size", 8, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
@@ -606,6 +612,7 @@ func TestSizeEdit(t *testing.T) {
 // retires the whole replica, reported as ReplicaEvicted with Kueue's reason; the slot is refilled
 // and waits in the queue; its sibling keeps running.
 func TestPreemptedReplicaIsRebuilt(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name = "team-p", "preempted"
 	runOnH20(t, ctx, ns, "rollout-preempt", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))

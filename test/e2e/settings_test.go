@@ -20,6 +20,7 @@ func settingsObject(key, value string) string {
 // by kubectl naming the key; a good one (the decoder's routing-sidecar image) reaches the Pods of a
 // replica added after it, while the running decoder keeps its Pod and its image.
 func TestASettingReachesOnlyNewPods(t *testing.T) {
+	sequential(t, "writes the cluster-wide settings every new Pod reads")
 	ctx := context.Background()
 	const ns, name = "team-g", "set"
 	applyCluster(t, ctx, ns)

@@ -299,6 +299,7 @@ func ready(p corev1.Pod) bool {
 // removes its composites and Services at once, and its Pods and Workloads once mdplane deletes the
 // Workloads of the departed groups.
 func TestQwenChat(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-a")
 	queue(t, ctx, "gpustack-nvidia-a10g-linux-amd64", "gpustack-fnv64-7bc37bef52624161", "team-a", 8)
@@ -416,6 +417,7 @@ func TestQwenChat(t *testing.T) {
 // the compositions above them and of the members controller that created them, the scheduling gate
 // and the finalizer Kueue's webhook added stay and no Pod is replaced.
 func TestGatedPodsKeepKueueFields(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-b")
 	queue(t, ctx, "gpustack-nvidia-h20-linux-amd64", "gpustack-fnv64-796ced4e2897a3b4", "team-b", 0)

@@ -18,6 +18,7 @@ import (
 // take-over replica, and the role still reported unmanaged; once quota lets the rollout finish, it
 // is not.
 func TestUnmanagedIsWhatIsDeployed(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	const ns, name, clusterQueue = "team-y", "modes", "status-deployed-h20"
 	applyCluster(t, ctx, ns)

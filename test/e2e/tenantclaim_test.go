@@ -104,6 +104,7 @@ func reviewBindingAt(ctx context.Context, roots *x509.CertPool, address string, 
 // one of each pair; pairs of creates through the API server store exactly one of each pair. The
 // claims are Leases in the operator's namespace, which the webhooks may take there and nowhere else.
 func TestOneDomainOneBindingAcrossWebhookReplicas(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	claimTenants(t, ctx)
 	claimPool(t, ctx, "claim-race", "claim-race-master")
@@ -223,6 +224,7 @@ func deleteClaims(t *testing.T, master string) {
 // one holds the domain, the other reads DomainClaimed=False naming the holder and the way out, and
 // takes the claim when the holder goes.
 func TestADomainIsClaimedWhenItsPoolAppears(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	claimTenants(t, ctx)
 	t.Cleanup(func() { deleteClaims(t, "claim-late-master") })

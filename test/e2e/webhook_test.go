@@ -21,6 +21,7 @@ import (
 // TestAWebhookRefusalReadsAsValidate: what the cluster refuses, kubectl prints with the same field
 // errors `mdplane validate` prints offline.
 func TestAWebhookRefusalReadsAsValidate(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-c")
 	manifest := `apiVersion: worker.gpustack.ai/v1
@@ -58,10 +59,11 @@ spec:
 // deployment is being deleted, so the update that clears Crossplane's finalizer passes even when the
 // type no longer exists.
 func TestDeletionIsNotBlockedByAGoneInstanceType(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	kubectlApply(t, `apiVersion: v1
 kind: Namespace
-metadata: {name: team-d}
+metadata: {name: team-gone-type}
 ---
 apiVersion: worker.gpustack.ai/v1
 kind: InstanceType
@@ -70,7 +72,7 @@ spec: {acceleratable: false, os: linux, arch: amd64, unitResources: {cpu: "1", r
 `)
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
 kind: ModelDeployment
-metadata: {name: orphan, namespace: team-d}
+metadata: {name: orphan, namespace: team-gone-type}
 spec:
   model: {name: Qwen/Qwen3-8B}
   engine: {name: vLLM, image: vllm/vllm-openai:v0.25.1}
@@ -81,7 +83,7 @@ spec:
 	md.SetAPIVersion(workerv1.SchemeGroupVersion.String())
 	md.SetKind(workerv1.ModelDeploymentKind)
 	eventually(t, time.Minute, "Crossplane's finalizer on the deployment", func() error {
-		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-d", Name: "orphan"}, md); err != nil {
+		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-gone-type", Name: "orphan"}, md); err != nil {
 			return err
 		}
 		if len(md.GetFinalizers()) == 0 {
@@ -92,11 +94,11 @@ spec:
 	if _, err := stack.Kubectl("delete", "instancetype", "short-lived"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stack.Kubectl("delete", "modeldeployment", "orphan", "-n", "team-d", "--wait=false"); err != nil {
+	if _, err := stack.Kubectl("delete", "modeldeployment", "orphan", "-n", "team-gone-type", "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the deployment gone", func() error {
-		err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-d", Name: "orphan"}, md)
+		err := stack.Client.Get(ctx, client.ObjectKey{Namespace: "team-gone-type", Name: "orphan"}, md)
 		if err == nil {
 			return fmt.Errorf("still there, finalizers %v", md.GetFinalizers())
 		}
@@ -106,6 +108,7 @@ spec:
 
 // TestTheAcceleratorCountDefaultsFromTheInstanceType: the one default a schema cannot reach.
 func TestTheAcceleratorCountDefaultsFromTheInstanceType(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-e")
 	kubectlApply(t, `apiVersion: worker.gpustack.ai/v1
@@ -132,6 +135,7 @@ spec:
 // without a call to the mutating webhook (the API server counts an exclusion); one leaving a count
 // unset is defaulted by it (TestTheAcceleratorCountDefaultsFromTheInstanceType).
 func TestADeploymentDeclaringEveryCountIsNotSentToTheDefaulter(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-mc")
 	t.Cleanup(func() { tearDown(t, ctx, "team-mc") })
@@ -181,23 +185,24 @@ func defaulterExclusions(t *testing.T) float64 {
 // a second Binding declaring a taken name on the same master is refused by the webhook, naming the
 // Binding that holds it; a name of its own is admitted.
 func TestTwoBindingsNeverShareATenant(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
-	applyCluster(t, ctx, "team-t") // Binding team-a-dram, domain team-t, on pool dram
+	applyCluster(t, ctx, "team-tenants") // Binding team-a-dram, domain team-tenants, on pool dram
 	binding := func(name, domain string) string {
 		return `apiVersion: worker.gpustack.ai/v1
 kind: KVCachePoolBinding
-metadata: {name: ` + name + `, namespace: team-t}
+metadata: {name: ` + name + `, namespace: team-tenants}
 spec: {poolRef: {name: dram}, domain: {name: ` + domain + `, blockSize: 16, dtype: bfloat16}, quota: {ceiling: 1Gi}}
 `
 	}
-	out := applyRefused(t, binding("copy", "team-t"))
-	for _, part := range []string{"spec.domain.name", `KVCachePoolBinding team-t/team-a-dram (pool "dram") already declares domain "team-t"`} {
+	out := applyRefused(t, binding("copy", "team-tenants"))
+	for _, part := range []string{"spec.domain.name", `KVCachePoolBinding team-tenants/team-a-dram (pool "dram") already declares domain "team-tenants"`} {
 		if !strings.Contains(out, part) {
 			t.Errorf("the refusal does not name %q:\n%s", part, out)
 		}
 	}
-	kubectlApply(t, binding("own", "team-t-own"))
-	if _, err := stack.Kubectl("delete", "kvcachepoolbinding", "own", "-n", "team-t"); err != nil {
+	kubectlApply(t, binding("own", "team-tenants-own"))
+	if _, err := stack.Kubectl("delete", "kvcachepoolbinding", "own", "-n", "team-tenants"); err != nil {
 		t.Fatal(err)
 	}
 }

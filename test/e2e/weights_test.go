@@ -212,6 +212,7 @@ spec:
 // the test then plays the kubelet's part and sets the condition, and WeightsReady turns
 // True/Mounted.
 func TestAClaimDeliversTheWeights(t *testing.T) {
+	sequential(t, "needs free GPUs on a named shared node, where its local volume lives")
 	ctx := context.Background()
 	const ns, name, artifact, claim, volume, node, subPath = "team-v", "pvc", "weights-claim", "weights", "team-v-weights", "gpu-node-1", "Qwen3-8B"
 	applyCluster(t, ctx, ns)
@@ -290,6 +291,7 @@ spec:
 //     SourceUnavailable while Resolved stays True with the same resolution, and both running Pods
 //     are kept, the deployment still reporting its weights ready.
 func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
+	sequential(t, "writes the cluster-wide settings every new Pod reads")
 	ctx := context.Background()
 	const ns, name, artifact, repo = "team-h", "hub", "tiny-chat", "acme/tiny-chat"
 	hub := stack.Hub // the stack's local hub: the public hubs are not reachable here
@@ -468,6 +470,7 @@ spec:
 // is created, and the running replica keeps its Pod. Scaling back to one lifts the hold, and the
 // replica that ran throughout is up to date, still the same Pod.
 func TestAHeldScaleUpLeavesTheRunningReplica(t *testing.T) {
+	sequential(t, "needs free GPUs on a named shared node, where its local volume lives")
 	ctx := context.Background()
 	const ns, name, artifact, claim, volume, node = "team-o", "rwo", "weights-rwo", "weights", "team-o-weights", "gpu-node-0"
 	applyCluster(t, ctx, ns)
