@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,6 +194,12 @@ func lostMember(own []corev1.Pod) *corev1.Pod {
 	return nil
 }
 
+// The condition Kueue's Pod integration sets on a Pod it stops, and the reason's prefix when it
+// stops the Pod because its Workload was evicted (the eviction's own reason follows).
+const kueueTerminationTarget corev1.PodConditionType = "TerminationTarget"
+
+const kueueEvictedPrefix = "WorkloadEvictedDueTo"
+
 // departureReason names the path a member left by: Kueue evicting or preempting the group, the
 // eviction API (a drain), or any other deletion; an Elastic EP member that ended leaves too, as
 // the rebuild deletes it. None of these restarts a container, so none is ReplicaRestarted.
@@ -205,6 +212,12 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 		}
 	}
 	for _, c := range lost.Status.Conditions {
+		// Kueue marks each Pod it stops for an eviction (TerminationTarget, reason
+		// WorkloadEvictedDueTo<why>) before deleting it; the group's Workload may already be gone,
+		// deleted once none of its Pods stands, when this reconcile runs.
+		if why, evicted := strings.CutPrefix(c.Reason, kueueEvictedPrefix); evicted && c.Type == kueueTerminationTarget && c.Status == corev1.ConditionTrue {
+			return "ReplicaEvicted", "Kueue evicted its group: " + why + ": " + c.Message
+		}
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			return "ReplicaEvicted", "evicted: " + c.Reason + ": " + c.Message
 		}

@@ -148,6 +148,14 @@ func drainedPod(p *corev1.Pod) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}
 }
 
+// stoppedByKueue marks a Pod as Kueue's Pod integration does before deleting it, with reason.
+func stoppedByKueue(reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: "TerminationTarget", Status: corev1.ConditionTrue, Reason: reason,
+			Message: "Preempted to accommodate a workload"}}
+	}
+}
+
 // groupOf is the Workload of an ordinal's group, admitted or not.
 func groupOf(ordinal int32, admitted bool) *kueue.Workload {
 	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", ordinal), Namespace: ns, UID: types.UID("wl-" + strconv.Itoa(int(ordinal)))}}
@@ -478,6 +486,12 @@ func TestDeparturesReconcile(t *testing.T) {
 		{rule: "Kueue evicting the group is ReplicaEvicted",
 			objs: []client.Object{r1, memberOf(r1, leavingPod), evicted}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaEvicted " + rebuilt("Kueue evicted its group: Preempted: Preempted to accommodate a workload")}},
+		{rule: "Kueue evicting the group is ReplicaEvicted when its Workload is already gone, from the Pod Kueue stopped",
+			objs: []client.Object{r1, memberOf(r1, leavingPod, stoppedByKueue("WorkloadEvictedDueToPreempted"))}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaEvicted " + rebuilt("Kueue evicted its group: Preempted: Preempted to accommodate a workload")}},
+		{rule: "near miss: a Pod Kueue stopped for another reason is ReplicaLeaving",
+			objs: []client.Object{r1, memberOf(r1, leavingPod, stoppedByKueue("WorkloadDeleted"))}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
 		{rule: "a drain through the eviction API is ReplicaEvicted",
 			objs: []client.Object{r1, memberOf(r1, drainedPod), groupOf(1, true)}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaEvicted " + rebuilt("evicted: EvictionByEvictionAPI: Eviction API: evicting")}},
