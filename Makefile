@@ -123,7 +123,7 @@ fmt-check:
 
 ## test-e2e: only the e2e suite, against a fresh stack.
 test-e2e:
-	cd test && $(GO) test -timeout 50m -count=1 -v ./e2e/...
+	cd test && $(GO) test -timeout 50m -count=1 -v -parallel $(E2E_PARALLEL) ./e2e/...
 
 ## chaos: the chaos suite alone on a fresh stack (docs/reliability.md): ROUNDS rounds (default 20) of
 ## faults drawn from SEED (default: the clock; the first line printed names it), a summary per round.

@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -616,12 +617,15 @@ func TestPreemptedReplicaIsRebuilt(t *testing.T) {
 	ctx := context.Background()
 	const ns, name = "team-p", "preempted"
 	runOnH20(t, ctx, ns, "rollout-preempt", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
-	cq := &kueuev1beta2.ClusterQueue{}
-	if err := stack.Client.Get(ctx, client.ObjectKey{Name: "rollout-preempt"}, cq); err != nil {
-		t.Fatal(err)
-	}
-	cq.Spec.Preemption = &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: kueuev1beta2.PreemptionPolicyLowerPriority}
-	if err := stack.Client.Update(ctx, cq); err != nil {
+	// Kueue writes the queue's status all the while: read again on a conflict, as any client would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cq := &kueuev1beta2.ClusterQueue{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: "rollout-preempt"}, cq); err != nil {
+			return err
+		}
+		cq.Spec.Preemption = &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: kueuev1beta2.PreemptionPolicyLowerPriority}
+		return stack.Client.Update(ctx, cq)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := standing(ctx, ns, name)
