@@ -145,9 +145,10 @@ func TestConformanceInstalled(t *testing.T) {
 	}
 }
 
-// conformanceFixture makes a namespace of the run and claim and an InstanceType no node offers (a CPU type of an
-// architecture named after the run), so a deployment on it waits for quota and runs no Pod; both,
-// and the queue objects the controllers make for the type, are deleted when the test ends.
+// conformanceFixture makes a namespace named after the run and the claim, and an InstanceType no
+// node offers (a CPU type of an architecture of that name), so a deployment on it waits for quota
+// and runs no Pod; both, and the queue objects the controllers make for the type, are deleted when
+// the test ends. Each claim has its own, so the claims run in parallel.
 func conformanceFixture(t *testing.T, ctx context.Context, claim string) (namespace, instanceType string) {
 	t.Helper()
 	namespace = "mdplane-conformance-" + conformanceRun + "-" + claim
