@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render test conformance conformance-on-stack test-unit test-e2e chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks
+.PHONY: all help render test test-checks test-stack conformance conformance-on-stack test-unit test-e2e test-e2e-on-stack chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks
 
 all: build
 
@@ -27,14 +27,21 @@ render:
 ## render compared with Crossplane's own engine, and the e2e suite against a real control plane (the
 ## first run on a machine builds its programs into ~/.cache/mdplane; later runs reuse them), with the
 ## Prometheus Operator monitors checked against the operator's types (test/monitoring, a module of its
-## own), and make conformance against a stack of its own.
-test: fmt-check vet lint
+## own). The e2e suite runs make conformance against its stack. Two lanes run at once, each printed
+## when it ends: the checks of the main module, and the test module (mostly waiting on the stack).
+test: fmt-check
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-checks test-stack
+
+# test-checks: make test's first lane, the main module and test/monitoring.
+test-checks: vet lint
 	$(GO) build ./...
 	$(GO) test ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 	cd test/monitoring && $(GO) vet ./... && $(GO) test -count=1 ./...
-	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m -parallel $(E2E_PARALLEL) ./...
-	$(MAKE) --no-print-directory conformance-on-stack
+
+# test-stack: make test's second lane, the test module: the render check and the e2e suite.
+test-stack:
+	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m -shuffle=on -parallel $(E2E_PARALLEL) ./...
 
 # How many e2e tests marked parallel run at once: most of a test's time is waiting (Crossplane's
 # poll, Kueue's admission, rollouts), so more than the machine's cores.
@@ -123,7 +130,14 @@ fmt-check:
 
 ## test-e2e: only the e2e suite, against a fresh stack.
 test-e2e:
-	cd test && $(GO) test -timeout 50m -count=1 -v -parallel $(E2E_PARALLEL) ./e2e/...
+	cd test && $(GO) test -timeout 50m -count=1 -v -shuffle=on -parallel $(E2E_PARALLEL) ./e2e/...
+
+## test-e2e-on-stack: the e2e tests RUN matches (a go test -run pattern, RUN=TestQwenChat) against the
+## stack `make cluster-up STACK_ARGS=--e2e` runs, without starting another: seconds to the first
+## result. The sequential group, and the few tests that need the suite's own stack, skip.
+RUN ?= .
+test-e2e-on-stack:
+	cd test && MDPLANE_E2E_STACK=$(STACK_DIR) $(GO) test -count=1 -v -timeout 30m -parallel $(E2E_PARALLEL) -run '$(RUN)' ./e2e
 
 ## chaos: the chaos suite alone on a fresh stack (docs/reliability.md): ROUNDS rounds (default 20) of
 ## faults drawn from SEED (default: the clock; the first line printed names it), a summary per round.
@@ -151,12 +165,13 @@ bench-webhooks:
 	cd test && $(GO) run ./cmd/mdplane-bench-webhooks $(BENCH_ARGS)
 
 ## cluster-up: start the test control plane in the background, with its real node (as root), and print
-## its kubeconfig.
+## its kubeconfig. STACK_ARGS=--e2e starts it as the e2e suite's, for make test-e2e-on-stack.
+STACK_ARGS ?=
 cluster-up:
 	@mkdir -p $(STACK_DIR)
 	cd test && $(GO) build -o $(STACK_DIR)/mdplane-stack ./cmd/mdplane-stack
 	@rm -f $(STACK_DIR)/ready
-	@nohup $(STACK_DIR)/mdplane-stack --dir $(STACK_DIR) > $(STACK_DIR)/stack.log 2>&1 & echo $$! > $(STACK_DIR)/stack.pid
+	@nohup $(STACK_DIR)/mdplane-stack --dir $(STACK_DIR) $(STACK_ARGS) > $(STACK_DIR)/stack.log 2>&1 & echo $$! > $(STACK_DIR)/stack.pid
 	@while [ ! -f $(STACK_DIR)/ready ]; do \
 	  if ! kill -0 $$(cat $(STACK_DIR)/stack.pid) 2>/dev/null; then cat $(STACK_DIR)/stack.log; exit 1; fi; sleep 1; \
 	done

@@ -300,6 +300,10 @@ const (
 	GPUsPerNode = 8
 	// RackLabel is the topology label each fake node carries; there is one rack per two nodes.
 	RackLabel = "topology.gpustack.ai/rack"
+	// PoolLabel=PoolStack marks the stack's own fake nodes (gpu-node-<i>), not the nodes a test
+	// adds (AddNode): a flavor selecting it keeps its Pods off the nodes a test counts as its own.
+	PoolLabel = "mdplane.test/pool"
+	PoolStack = "stack"
 )
 
 // kwokStages are the stages KWOK plays: nodes turn Ready and keep a heartbeat; Pods bound to them

@@ -248,7 +248,11 @@ func (s *Stack) pushImage(ref string, img v1.Image) error {
 
 func (s *Stack) registryTransport() remote.Option {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.ca.pem)
+	if s.ca != nil {
+		pool.AppendCertsFromPEM(s.ca.pem)
+	} else if pem, err := os.ReadFile(s.RegistryCA()); err == nil { // an attached Stack's
+		pool.AppendCertsFromPEM(pem)
+	}
 	return remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
 }
 

@@ -85,7 +85,7 @@ func (s *Stack) fakeNode(i int) *corev1.Node {
 	return s.kwokNode(NodeOptions{
 		Name:    fmt.Sprintf("gpu-node-%d", i),
 		Product: s.opts.Products[i%len(s.opts.Products)],
-		Labels:  map[string]string{RackLabel: fmt.Sprintf("rack-%d", i/2)},
+		Labels:  map[string]string{RackLabel: fmt.Sprintf("rack-%d", i/2), PoolLabel: PoolStack},
 	})
 }
 

@@ -131,6 +131,8 @@ type Stack struct {
 	images, release chan error
 	cancelBuilds    context.CancelFunc
 	builds          sync.WaitGroup
+	// attached marks a Stack of Reattach, which reaches a stack another process runs.
+	attached bool
 	// node is the real node while it runs, and leftovers what it left once stopped.
 	node      *realNode
 	leftovers []string
@@ -223,6 +225,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		if err := s.timed(step.name, func() error { return step.run(ctx) }); err != nil {
 			return nil, fmt.Errorf("starting %s: %w (logs in %s)", step.name, err, filepath.Join(s.Dir, "logs"))
 		}
+	}
+	if err := s.writeState(); err != nil {
+		return nil, err
 	}
 	opts.Log("stack ready in %s; kubeconfig %s", time.Since(total).Round(time.Millisecond), s.Kubeconfig)
 	started = true

@@ -80,9 +80,12 @@ func ascendType(t *testing.T, ctx context.Context, namespace, typeName string, f
 // with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
 // and a pair whose prefill is narrower than its decode is refused.
 func TestAscendRoles(t *testing.T) {
-	sequential(t, "counts every NPU of the ascend-910b group, whose nodes TestCoherentPairRollout adds and deletes, and owns the RuntimeClass ascend")
+	parallel(t)
+	// Both count the group's nodes, which each adds and deletes; the RuntimeClass ascend is this one's.
+	exclusive(t, "the ascend-910b NPU group")
 	ctx := context.Background()
-	const ns, typeName = "team-n", "e2e-ascend-910b-linux-arm64"
+	ns := ownName(t, "ns")
+	const typeName = "e2e-ascend-910b-linux-arm64"
 	runtimeClass := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "ascend"}, Handler: "ascend"}
 	t.Cleanup(func() { _ = stack.Client.Delete(ctx, runtimeClass) })
 	if err := stack.Client.Create(ctx, runtimeClass); err != nil {

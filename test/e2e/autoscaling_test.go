@@ -65,7 +65,8 @@ func hpaSays(ctx context.Context, namespace, name string) string {
 func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
 	sequential(t, "registers and removes the cluster-wide custom metrics APIService; while it is unavailable, discovery and namespace deletion fail for everyone")
 	ctx := context.Background()
-	const ns, name, queueName = "team-hpa", "hpa", "hpa"
+	ns := ownName(t, "ns")
+	const name, queueName = "hpa", "hpa"
 	role := rolesv1.Name(name, "server")
 	runOnH20(t, ctx, ns, queueName, 3, name, 1, deploymentOnH20(ns, name, "server Server 1 1"))
 	var addresses []string

@@ -58,7 +58,7 @@ func clientAs(t *testing.T, user string) client.Client {
 func TestTenantBoundaries(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-t"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
 	queue(t, ctx, "tenant-a10g", "gpustack-fnv64-7bc37bef52624161", ns, 8)

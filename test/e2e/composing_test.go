@@ -43,7 +43,8 @@ func chatModel(namespace, name string) *unstructured.Unstructured {
 func TestATeamAPIComposedFromModelDeployment(t *testing.T) {
 	sequential(t, "installs a Configuration that depends on mdplane's own, so Crossplane's package manager resolves mdplane's packages again")
 	ctx := context.Background()
-	const ns, name = "team-api", "support-bot"
+	ns := ownName(t, "ns")
+	const name = "support-bot"
 	tmp := t.TempDir() // the commands' $TMPDIR, where the built package waits for its push
 	mirror := publishPatchAndTransform(t, ctx, tmp)
 	t.Cleanup(func() { uninstallTeamAPI(t, ctx, mirror) })

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -84,6 +85,31 @@ func runConformance(m *testing.M, kubeconfig string) int {
 	code := m.Run()
 	fmt.Println(conformanceSummary())
 	return code
+}
+
+// TestMakeConformanceProvesTheStack: make conformance, as a platform team runs it, against this
+// suite's stack reached only through its kubeconfig: a process of its own that runs every
+// conformance test and no other, each passing, and prints the claims it proved. The suite's stack
+// serves rather than a second one: the conformance tests name everything after their run, so they
+// run beside the suite's own, and a second stack would cost make test minutes.
+func TestMakeConformanceProvesTheStack(t *testing.T) {
+	parallel(t)
+	cmd := exec.Command("make", "--no-print-directory", "conformance")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig, "MDPLANE_CONFORMANCE_CONTEXT=")
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil {
+		t.Fatalf("make conformance: %v\n%s", err, out)
+	}
+	passed := strings.Count(out, "--- PASS: TestConformance")
+	if want := fmt.Sprintf("conformance: %d claims proven on the cluster", passed); passed == 0 || !strings.Contains(out, want) {
+		t.Errorf("make conformance does not print %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "--- SKIP") || strings.Contains(out, "--- FAIL") {
+		t.Errorf("make conformance skipped or failed a test:\n%s", out)
+	}
+	t.Logf("make conformance against the stack: %d claims proven", passed)
 }
 
 // TestConformanceInstalled: mdplane is installed as docs/install.md says and serving.

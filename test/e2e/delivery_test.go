@@ -80,7 +80,8 @@ func setReadyToStartContainers(t *testing.T, ctx context.Context, running []core
 func TestAnImageDeliversTheWeights(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name, artifact, node = "team-i", "image", "weights-image", "gpu-node-1"
+	ns := ownName(t, "ns")
+	const name, artifact, node = "image", "weights-image", "gpu-node-1"
 	digest := sha256.Sum256([]byte("Qwen/Qwen3-8B weights as an OCI artifact"))
 	const repository = "registry.example.com/models/qwen3-8b"
 	reference := repository + "@sha256:" + hex.EncodeToString(digest[:])
@@ -190,7 +191,8 @@ spec:
 func TestAPendingClaimHoldsTheDeployment(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name, artifact, claim = "team-f", "pending", "weights-pending", "weights"
+	ns := ownName(t, "ns")
+	const name, artifact, claim = "pending", "weights-pending", "weights"
 	const class, volume = "team-f-immediate", "team-f-weights"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "weights-pending", a10gEntrance, ns, 8)

@@ -61,7 +61,7 @@ spec:
 func TestOnARoleCarryingElasticEpSizeInstanceTypeResourcesAndCommandAreFrozen(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-ee-2"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
 	const head = "e2e-elastic-head-frozen"
@@ -216,8 +216,10 @@ func awaitResizeCondition(t *testing.T, ctx context.Context, namespace, deployme
 // refused with the spec's messages.
 func TestElasticEP(t *testing.T) {
 	parallel(t)
+	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
-	const ns, md, headType = "team-ee", "moe", "e2e-elastic-cpu-linux-amd64"
+	ns := ownName(t, "ns")
+	const md, headType = "moe", "e2e-elastic-cpu-linux-amd64"
 	applyCluster(t, ctx, ns)
 	applyCPUType(t, ctx, headType)
 	queue(t, ctx, "team-ee-h20", h20Entrance, ns, 8)

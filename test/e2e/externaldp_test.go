@@ -93,7 +93,7 @@ func eligibleCount(s *workerv1.RoleStatus) string {
 func TestExternalDPServesEveryRank(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-dp"
+	ns := ownName(t, "ns")
 	runOnH20(t, ctx, ns, "dp-h20", 8, "ranks2", 2, externalDP(ns, "ranks2", 2, "$(GPUSTACK_MEMBER_INDEX)"))
 	kubectlApply(t, externalDP(ns, "ranks1", 1, "0"))
 	eventually(t, 3*time.Minute, "1 Pod of ranks1 running", func() error { return running(ctx, ns, "ranks1", 1) })
@@ -252,7 +252,8 @@ func TestExternalDPServesEveryRank(t *testing.T) {
 func TestEachConfigurationSelectsByItsOwnMode(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-dp-2", "edited"
+	ns := ownName(t, "ns")
+	const name = "edited"
 	leaderServed := strings.Replace(externalDP(ns, name, 2, "$(GPUSTACK_MEMBER_INDEX)"), "replicas: 1", "replicas: 2", 1)
 	leaderServed = strings.Replace(leaderServed, `extraArgs: ["--data-parallel-size", "2", "--data-parallel-rank", "$(GPUSTACK_MEMBER_INDEX)",
         "--data-parallel-address", "$(GPUSTACK_REPLICA_LEADER_ADDRESS)"]`, `extraArgs: ["--tensor-parallel-size", "2", "--nnodes", "2"]`, 1)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -52,18 +53,38 @@ func TestNoWebhookNoAdmission(t *testing.T) {
 // two minutes: its call waits for the function's connection until the reconcile's deadline, which
 // also leaves it no time to write its Synced condition. Started again, the function renders the
 // edit and the rollout carries it to every Pod.
+//
+// The render-roles killed is a spare of mdplane's, the same package installed under another name,
+// called by a copy of mdplane's Composition that the deployment names: killing mdplane's own
+// would stop every deployment's composition, so the test would have to run alone.
 func TestAFunctionDownLeavesRunningPodsAlone(t *testing.T) {
-	sequential(t, "stops the render-roles Function: no deployment is composed meanwhile")
+	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-fn", "steady"
-	runOnH20(t, ctx, ns, "function-down", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
+	ns := ownName(t, "ns")
+	const name = "steady"
+	composition := ownName(t, "composition")
+	fn, err := stack.SpareFunction(ctx, "mdplane-function-render-roles", composition)
+	t.Cleanup(func() {
+		for _, o := range []struct{ apiVersion, kind, name string }{
+			{"apiextensions.crossplane.io/v1", "Composition", composition}, {"pkg.crossplane.io/v1", "Function", fn}} {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(o.apiVersion)
+			u.SetKind(o.kind)
+			u.SetName(o.name)
+			_ = stack.Client.Delete(context.Background(), u)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "\nspec:\n", "\nspec:\n  crossplane: {compositionRef: {name: "+composition+"}}\n", 1)
+	runOnH20(t, ctx, ns, ownName(t, "queue"), 2, name, 2, manifest)
 	before, err := pods(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := watchInvariants(t, ctx, ns, name, 2)
 	defer check()
-	const fn = "mdplane-function-render-roles"
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,11 +27,23 @@ func parallel(t *testing.T) {
 	t.Parallel()
 }
 
-// sequential marks a test that must run alone; why is the reason, logged with the test.
+// sequential marks a test that must run alone; why is the reason, logged with the test. On a stack
+// other tests may share (make test-e2e-on-stack), it skips.
 func sequential(t *testing.T, why string) {
 	t.Helper()
 	ran.sequential.Add(1)
+	needsOwnStack(t, why)
 	t.Logf("sequential: %s", why)
+}
+
+// needsOwnStack skips a test on a stack the suite attached to rather than started: why names what
+// the test needs of the suite's own (its processes, the metrics exporter's bodies, the model hub, the
+// real node's containers, the cluster to itself).
+func needsOwnStack(t *testing.T, why string) {
+	t.Helper()
+	if stack.Attached() {
+		t.Skipf("needs the suite's own stack (make test-e2e): %s", why)
+	}
 }
 
 // groupsSummary is the line the suite prints last about how its tests ran.
@@ -96,4 +109,31 @@ func howItRuns(fn *ast.FuncDecl) string {
 		return ""
 	}
 	return want
+}
+
+// TestTheInnerLoopRunsOnARunningStack: make test-e2e-on-stack, as docs/testing.md gives it, runs
+// the tests asked for in a process of its own against this suite's running stack, starting none: a
+// test that only reads passes, and a sequential one skips, saying why.
+func TestTheInnerLoopRunsOnARunningStack(t *testing.T) {
+	parallel(t)
+	if stack.Attached() {
+		t.Skip("already attached to a running stack")
+	}
+	cmd := exec.Command("make", "--no-print-directory", "test-e2e-on-stack", "STACK_DIR="+stack.Dir,
+		"RUN=^(TestConformanceInstalled|TestChaos)$")
+	cmd.Dir = filepath.Join("..", "..")
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil {
+		t.Fatalf("make test-e2e-on-stack: %v\n%s", err, out)
+	}
+	for _, want := range []string{"e2e: on the stack in " + stack.Dir, "--- PASS: TestConformanceInstalled",
+		"--- SKIP: TestChaos", "needs the suite's own stack (make test-e2e): kills and restarts"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make test-e2e-on-stack does not print %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "e2e stack: ") {
+		t.Errorf("make test-e2e-on-stack started a stack of its own:\n%s", out)
+	}
 }

@@ -48,7 +48,8 @@ func leaseHolder(ctx context.Context) (string, error) {
 func TestStandbyFinishesARollout(t *testing.T) {
 	sequential(t, "kills the controllers' leader")
 	ctx := context.Background()
-	const ns, name = "team-ha", "standby"
+	ns := ownName(t, "ns")
+	const name = "standby"
 	if _, err := stack.StandbyControllers(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -259,7 +259,8 @@ func TestInstallationAsDocumented(t *testing.T) {
 	t.Run("the documented upgrade and rollback keep running replicas", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		t.Cleanup(cancel) // after the namespace's teardown, which runOnH20 registers later
-		const ns, name, next = "team-upgrade", "upgrade", "v0.2.0"
+		ns := ownName(t, "ns")
+		const name, next = "upgrade", "v0.2.0"
 		runOnH20(t, ctx, ns, "upgrade", 2, name, 1, deploymentOnH20(ns, name, "server Server 1 1"))
 		before, err := standing(ctx, ns, name)
 		if err != nil {

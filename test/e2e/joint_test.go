@@ -18,10 +18,11 @@ import (
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // parkAfter is the stack's park time for sets that hold part of their quota.
-const parkAfter = 45 * time.Second
+const parkAfter = cluster.SuiteParkAfter
 
 // h20Entrance is the LocalQueue name the h20 InstanceType of examples/cluster.yaml publishes.
 const h20Entrance = "gpustack-fnv64-796ced4e2897a3b4"
@@ -165,7 +166,7 @@ func tearDown(t *testing.T, ctx context.Context, namespace string) {
 func TestJointAdmission(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-j"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "joint-h20", h20Entrance, ns, 7, admissioncheck.CheckName)
 	kubectlApply(t, deploymentOnH20(ns, "pd", "prefill Prefill 2 2", "decode Decode 2 2"))
@@ -317,7 +318,7 @@ func TestJointAdmission(t *testing.T) {
 func TestParking(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-k"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "joint-park", h20Entrance, ns, 4, admissioncheck.CheckName)
 	kubectlApply(t, deploymentOnH20(ns, "stuck", "server Server 2 4"))
@@ -384,7 +385,8 @@ func TestParking(t *testing.T) {
 func TestParkingSparesServingReplicas(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-ps", "serving"
+	ns := ownName(t, "ns")
+	const name = "serving"
 	applyCluster(t, ctx, ns)
 	// Two replicas of two cards fit: r1 holds quota and waits for r2, which never gets any.
 	queue(t, ctx, "park-serving-h20", h20Entrance, ns, 4, admissioncheck.CheckName)

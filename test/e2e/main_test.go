@@ -26,27 +26,18 @@ func TestMain(m *testing.M) {
 	if kubeconfig := os.Getenv("MDPLANE_CONFORMANCE_KUBECONFIG"); kubeconfig != "" {
 		os.Exit(runConformance(m, kubeconfig))
 	}
+	// make test-e2e-on-stack: the tests asked for, against a running stack of make cluster-up's.
+	if dir := os.Getenv("MDPLANE_E2E_STACK"); dir != "" {
+		os.Exit(runOnStack(m, dir))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	opts := cluster.SuiteOptions()
+	// MDPLANE_E2E_AUDIT=1 keeps an audit log of every write (logs/audit.log in the stack's directory,
+	// kept when a test fails): who wrote what, when, to diagnose a failure.
+	opts.Audit = os.Getenv("MDPLANE_E2E_AUDIT") != ""
+	opts.Log = func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) }
 	var err error
-	stack, err = cluster.Start(ctx, cluster.Options{
-		// MDPLANE_E2E_AUDIT=1 keeps an audit log of every write (logs/audit.log in the stack's
-		// directory, kept when a test fails): who wrote what, when, to diagnose a failure.
-		Audit:                  os.Getenv("MDPLANE_E2E_AUDIT") != "",
-		CrossplanePollInterval: 5 * time.Second,
-		// Room for the parallel tests' peaks at once (make test runs E2E_PARALLEL of them): each
-		// holds at most 9 GPUs and most 2 to 4; the nodes alternate A10G and H20, 8 GPUs each.
-		Nodes: 10,
-		// Short enough for a test to watch a set being parked, long enough for the others to finish
-		// holding a set on purpose.
-		// mdplane manages the queues of every InstanceType, as on a real cluster, except those a test
-		// labels ownQueuesLabel: the types of examples/cluster.yaml and the tests' CPU types, whose
-		// tests make their own queues with the quotas they need.
-		// A ModelArtifact the hub refused is asked again after artifactRetry rather than 5 minutes, so
-		// a test can watch a rollout resume once the hub learns the repository.
-		ControllerArgs: []string{"--park-after=" + parkAfter.String(), "--queue-instance-types=" + ownQueuesLabel + "!=true",
-			"--model-artifact-retry-interval=" + artifactRetry.String()},
-		Log: func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) },
-	})
+	stack, err = cluster.Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
@@ -100,6 +91,28 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(stack.Dir)
 	}
 	os.Exit(code)
+}
+
+// runOnStack is TestMain on a stack another process runs (make cluster-up STACK_ARGS=--e2e): no
+// stack is started or stopped, and the tests that need one of the suite's own skip, saying why.
+func runOnStack(m *testing.M, dir string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	if stack, err = cluster.Reattach(ctx, dir); err == nil {
+		err = stack.RunsWith(cluster.SuiteOptions())
+	}
+	if err == nil {
+		target, err = stack.Attach()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\nthe suite attaches to a stack started with make cluster-up STACK_ARGS=--e2e\n", err)
+		return 1
+	}
+	fmt.Printf("e2e: on the stack in %s; tests of the sequential group, and those that need the suite's own stack, skip\n", dir)
+	code := m.Run()
+	fmt.Println(groupsSummary())
+	return code
 }
 
 // forbidden is the first line of a log that reports an RBAC refusal, if any: the API server's

@@ -53,8 +53,9 @@ vllm_router_requests_total %d
 // Pod is unavailable.
 func TestTheMetricsSnapshotOnTheStack(t *testing.T) {
 	parallel(t)
+	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
-	const ns = "team-mx"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "metrics-snapshot", a10gEntrance, ns, 8) // a ClusterQueue of its own
 	var addresses []string

@@ -24,9 +24,11 @@ import (
 // selected; the rollout invariants hold per role (one configuration per instance, no Pod changed in
 // place, at most one replica of a role missing).
 func TestCoherentPairRollout(t *testing.T) {
-	sequential(t, "adds and deletes untainted NPU nodes of the ascend-910b group, which TestAscendRoles counts")
+	parallel(t)
+	exclusive(t, "the ascend-910b NPU group")
 	ctx := context.Background()
-	const ns, typeName, name = "team-pair", "e2e-pair-910b-linux-arm64", "vasc"
+	ns := ownName(t, "ns")
+	const typeName, name = "e2e-pair-910b-linux-arm64", "vasc"
 	ascendType(t, ctx, ns, typeName, 2)
 	manifest := func(decodeTP int) string {
 		return fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1

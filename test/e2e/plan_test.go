@@ -47,7 +47,8 @@ func TestPlanPredictsTheRollout(t *testing.T) {
 	}
 
 	t.Run("a scale-up creates the planned ordinals and replaces nothing", func(t *testing.T) {
-		const ns, name = "plan-scale", "scaled"
+		ns := ownName(t, "ns")
+		const name = "scaled"
 		runOnH20(t, ctx, ns, "plan-scale", 8, name, 2, manifest(ns, name, 2, 1, ""))
 		before, err := standing(ctx, ns, name)
 		if err != nil {
@@ -86,7 +87,8 @@ func TestPlanPredictsTheRollout(t *testing.T) {
 	})
 
 	t.Run("a rolling edit replaces the replicas in the planned order", func(t *testing.T) {
-		const ns, name = "plan-edit", "edited"
+		ns := ownName(t, "ns")
+		const name = "edited"
 		runOnH20(t, ctx, ns, "plan-edit", 8, name, 3, manifest(ns, name, 3, 1, ""))
 		edited := manifest(ns, name, 3, 1, "8192")
 		table := planTable(t, cli, edited)
@@ -106,7 +108,8 @@ func TestPlanPredictsTheRollout(t *testing.T) {
 	})
 
 	t.Run("an edit beyond the free quota waits and a newer edit replaces the queued replacement first", func(t *testing.T) {
-		const ns, name = "plan-quota", "full"
+		ns := ownName(t, "ns")
+		const name = "full"
 		runOnH20(t, ctx, ns, "plan-quota", 3, name, 3, manifest(ns, name, 3, 1, ""))
 		// The plan reads the free quota off the ClusterQueue's status, which Kueue writes a moment
 		// after it admits.

@@ -22,7 +22,8 @@ import (
 func TestPodSecurityBaseline(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-psa", "baseline"
+	ns := ownName(t, "ns")
+	const name = "baseline"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "pod-security", a10gEntrance, ns, 8)
 	t.Cleanup(func() { tearDown(t, ctx, ns) })

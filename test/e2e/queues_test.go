@@ -156,9 +156,10 @@ func heldOn(ctx context.Context, resourceName corev1.ResourceName, nodes ...stri
 // deleting the nodes one by one lowers them to 4 and then 0, Preparing again, the detail kept as last
 // observed.
 func TestInstanceTypeFromNodes(t *testing.T) {
-	sequential(t, "adds untainted GPU nodes that others' Pods would land on, and counts every Pod bound to them")
+	parallel(t) // its nodes are of a product no other test's type selects, and off the test queues' pool
 	ctx := context.Background()
-	const ns, typeName, product = "team-q", "queues-nvidia-l4-linux-amd64", "NVIDIA-L4"
+	ns := ownName(t, "ns")
+	const typeName, product = "queues-nvidia-l4-linux-amd64", "NVIDIA-L4"
 	const unitCPU, unitRAM, localStorage = "4", "16Gi", "50Gi"
 	nodes := []string{"l4-node-0", "l4-node-1", "l4-node-2"}
 	t.Cleanup(func() {
@@ -459,7 +460,7 @@ func kwokNodes(ctx context.Context, want map[string]string) ([]string, error) {
 func TestPlacementThroughFlavor(t *testing.T) {
 	sequential(t, "compares an InstanceType's remaining capacity with every Pod on a shared H20 node")
 	ctx := context.Background()
-	const ns = "team-placement"
+	ns := ownName(t, "ns")
 	const h20Type, l40sType, armType = "placement-nvidia-h20-linux-amd64", "placement-nvidia-l40s-linux-amd64", "placement-nvidia-h20-linux-arm64"
 	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	const l40sNode, armNode = "placement-l40s-0", "placement-h20-arm64-0"
@@ -622,9 +623,9 @@ spec:
 // deployment's QuotaReserved naming the level; two
 // replicas of two 8-card Pods each run, each replica's Pods in one rack.
 func TestTopologyRequiredLevel(t *testing.T) {
-	sequential(t, "adds untainted GPU nodes whose free capacity decides its placement")
+	parallel(t) // its nodes are of a product no other test's type selects, and off the test queues' pool
 	ctx := context.Background()
-	const ns = "team-topology"
+	ns := ownName(t, "ns")
 	const typeName = "topology-nvidia-b200-linux-amd64"
 	racks := map[string]string{"topology-b200-0": "rack-a", "topology-b200-1": "rack-a", "topology-b200-2": "rack-b", "topology-b200-3": "rack-b"}
 	t.Cleanup(func() {

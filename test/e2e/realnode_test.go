@@ -59,8 +59,10 @@ func onTheStack(t *testing.T, ns, extra string) string {
 // through the Service loses no request and ends at the new revision.
 func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 	parallel(t)
+	needsOwnStack(t, "kills a container on the real node's containerd")
 	ctx := context.Background()
-	const ns, name = "team-real", "chat"
+	ns := ownName(t, "ns")
+	const name = "chat"
 	manifest := onTheStack(t, ns, "      env: "+standInFlags+"\n")
 	kubectlApply(t, manifest)
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
@@ -233,7 +235,8 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 func TestTheMooncakeClientConfigOnTheRealNode(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-real-kv", "chat"
+	ns := ownName(t, "ns")
+	const name = "chat"
 	applyCluster(t, ctx, ns)
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
 	deployment := strings.Replace(onTheStack(t, ns, ""), "      replicas: 2\n      size: 2\n", "      replicas: 1\n", 1)

@@ -19,7 +19,8 @@ import (
 func TestReplicaEventsFollowTheirTriggers(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name, clusterQueue = "team-ev", "events", "replicaevents-h20"
+	ns := ownName(t, "ns")
+	const name, clusterQueue = "events", "replicaevents-h20"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, clusterQueue, h20Entrance, ns, 1)
 	defer tearDown(t, ctx, ns)

@@ -22,8 +22,10 @@ import (
 // once idle it is deleted with its Workload, the field is cleared and the deployment says so.
 func TestAScaleDownRetiresASeatedReplicaThroughTheProtocol(t *testing.T) {
 	parallel(t)
+	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
-	const ns, name, clusterQueue = "team-rt", "shrink", "retirement-h20"
+	ns := ownName(t, "ns")
+	const name, clusterQueue = "shrink", "retirement-h20"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, clusterQueue, h20Entrance, ns, 2)
 	// The stack forgets the busy body when the Pod goes: forgetting it here after the tear-down

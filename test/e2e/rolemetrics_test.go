@@ -29,7 +29,8 @@ func scrapeControllers() (string, error) {
 func TestARoleIsDashboarded(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-dash", "dash"
+	ns := ownName(t, "ns")
+	const name = "dash"
 	runOnH20(t, ctx, ns, "dash", 8, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
 	labels := fmt.Sprintf(`{deployment=%q,namespace=%q,role="server"}`, name, ns)
 	eventually(t, time.Minute, "the role's gauges and its replicas' histograms scraped", func() error {

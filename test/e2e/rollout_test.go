@@ -87,7 +87,7 @@ func patchReplicas(t *testing.T, namespace, deployment string, replicas int) {
 func TestScaleWithoutRestarts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns = "team-s"
+	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "rollout-scale", h20Entrance, ns, 8)
 	kubectlApply(t, deploymentOnH20(ns, "scaled", "server Server 2 1"))
@@ -149,7 +149,8 @@ func TestScaleWithoutRestarts(t *testing.T) {
 func TestRollingEdit(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-r", "edited"
+	ns := ownName(t, "ns")
+	const name = "edited"
 	runOnH20(t, ctx, ns, "rollout-edit", 8, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	check := watchInvariants(t, ctx, ns, name, 3)
 	defer check()
@@ -283,7 +284,8 @@ func argsOf(p *corev1.Pod) string {
 func TestRolloutWaitsAndSupersedes(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-w", "waiting"
+	ns := ownName(t, "ns")
+	const name = "waiting"
 	runOnH20(t, ctx, ns, "rollout-wait", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	setQuota(t, ctx, "rollout-wait", 2) // the retired replica's quota cannot be reused
 	check := watchInvariants(t, ctx, ns, name, 3)
@@ -403,7 +405,8 @@ func recordedReplacement(ctx context.Context, namespace, deployment, role string
 func TestRolloutResumesAfterRestart(t *testing.T) {
 	sequential(t, "stops and restarts the controllers")
 	ctx := context.Background()
-	const ns, name = "team-x", "restarted"
+	ns := ownName(t, "ns")
+	const name = "restarted"
 	runOnH20(t, ctx, ns, "rollout-restart", 3, name, 3, deploymentOnH20(ns, name, "server Server 3 1"))
 	setQuota(t, ctx, "rollout-restart", 2)
 	check := watchInvariants(t, ctx, ns, name, 3)
@@ -473,7 +476,8 @@ func ptrTo(p corev1.Pod) *corev1.Pod { return &p }
 func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-d", "members"
+	ns := ownName(t, "ns")
+	const name = "members"
 	runOnH20(t, ctx, ns, "rollout-members", 8, name, 4, strings.Replace(deploymentOnH20(ns, name, "server Server 2 1"), "replicas: 2,", "replicas: 2, size: 2,", 1))
 	uids := func() map[string]string {
 		ps, err := pods(ctx, ns, name)
@@ -579,7 +583,8 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 func TestSizeEdit(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-z", "widened"
+	ns := ownName(t, "ns")
+	const name = "widened"
 	runOnH20(t, ctx, ns, "rollout-size", 8, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
 	check := watchInvariants(t, ctx, ns, name, 2)
 	defer check()
@@ -615,7 +620,8 @@ func TestSizeEdit(t *testing.T) {
 func TestPreemptedReplicaIsRebuilt(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name = "team-p", "preempted"
+	ns := ownName(t, "ns")
+	const name = "preempted"
 	runOnH20(t, ctx, ns, "rollout-preempt", 2, name, 2, deploymentOnH20(ns, name, "server Server 2 1"))
 	// Kueue writes the queue's status all the while: read again on a conflict, as any client would.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

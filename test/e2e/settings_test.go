@@ -22,7 +22,8 @@ func settingsObject(key, value string) string {
 func TestASettingReachesOnlyNewPods(t *testing.T) {
 	sequential(t, "writes the cluster-wide settings every new Pod reads")
 	ctx := context.Background()
-	const ns, name = "team-g", "set"
+	ns := ownName(t, "ns")
+	const name = "set"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, "settings-reach", "gpustack-fnv64-7bc37bef52624161", ns, 8) // the a10g entrance, a ClusterQueue of its own
 	t.Cleanup(func() {

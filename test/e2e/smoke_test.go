@@ -70,11 +70,21 @@ func kubectlApply(t *testing.T, manifest string) {
 	}
 }
 
-// ownQueuesLabel on an InstanceType keeps mdplane from managing its queues (the stack runs the
-// controllers with --queue-instance-types=ownQueuesLabel!=true): the test that applies it makes
-// its own ClusterQueue and LocalQueue with the quota it needs. Unlabelled types are managed, as on a
-// real cluster.
-const ownQueuesLabel = "mdplane.test/own-queues"
+// kubectlApplyServerSide is kubectlApply as a server-side apply, which creates or updates each object
+// in one request, taking over any field another manager set.
+func kubectlApplyServerSide(t *testing.T, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Kubectl("apply", "--server-side", "--force-conflicts", "-f", f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ownQueuesLabel on an InstanceType keeps mdplane from managing its queues: the test makes them.
+const ownQueuesLabel = cluster.SuiteOwnQueuesLabel
 
 // ownQueues labels the InstanceTypes of a manifest ownQueuesLabel; each must begin
 // "kind: InstanceType\nmetadata:\n".
@@ -171,20 +181,30 @@ func sameValue(want, got string) bool {
 // the controllers derive (awaitStatuses).
 func applyCluster(t *testing.T, ctx context.Context, namespace string) {
 	t.Helper()
-	kubectlApply(t, ownQueues(readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
+	// Server-side: parallel tests apply the same cluster-scoped types at once, and a client-side
+	// apply that finds a type missing creates it, failing when another test created it meanwhile.
+	kubectlApplyServerSide(t, ownQueues(readExample(t, "cluster.yaml", "name: team-a\n---", "name: "+namespace+"\n---", "namespace: team-a", "namespace: "+namespace,
 		"    name: team-a\n    blockSize", "    name: "+namespace+"\n    blockSize")))
 	awaitStatuses(t, ctx, namespace)
 }
 
 // queue creates a ClusterQueue (named after an InstanceType, as mdplane will) and the LocalQueue named
 // after the type's entrance in namespace, with gpus of quota (and room for everything else) and the
-// admission checks named.
+// admission checks named. Its flavor, default-flavor, keeps the Pods to the stack's own fake nodes,
+// off the nodes other tests add and count.
 func queue(t *testing.T, ctx context.Context, clusterQueue, entrance, namespace string, gpus int64, checks ...kueuev1beta2.AdmissionCheckReference) {
 	t.Helper()
-	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"}}
+	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"},
+		Spec: kueuev1beta2.ResourceFlavorSpec{NodeLabels: map[string]string{cluster.PoolLabel: cluster.PoolStack}}}
 	if err := stack.Client.Create(ctx, flavor); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	queueOfFlavor(t, ctx, flavor.Name, clusterQueue, entrance, namespace, gpus, checks...)
+}
+
+// queueOfFlavor is queue with the quota in flavor, which exists.
+func queueOfFlavor(t *testing.T, ctx context.Context, flavor, clusterQueue, entrance, namespace string, gpus int64, checks ...kueuev1beta2.AdmissionCheckReference) {
+	t.Helper()
 	quota := func(name corev1.ResourceName, q resource.Quantity) kueuev1beta2.ResourceQuota {
 		return kueuev1beta2.ResourceQuota{Name: name, NominalQuota: q}
 	}
@@ -194,7 +214,7 @@ func queue(t *testing.T, ctx context.Context, clusterQueue, entrance, namespace 
 			NamespaceSelector: &metav1.LabelSelector{},
 			ResourceGroups: []kueuev1beta2.ResourceGroup{{
 				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, "nvidia.com/gpu"},
-				Flavors: []kueuev1beta2.FlavorQuotas{{Name: "default-flavor", Resources: []kueuev1beta2.ResourceQuota{
+				Flavors: []kueuev1beta2.FlavorQuotas{{Name: kueuev1beta2.ResourceFlavorReference(flavor), Resources: []kueuev1beta2.ResourceQuota{
 					quota(corev1.ResourceCPU, resource.MustParse("1000")),
 					quota(corev1.ResourceMemory, resource.MustParse("20Ti")),
 					quota(corev1.ResourceEphemeralStorage, resource.MustParse("100Ti")),

@@ -20,7 +20,8 @@ import (
 func TestUnmanagedIsWhatIsDeployed(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	const ns, name, clusterQueue = "team-y", "modes", "status-deployed-h20"
+	ns := ownName(t, "ns")
+	const name, clusterQueue = "modes", "status-deployed-h20"
 	applyCluster(t, ctx, ns)
 	queue(t, ctx, clusterQueue, h20Entrance, ns, 2)
 	defer tearDown(t, ctx, ns)

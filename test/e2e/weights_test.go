@@ -27,10 +27,6 @@ import (
 	"github.com/mdplane/mdplane/internal/hubtest"
 )
 
-// artifactRetry is mdplane-controllers' --model-artifact-retry-interval on the stack: how soon an
-// artifact the hub refused is asked again.
-const artifactRetry = 5 * time.Second
-
 // a10gEntrance is the LocalQueue of examples/cluster.yaml's a10g InstanceType.
 const a10gEntrance = "gpustack-fnv64-7bc37bef52624161"
 
@@ -202,7 +198,7 @@ spec:
 // without any hub; a deployment naming it runs its replicas with the claim mounted read-only at
 // /var/lib/gpustack/model (the artifact's path as subPath), the engine serving that path under
 // spec.model.name, and status.model reporting the artifact and delivery PVC. The claim's volume is
-// a local PersistentVolume that only gpu-node-1 can reach: its required node affinity is ANDed into
+// a local PersistentVolume that only the test's own node can reach: its required node affinity is ANDed into
 // each Pod's own when the Pod is created, so every replica lands there.
 //
 // WeightsReady reads the Pods' PodReadyToStartContainers condition, which a kubelet sets once the
@@ -212,11 +208,12 @@ spec:
 // the test then plays the kubelet's part and sets the condition, and WeightsReady turns
 // True/Mounted.
 func TestAClaimDeliversTheWeights(t *testing.T) {
-	sequential(t, "needs free GPUs on a named shared node, where its local volume lives")
+	parallel(t)
 	ctx := context.Background()
-	const ns, name, artifact, claim, volume, node, subPath = "team-v", "pvc", "weights-claim", "weights", "team-v-weights", "gpu-node-1", "Qwen3-8B"
+	const name, artifact, claim, subPath = "pvc", "weights-claim", "weights", "Qwen3-8B"
+	ns, volume, node := ownName(t, "ns"), ownName(t, "weights"), ownNode(t, ctx, "NVIDIA-A10G")
 	applyCluster(t, ctx, ns)
-	queue(t, ctx, "weights-claim", a10gEntrance, ns, 8)
+	queueOnNode(t, ctx, ownName(t, "queue"), a10gEntrance, ns, node, 8)
 	localClaim(t, ctx, ns, claim, volume, node, corev1.ReadOnlyMany)
 	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
 kind: ModelArtifact
@@ -293,7 +290,8 @@ spec:
 func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
 	sequential(t, "writes the cluster-wide settings every new Pod reads")
 	ctx := context.Background()
-	const ns, name, artifact, repo = "team-h", "hub", "tiny-chat", "acme/tiny-chat"
+	ns := ownName(t, "ns")
+	const name, artifact, repo = "hub", "tiny-chat", "acme/tiny-chat"
 	hub := stack.Hub // the stack's local hub: the public hubs are not reachable here
 	if !onThisMachine(t, stack.HubURL) {
 		t.Fatalf("the local hub listens at %s, not on this machine", stack.HubURL)
@@ -470,11 +468,12 @@ spec:
 // is created, and the running replica keeps its Pod. Scaling back to one lifts the hold, and the
 // replica that ran throughout is up to date, still the same Pod.
 func TestAHeldScaleUpLeavesTheRunningReplica(t *testing.T) {
-	sequential(t, "needs free GPUs on a named shared node, where its local volume lives")
+	parallel(t)
 	ctx := context.Background()
-	const ns, name, artifact, claim, volume, node = "team-o", "rwo", "weights-rwo", "weights", "team-o-weights", "gpu-node-0"
+	const name, artifact, claim = "rwo", "weights-rwo", "weights"
+	ns, volume, node := ownName(t, "ns"), ownName(t, "weights"), ownNode(t, ctx, "NVIDIA-A10G")
 	applyCluster(t, ctx, ns)
-	queue(t, ctx, "weights-held", a10gEntrance, ns, 8)
+	queueOnNode(t, ctx, ownName(t, "queue"), a10gEntrance, ns, node, 8)
 	localClaim(t, ctx, ns, claim, volume, node, corev1.ReadWriteOnce)
 	kubectlApply(t, fmt.Sprintf(`apiVersion: worker.gpustack.ai/v1
 kind: ModelArtifact

@@ -21,6 +21,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".stack", "state directory: kubeconfig, logs, pids")
 	nodes := flag.Int("nodes", 2, "fake GPU nodes")
+	e2e := flag.Bool("e2e", false, "run as the e2e suite's stack (its fake nodes, Crossplane poll and controller flags), for make test-e2e-on-stack; -nodes is then the suite's")
 	putBack := flag.Bool("put-back", false, "start nothing: remove what the real node of a stack that died without stopping left on this machine, and put its settings back")
 	flag.Parse()
 	if *putBack {
@@ -30,13 +31,17 @@ func main() {
 		}
 		return
 	}
-	if err := run(*dir, *nodes); err != nil {
+	opts := cluster.Options{Nodes: *nodes}
+	if *e2e {
+		opts = cluster.SuiteOptions()
+	}
+	if err := run(*dir, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "mdplane-stack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int) error {
+func run(dir string, opts cluster.Options) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -51,9 +56,11 @@ func run(dir string, nodes int) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := cluster.Start(ctx, cluster.Options{Dir: dir, Nodes: nodes, Log: func(format string, args ...any) {
+	opts.Dir = dir
+	opts.Log = func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
-	}})
+	}
+	s, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
