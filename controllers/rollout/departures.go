@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -41,6 +45,11 @@ import (
 // The deployment hears of each departure and restart once, by the replica events' triggers: a member
 // with a deletion timestamp is ReplicaLeaving (ReplicaEvicted when an eviction deletes it), and a
 // member whose containers' restart count rose is ReplicaRestarted.
+//
+// A member can be gone from the API server before a reconcile sees it leaving: a Pod on no node, or
+// on a node that acknowledges at once, is removed moments after its deletion. The Pod watch keeps the
+// last state of each deleted member until its replica's reconcile takes it, so such a departure
+// retires the replica and is told with its reason like any other.
 type Departures struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -49,21 +58,77 @@ type Departures struct {
 	// Retirements is the pacer's record of each role's replacement in flight; without one, the
 	// role's status says.
 	Retirements *retirement.Book
+
+	// gone holds, by replica, the last state of a member the Pod watch saw deleted (MemberDeleted).
+	gone sync.Map
 }
 
 // SetupWithManager watches ModelReplicas and the Pods they control.
 func (d *Departures) SetupWithManager(mgr ctrl.Manager) error {
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.ModelReplica{}, handler.OnlyControllerOwner())
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("replica_departure").
 		For(&v1alpha1.ModelReplica{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.ModelReplica{}, handler.OnlyControllerOwner())).
+		Watches(&corev1.Pod{}, memberEvents{EventHandler: owner, departures: d}).
 		Complete(d)
+}
+
+// memberEvents enqueues a Pod's replica as EnqueueRequestForOwner does, and tells Departures of a
+// deleted member first.
+type memberEvents struct {
+	handler.EventHandler
+	departures *Departures
+}
+
+func (m memberEvents) Delete(ctx context.Context, e ctrlevent.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if p, ok := e.Object.(*corev1.Pod); ok {
+		m.departures.MemberDeleted(p)
+	}
+	m.EventHandler.Delete(ctx, e, q)
+}
+
+// goneMember is a deleted member as the watch last saw it, with its replica's UID.
+type goneMember struct {
+	replica types.UID
+	pod     *corev1.Pod
+}
+
+// MemberDeleted keeps the last state of a deleted Pod of a replica, for the replica's next
+// reconcile: a Pod the API server removed is a departure the reconcile no longer finds.
+func (d *Departures) MemberDeleted(p *corev1.Pod) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "ModelReplica" {
+		return
+	}
+	last := p.DeepCopy()
+	if last.DeletionTimestamp == nil {
+		last.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}
+	d.gone.Store(types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, goneMember{replica: ref.UID, pod: last})
+}
+
+// goneOf returns the member of this replica the watch saw deleted, if any; it is kept until the
+// replica is retired or gone. A member of an earlier replica of the same name is forgotten.
+func (d *Departures) goneOf(replica *v1alpha1.ModelReplica) *corev1.Pod {
+	key := client.ObjectKeyFromObject(replica)
+	v, ok := d.gone.Load(key)
+	if !ok {
+		return nil
+	}
+	if v.(goneMember).replica != replica.UID {
+		d.gone.CompareAndDelete(key, v)
+		return nil
+	}
+	return v.(goneMember).pod
 }
 
 // Reconcile retires a replica that lost a member, and deletes a departing replica's standing Pods.
 func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	replica := &v1alpha1.ModelReplica{}
 	if err := d.Client.Get(ctx, req.NamespacedName, replica); err != nil {
+		if apierrors.IsNotFound(err) {
+			d.gone.Delete(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	own, err := d.ownPods(ctx, replica)
@@ -71,6 +136,7 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if replica.DeletionTimestamp != nil {
+		d.gone.Delete(req.NamespacedName)
 		return reconcile.Result{}, d.deletePods(ctx, replica, own)
 	}
 	role, err := d.role(ctx, replica)
@@ -81,6 +147,9 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	lost := lostMember(own)
+	if lost == nil {
+		lost = d.goneOf(replica)
+	}
 	if lost == nil && role != nil && pacing.OutsideRollout(role) {
 		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
 		// Always: it leaves with its group's Workload and its ordinal is created again.
@@ -135,6 +204,9 @@ func waitsBehind(inFlight, ordinal int32) bool {
 func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) (reconcile.Result, error) {
 	reason, why := d.departureReason(ctx, replica, lost)
 	err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID, ResourceVersion: &replica.ResourceVersion})
+	if err == nil || apierrors.IsNotFound(err) {
+		d.gone.Delete(client.ObjectKeyFromObject(replica))
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return reconcile.Result{}, nil

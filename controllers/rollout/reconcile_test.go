@@ -455,6 +455,7 @@ func TestDeparturesReconcile(t *testing.T) {
 		pods    map[string]bool // Pod → still standing
 		events  []string
 		requeue time.Duration
+		gone    []*corev1.Pod // members the Pod watch saw deleted, no longer on the API server
 	}{
 		{rule: "a member that is merely not Ready is not a departure",
 			objs: []client.Object{r1, memberOf(r1, func(p *corev1.Pod) {
@@ -492,6 +493,24 @@ func TestDeparturesReconcile(t *testing.T) {
 		{rule: "near miss: a Pod Kueue stopped for another reason is ReplicaLeaving",
 			objs: []client.Object{r1, memberOf(r1, leavingPod, stoppedByKueue("WorkloadDeleted"))}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
+		{rule: "a member removed before a reconcile saw it leaving retires the replica, told with Kueue's reason",
+			objs: []client.Object{r1}, gone: []*corev1.Pod{memberOf(r1, leavingPod, stoppedByKueue("WorkloadEvictedDueToPreempted"))},
+			replica: r1, retired: true,
+			events: []string{"Warning ReplicaEvicted " + rebuilt("Kueue evicted its group: Preempted: Preempted to accommodate a workload")}},
+		{rule: "a member removed at once, without a deletion timestamp in its last state, is ReplicaLeaving",
+			objs: []client.Object{r1}, gone: []*corev1.Pod{memberOf(r1)}, replica: r1, retired: true,
+			events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod was deleted")}},
+		{rule: "near miss: a removed member of an earlier replica of the same name says nothing",
+			objs: []client.Object{r1, memberOf(r1, readyPod)},
+			gone: []*corev1.Pod{func() *corev1.Pod {
+				earlier := replicaAt(1, "a")
+				earlier.UID = "earlier"
+				return memberOf(earlier, leavingPod)
+			}()},
+			replica: r1},
+		{rule: "a removed member waits behind another replacement in flight in its role",
+			objs: []client.Object{replacingRole(2), r1}, gone: []*corev1.Pod{memberOf(r1, leavingPod)},
+			replica: r1, requeue: 5 * time.Second},
 		{rule: "a drain through the eviction API is ReplicaEvicted",
 			objs: []client.Object{r1, memberOf(r1, drainedPod), groupOf(1, true)}, replica: r1, retired: true,
 			events: []string{"Warning ReplicaEvicted " + rebuilt("evicted: EvictionByEvictionAPI: Eviction API: evicting")}},
@@ -533,7 +552,11 @@ func TestDeparturesReconcile(t *testing.T) {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := fakecluster.Builder(append(tc.objs, deployment())...).Build()
 			recorder := events.NewFakeRecorder(10)
-			res, err := (&Departures{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.replica)})
+			departures := &Departures{Client: c, Recorder: recorder}
+			for _, p := range tc.gone {
+				departures.MemberDeleted(p)
+			}
+			res, err := departures.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.replica)})
 			require.NoError(t, err)
 			assert.Equal(t, tc.requeue, res.RequeueAfter)
 			if tc.pods == nil {
