@@ -39,9 +39,13 @@ test-checks: vet lint
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 	cd test/monitoring && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-# test-stack: make test's second lane, the test module: the render check and the e2e suite.
+# test-stack: make test's second lane, the test module: the render check and the e2e suite, whose
+# summary (how many tests ran in parallel and in the sequential group) is printed last.
+E2E_SUMMARY := $(CURDIR)/.stack/e2e-summary.txt
 test-stack:
-	cd test && $(GO) vet ./... && $(GO) test -count=1 -timeout 50m -shuffle=on -parallel $(E2E_PARALLEL) ./...
+	@mkdir -p $(dir $(E2E_SUMMARY)) && rm -f $(E2E_SUMMARY)
+	cd test && $(GO) vet ./... && MDPLANE_E2E_SUMMARY=$(E2E_SUMMARY) $(GO) test -count=1 -timeout 50m -shuffle=on -parallel $(E2E_PARALLEL) ./...; \
+	  rc=$$?; cat $(E2E_SUMMARY) 2>/dev/null; exit $$rc
 
 # How many e2e tests marked parallel run at once: most of a test's time is waiting (Crossplane's
 # poll, Kueue's admission, rollouts), so more than the machine's cores.

@@ -50,9 +50,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	fmt.Println(groupsSummary())
+	summarize(groupsSummary())
 	if proven.claims != nil {
-		fmt.Println(conformanceSummary())
+		summarize(conformanceSummary())
 	}
 	// The controllers and webhooks run with their install manifest's RBAC, Crossplane and its RBAC
 	// manager with their chart's and mdplane's package's, Kueue with its own manifests': an RBAC
@@ -111,8 +111,22 @@ func runOnStack(m *testing.M, dir string) int {
 	}
 	fmt.Printf("e2e: on the stack in %s; tests of the sequential group, and those that need the suite's own stack, skip\n", dir)
 	code := m.Run()
-	fmt.Println(groupsSummary())
+	summarize(groupsSummary())
 	return code
+}
+
+// summarize prints a line of the suite's summary, and appends it to the file MDPLANE_E2E_SUMMARY
+// names, if any: go test shows a passing package's output only with -v, so make test prints the
+// file after the test module's run.
+func summarize(line string) {
+	fmt.Println(line)
+	if file := os.Getenv("MDPLANE_E2E_SUMMARY"); file != "" {
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, _ = fmt.Fprintln(f, line)
+			_ = f.Close()
+		}
+	}
 }
 
 // forbidden is the first line of a log that reports an RBAC refusal, if any: the API server's
