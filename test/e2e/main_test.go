@@ -111,7 +111,7 @@ func runOnStack(m *testing.M, dir string) int {
 	}
 	fmt.Printf("e2e: on the stack in %s; tests of the sequential group, and those that need the suite's own stack, skip\n", dir)
 	code := m.Run()
-	summarize(groupsSummary())
+	fmt.Println(groupsSummary())
 	return code
 }
 

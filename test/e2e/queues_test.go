@@ -257,13 +257,19 @@ spec:
 			}
 			return nil
 		})
-		out, err := stack.Kubectl("describe", "modeldeployment", "l4", "-n", ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out, noNodes) {
-			t.Errorf("kubectl describe modeldeployment l4 does not say %q:\n%s", noNodes, out)
-		}
+		// Read again, as a person would: Crossplane applies each render's status with server-side
+		// apply, so a render from a cache a moment behind (a busy machine) puts the previous
+		// QuotaReserved back until the next poll renders it again.
+		eventually(t, time.Minute, "kubectl describe saying the type has no nodes", func() error {
+			out, err := stack.Kubectl("describe", "modeldeployment", "l4", "-n", ns)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, noNodes) {
+				return fmt.Errorf("kubectl describe modeldeployment l4 does not say %q:\n%s", noNodes, out)
+			}
+			return nil
+		})
 		ps, err := pods(ctx, ns, "l4")
 		if err != nil {
 			t.Fatal(err)
