@@ -22,7 +22,7 @@ import (
 // two tests never meet by construction rather than by a reader's care, and make a node of the
 // test's own that no other test's Pod can land on.
 
-// ownerTaintKey taints a node of one test's own (ownNode); its value names the test.
+// ownerTaintKey taints a node of one test's own (ownNode); its value is the node's name.
 const ownerTaintKey = "mdplane.test/owner"
 
 var (
