@@ -79,13 +79,15 @@ spec:
 	start := time.Now()
 	var timeline []string
 	last, events, gaps := oldConfig, 0, 0
+	var engines, newStanding, leaving int // of the last event: the rollout's progress
 	timeout := time.After(6 * time.Minute)
 	for {
 		var ev watch.Event
 		select {
 		case ev = <-w.ResultChan():
 		case <-timeout:
-			t.Fatalf("the pair's rollout not done after 6 minutes; routing timeline:\n%s\n%s", strings.Join(timeline, "\n"), chaosDiagnosis(ns))
+			t.Fatalf("the pair's rollout not done after 6 minutes (%d Pod events; %d engine Pods, %d of the new configuration routed, %d leaving); routing timeline:\n%s\n%s",
+				events, engines, newStanding, leaving, strings.Join(timeline, "\n"), chaosDiagnosis(ns))
 		}
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok {
@@ -117,8 +119,14 @@ spec:
 			timeline = append(timeline, fmt.Sprintf("%6.2fs  routed %q (%d Pods selected)", time.Since(start).Seconds(), now, selected))
 			last = now
 		}
-		newStanding, leaving := 0, 0
+		// The router's own Pod carries the deployment's instance label too and is replaced on its own
+		// schedule: the rollout is done when the engines are.
+		engines, newStanding, leaving = 0, 0, 0
 		for _, q := range current {
+			if kind := q.Labels[workerv1.LabelRoleKind]; kind != "prefill" && kind != "decode" {
+				continue
+			}
+			engines++
 			switch {
 			case q.DeletionTimestamp != nil:
 				leaving++
@@ -126,7 +134,7 @@ spec:
 				newStanding++
 			}
 		}
-		if newStanding == 4 && leaving == 0 && len(current) == 4 {
+		if newStanding == 4 && leaving == 0 && engines == 4 {
 			break
 		}
 	}
