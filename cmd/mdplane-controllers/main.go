@@ -285,7 +285,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 	controllers := []controller{
 		{"the replica members", &members.Reconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("model-deployment-members"), Workers: o.memberWorkers, Retirements: retirements}},
-		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(),
+		{"the joint admission check", &admissioncheck.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
 		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: o.queueTypes}},

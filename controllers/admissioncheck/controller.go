@@ -37,12 +37,18 @@ const (
 	FieldOwner                                   = ControllerName
 )
 
+// podsUnseenRetry is how soon a Workload whose Pods the cache does not show yet is judged again.
+const podsUnseenRetry = time.Second
+
 // DefaultParkAfter is how long a settled set may hold part of its quota before it is parked.
 const DefaultParkAfter = 30 * time.Minute
 
 // Reconciler writes the joint check's verdict on every Workload of a deployment's replica set.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads the API server directly: a lone Workload's owner Pod, which the cache may not
+	// show yet.
+	Reader    client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	ParkAfter time.Duration
@@ -132,6 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, j Judgment) (reconcile.Resul
 	if o == nil || err != nil {
 		return reconcile.Result{}, err
 	}
+	if o.podsUnseen {
+		return reconcile.Result{RequeueAfter: podsUnseenRetry}, nil
+	}
 	p := decide(*o, r.Clock.Now(), r.ParkAfter)
 	if err := r.act(ctx, o.deployment, p); err != nil {
 		return reconcile.Result{}, err
@@ -179,7 +188,34 @@ func (r *Reconciler) observeLone(ctx context.Context, key types.NamespacedName) 
 		// come (a set of one group has no other member).
 		return r.observe(ctx, Judgment{Namespace: key.Namespace, Deployment: deployment})
 	}
+	// Kueue makes a pod group's Workload once the group's Pods exist, and owns it by them. A Pod of
+	// a deployment's that the cache does not show yet would leave its group judged alone, and
+	// approved, admitting part of a set: the owner is read from the API server, and a group of
+	// mdplane's Pods is judged again once the cache shows them.
+	for _, ref := range wl.OwnerReferences {
+		if ref.Kind != "Pod" || ref.APIVersion != "v1" {
+			continue
+		}
+		pod := &corev1.Pod{}
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: ref.Name}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case pod.Labels[workerv1.LabelName] == workerv1.NameModelDeployment:
+			return &observed{podsUnseen: true}, nil
+		}
+		break // the Pods of one group are all mdplane's or none
+	}
 	return &observed{lone: wl}, nil
+}
+
+// reader reads what must not come from the cache; the client when no Reader is set.
+func (r *Reconciler) reader() client.Reader {
+	if r.Reader != nil {
+		return r.Reader
+	}
+	return r.Client
 }
 
 // judged reports whether a Workload is this check's to write: its ClusterQueue asks for the check,

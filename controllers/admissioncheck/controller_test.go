@@ -366,3 +366,38 @@ func TestASetTurnsReadyWithItsWritesSideBySide(t *testing.T) {
 		assert.Equal(t, kueue.CheckStateReady, CheckState(getWorkload(t, c, "g"+strconv.Itoa(i)), CheckName).State)
 	}
 }
+
+// TestALoneWorkloadOfMdplanesPodsWaitsForTheCache: a Workload whose Pods the cache does not show
+// yet is judged alone only if its owner Pod, read from the API server, is not mdplane's: a group of
+// a deployment's waits, unjudged, rather than being admitted apart from its set.
+func TestALoneWorkloadOfMdplanesPodsWaitsForTheCache(t *testing.T) {
+	ownedBy := func(pod string) *kueue.Workload {
+		wl := queued("lone")
+		wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod, UID: types.UID(pod)}}
+		return wl
+	}
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "batch-0", Namespace: "team-a", Labels: map[string]string{"app": "batch"}}}
+	mdplanes := member(0, "lone")
+	cases := []struct {
+		rule    string
+		owner   *corev1.Pod // on the API server, not in the cache
+		state   kueue.CheckState
+		requeue time.Duration
+	}{
+		{rule: "a group of mdplane's Pods the cache does not show yet waits, unjudged", owner: mdplanes,
+			state: kueue.CheckStatePending, requeue: podsUnseenRetry},
+		{rule: "near miss: a group of another controller's Pods is judged alone", owner: foreign, state: kueue.CheckStateReady},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			wl := ownedBy(tc.owner.Name)
+			c := fakecluster.Builder(wl).Build()
+			server := fakecluster.Builder(wl, tc.owner).Build()
+			r := &Reconciler{Client: c, Reader: server, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
+			res, err := r.Reconcile(context.Background(), Judgment{Namespace: "team-a", Workload: "lone"})
+			require.NoError(t, err)
+			assert.Equal(t, tc.requeue, res.RequeueAfter)
+			assert.Equal(t, tc.state, CheckState(getWorkload(t, c, "lone"), CheckName).State)
+		})
+	}
+}

@@ -21,6 +21,8 @@ import (
 // observed is what one reconcile reads: a lone Workload no deployment claims, or a deployment, its
 // set and the set's Workloads by name.
 type observed struct {
+	// podsUnseen: a Workload owned by Pods the cache does not show yet, judged once it does.
+	podsUnseen bool
 	lone       *kueue.Workload
 	deployment *workerv1.ModelDeployment
 	set        Set
