@@ -3,6 +3,7 @@ package kvcachepools
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -166,7 +167,28 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	case out.InFlight:
 		return reconcile.Result{RequeueAfter: tenantclaim.InFlight}, nil
 	}
+	// A holder the API server no longer has (or is deleting) releases the claim once its own
+	// reconcile runs, which a loaded cache may delay past the one look afterRelease schedules:
+	// look again shortly until it has.
+	if leaving, err := r.holderLeaving(ctx, out.Holder); err != nil || leaving {
+		return reconcile.Result{RequeueAfter: releaseSettle}, err
+	}
 	return reconcile.Result{RequeueAfter: loserRecheck}, nil
+}
+
+// holderLeaving reports whether the claim's holder Binding (<namespace>/<name>) is gone from the
+// API server or being deleted.
+func (r *ClaimReconciler) holderLeaving(ctx context.Context, holder string) (bool, error) {
+	namespace, name, ok := strings.Cut(holder, "/")
+	if !ok {
+		return false, nil
+	}
+	b := &workerv1.KVCachePoolBinding{}
+	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, b)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return err == nil && b.DeletionTimestamp != nil, client.IgnoreNotFound(err)
 }
 
 // release deletes the claims of a Binding the cache says is gone, once the API server agrees: a

@@ -8,11 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -157,4 +159,37 @@ func TestClaimRules(t *testing.T) {
 		assert.ElementsMatch(t, []string{"team-a", "team-b"}, names(r.bindingsOfPool(context.Background(), pool())))
 		assert.ElementsMatch(t, []string{"team-a", "team-b"}, names(r.bindingsOfDomain(context.Background(), chatBinding("team-x"))))
 	})
+}
+
+// TestALoserLooksAgainShortlyWhileItsHolderLeaves: a holder the API server no longer has, but the
+// cache still shows (so its claim stands until its own reconcile releases it), has the loser look
+// again within releaseSettle rather than loserRecheck; a holder that stays is the near miss.
+func TestALoserLooksAgainShortlyWhileItsHolderLeaves(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		rule      string
+		holderSet bool // the holder still on the API server
+		requeue   time.Duration
+	}{
+		{rule: "the holder gone from the API server: look again shortly", requeue: releaseSettle},
+		{rule: "near miss: the holder stays: look again now and then", holderSet: true, requeue: loserRecheck},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := claimsCluster(chatBinding("team-a"), chatBinding("team-b"), pool())
+			won, _ := claimAt(t, c, "team-a", t0)
+			require.Equal(t, metav1.ConditionTrue, won.Status)
+			server := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, binding := obj.(*workerv1.KVCachePoolBinding); binding && key.Namespace == "team-a" && !tc.holderSet {
+						return apierrors.NewNotFound(workerv1.SchemeGroupVersion.WithResource("kvcachepoolbindings").GroupResource(), key.Name)
+					}
+					return cl.Get(ctx, key, obj, opts...)
+				}})
+			r := &ClaimReconciler{Client: c, Reader: server, Namespace: operatorNamespace, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Hour))}
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-b", Name: "cache"}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.requeue, res.RequeueAfter)
+		})
+	}
 }
