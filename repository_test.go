@@ -130,9 +130,14 @@ func TestCommentsStateTheirRules(t *testing.T) {
 // maxDocLines is the longest a page of docs/ may be: longer, it is a log, not a page.
 const maxDocLines = 500
 
+// runsBehindFigures is the one section of docs/ that dates runs: the runs the testing page's current
+// figures were measured in, replaced with the figures. A date there says when, not what changed.
+const runsBehindFigures = "### Runs behind these figures"
+
 // TestDocsAreCurrentAndSelfContained: every page of docs/ and the README is short enough to read,
 // cites no document outside the repository and no issue of the project, and carries no dated run
-// (figures are the current ones; history is git's). The changelog alone dates its releases.
+// (figures are the current ones; history is git's) outside the testing page's runsBehindFigures.
+// The changelog alone dates its releases.
 func TestDocsAreCurrentAndSelfContained(t *testing.T) {
 	files, cites := trackedFiles(t)
 	dated := regexp.MustCompile(`\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b`)
@@ -163,13 +168,17 @@ func TestDocsAreCurrentAndSelfContained(t *testing.T) {
 		if strings.HasPrefix(path, "docs/") && len(lines) > maxDocLines {
 			t.Errorf("%s is %d lines, over %d: split it into pages a reader can finish", path, len(lines), maxDocLines)
 		}
+		datesAllowed := false
 		for i, line := range lines {
+			if strings.HasPrefix(line, "#") {
+				datesAllowed = path == "docs/testing.md" && line == runsBehindFigures
+			}
 			switch {
 			case cites(line):
 				t.Errorf("%s:%d cites a document outside the repository; state the fact instead: %s", path, i+1, line)
 			case projectIssue.MatchString(line):
 				t.Errorf("%s:%d names an issue; say what is true instead: %s", path, i+1, line)
-			case dated.MatchString(line):
+			case dated.MatchString(line) && !datesAllowed:
 				t.Errorf("%s:%d dates a run; give the current figures, history is git's: %s", path, i+1, line)
 			}
 		}

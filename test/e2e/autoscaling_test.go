@@ -63,7 +63,11 @@ func hpaSays(ctx context.Context, namespace, name string) string {
 // /metrics: up, down through the retirement protocol (a busy leaving replica is held in Draining),
 // and up again past the queue's quota, where Kueue holds the replica it cannot admit.
 func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
-	sequential(t, "registers and removes the cluster-wide custom metrics APIService; while it is unavailable, discovery and namespace deletion fail for everyone")
+	// Parallel although it registers and removes the cluster's custom metrics APIService: until the
+	// controllers answer for it (seconds), discovery of its group fails, and the namespace controller
+	// still deletes everything it can discover and tries the namespace again.
+	parallel(t)
+	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name, queueName = "hpa", "hpa"

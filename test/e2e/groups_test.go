@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Every test of the package says first how it runs: parallel, beside the others, when it creates
@@ -25,6 +29,7 @@ func parallel(t *testing.T) {
 	t.Helper()
 	ran.parallel.Add(1)
 	t.Parallel()
+	timeTest(t, parallelGroup)
 }
 
 // sequential marks a test that must run alone; why is the reason, logged with the test. On a stack
@@ -34,6 +39,7 @@ func sequential(t *testing.T, why string) {
 	ran.sequential.Add(1)
 	needsOwnStack(t, why)
 	t.Logf("sequential: %s", why)
+	timeTest(t, sequentialGroup)
 }
 
 // needsOwnStack skips a test on a stack the suite attached to rather than started: why names what
@@ -49,6 +55,81 @@ func needsOwnStack(t *testing.T, why string) {
 // groupsSummary is the line the suite prints last about how its tests ran.
 func groupsSummary() string {
 	return fmt.Sprintf("e2e: %d tests ran in parallel, %d in the sequential group", ran.parallel.Load(), ran.sequential.Load())
+}
+
+// The two groups, as the timing summary names them.
+const (
+	sequentialGroup = "the sequential group"
+	parallelGroup   = "the parallel group"
+)
+
+// took is how long one test ran, from its release (a parallel test waits for the sequential group
+// first) to the end of its last cleanup.
+type took struct {
+	test       string
+	start, end time.Time
+}
+
+// timings are the tests' times by group, for the summary's split of the suite's time. They are
+// printed, never asserted: the split tells a developer where the suite's minutes go.
+var timings = struct {
+	sync.Mutex
+	byGroup map[string][]took
+}{byGroup: map[string][]took{}}
+
+// timeTest records t's time in group when t ends. The cleanup is registered before the test's own,
+// so it runs after them: a test's teardown counts.
+func timeTest(t *testing.T, group string) {
+	start := time.Now()
+	t.Cleanup(func() {
+		timings.Lock()
+		defer timings.Unlock()
+		timings.byGroup[group] = append(timings.byGroup[group], took{test: t.Name(), start: start, end: time.Now()})
+	})
+}
+
+// timingSummary is the suite's time split into its stages: the stack's start, each group from its
+// first test's release to its last test's end with its three slowest tests, and the uninstall.
+func timingSummary(stackStart, uninstall time.Duration) string {
+	timings.Lock()
+	defer timings.Unlock()
+	parts := []string{"stack started in " + seconds(stackStart)}
+	for _, group := range []string{sequentialGroup, parallelGroup} {
+		tests := slices.Clone(timings.byGroup[group])
+		if len(tests) == 0 {
+			continue
+		}
+		first, last := tests[0].start, tests[0].end
+		for _, tt := range tests {
+			first, last = minTime(first, tt.start), maxTime(last, tt.end)
+		}
+		slices.SortFunc(tests, func(a, b took) int { return cmp.Compare(b.end.Sub(b.start), a.end.Sub(a.start)) })
+		var slowest []string
+		for _, tt := range tests[:min(3, len(tests))] {
+			slowest = append(slowest, tt.test+" "+seconds(tt.end.Sub(tt.start)))
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (slowest: %s)", group, seconds(last.Sub(first)), strings.Join(slowest, ", ")))
+	}
+	if uninstall > 0 {
+		parts = append(parts, "uninstall "+seconds(uninstall))
+	}
+	return "e2e: " + strings.Join(parts, "; ")
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d.Round(time.Second).Seconds())) }
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // TestEveryTestSaysHowItRuns: each test's first statement is parallel(t) or sequential(t, why)

@@ -37,7 +37,9 @@ func TestMain(m *testing.M) {
 	opts.Audit = os.Getenv("MDPLANE_E2E_AUDIT") != ""
 	opts.Log = func(format string, args ...any) { fmt.Printf("e2e stack: "+format+"\n", args...) }
 	var err error
+	started := time.Now()
 	stack, err = cluster.Start(ctx, opts)
+	stackStart := time.Since(started)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
@@ -68,9 +70,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	// Last, the suite removes mdplane as the page says; the stack goes with it.
+	var uninstall time.Duration
 	if code == 0 {
 		uninstallCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		if err := uninstallAsDocumented(uninstallCtx); err != nil {
+		started := time.Now()
+		err := uninstallAsDocumented(uninstallCtx)
+		uninstall = time.Since(started)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: uninstalling as docs/install.md says:", err)
 			code = 1
 		} else {
@@ -78,6 +84,7 @@ func TestMain(m *testing.M) {
 		}
 		cancel()
 	}
+	summarize(timingSummary(stackStart, uninstall))
 	if code != 0 {
 		fmt.Printf("e2e: component logs kept in %s/logs\n", stack.Dir)
 	}

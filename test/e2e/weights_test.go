@@ -288,7 +288,11 @@ spec:
 //     SourceUnavailable while Resolved stays True with the same resolution, and both running Pods
 //     are kept, the deployment still reporting its weights ready.
 func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
-	sequential(t, "writes the cluster-wide settings every new Pod reads")
+	// Parallel although it writes the cluster-wide settings: only the Hugging Face endpoint, which only
+	// the Pods of an Engine-delivered Hugging Face artifact read (no other test has one), and the
+	// revalidate interval, which only changes how often a resolved artifact is asked again.
+	parallel(t)
+	needsOwnStack(t, "sets what the stack's model hub serves")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name, artifact, repo = "hub", "tiny-chat", "acme/tiny-chat"
