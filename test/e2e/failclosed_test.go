@@ -58,7 +58,7 @@ func TestNoWebhookNoAdmission(t *testing.T) {
 // called by a copy of mdplane's Composition that the deployment names: killing mdplane's own
 // would stop every deployment's composition, so the test would have to run alone.
 func TestAFunctionDownLeavesRunningPodsAlone(t *testing.T) {
-	parallel(t)
+	parallelWaiting(t, "waits about two minutes for Crossplane's call to the stopped Function to time out")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name = "steady"

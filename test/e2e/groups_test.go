@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -24,12 +25,38 @@ import (
 // ever sees a sequential test's disturbance.
 var ran struct{ parallel, sequential atomic.Int32 }
 
-// parallel marks a test that creates and reads only its own objects.
+// parallel marks a test that creates and reads only its own objects. It runs when one of the
+// suite's slots is free.
 func parallel(t *testing.T) {
 	t.Helper()
 	ran.parallel.Add(1)
 	t.Parallel()
+	slots <- struct{}{}
+	t.Cleanup(func() { <-slots })
 	timeTest(t, parallelGroup)
+}
+
+// parallelWaiting marks a parallel test that spends minutes waiting on one thing (why): it takes no
+// slot and starts as soon as the parallel group does, rather than at a random place in the queue,
+// where it would outlast every test around it and hold the group open.
+func parallelWaiting(t *testing.T, why string) {
+	t.Helper()
+	ran.parallel.Add(1)
+	t.Parallel()
+	t.Logf("parallel, without a slot: %s", why)
+	timeTest(t, parallelGroup)
+}
+
+// slots bounds how many parallel tests run at once: MDPLANE_E2E_PARALLEL (make's E2E_PARALLEL,
+// default 8). The suite bounds them itself, and make runs go test with a -parallel above the number
+// of tests, so that the tests that mostly wait (parallelWaiting) need no slot.
+var slots = make(chan struct{}, parallelSlots())
+
+func parallelSlots() int {
+	if n, err := strconv.Atoi(os.Getenv("MDPLANE_E2E_PARALLEL")); err == nil && n > 0 {
+		return n
+	}
+	return 8
 }
 
 // sequential marks a test that must run alone; why is the reason, logged with the test. On a stack
@@ -132,8 +159,8 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// TestEveryTestSaysHowItRuns: each test's first statement is parallel(t) or sequential(t, why)
-// with a reason, so the file says why a test runs alone.
+// TestEveryTestSaysHowItRuns: each test's first statement is parallel(t), parallelWaiting(t, why)
+// or sequential(t, why) with a reason, so the file says why a test runs alone or needs no slot.
 func TestEveryTestSaysHowItRuns(t *testing.T) {
 	parallel(t)
 	files, err := filepath.Glob("*_test.go")
@@ -158,9 +185,33 @@ func TestEveryTestSaysHowItRuns(t *testing.T) {
 	}
 }
 
+// TestHowATestSaysHowItRuns: the first statements the rule admits, and a near miss beside each.
+func TestHowATestSaysHowItRuns(t *testing.T) {
+	parallel(t)
+	for _, row := range []struct {
+		first string
+		ok    bool
+	}{
+		{`parallel(t)`, true},
+		{`t.Parallel()`, false},
+		{`parallelWaiting(t, "waits on a timeout")`, true},
+		{`parallelWaiting(t, " ")`, false},
+		{`sequential(t, "kills the controllers")`, true},
+		{`sequential(t, why)`, false},
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "x_test.go", "package e2e\nfunc TestX(t *testing.T) {\n"+row.first+"\n}\n", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problem := howItRuns(f.Decls[0].(*ast.FuncDecl)); (problem == "") != row.ok {
+			t.Errorf("%s: %q, want admitted %v", row.first, problem, row.ok)
+		}
+	}
+}
+
 // howItRuns is what is wrong with a test's first statement, or "".
 func howItRuns(fn *ast.FuncDecl) string {
-	const want = "does not begin with parallel(t) or sequential(t, \"why\")"
+	const want = "does not begin with parallel(t), parallelWaiting(t, \"why\") or sequential(t, \"why\")"
 	if fn.Body == nil || len(fn.Body.List) == 0 {
 		return want
 	}
@@ -179,13 +230,13 @@ func howItRuns(fn *ast.FuncDecl) string {
 	switch {
 	case name.Name == "parallel" && len(call.Args) == 1:
 		return ""
-	case name.Name == "sequential" && len(call.Args) == 2:
+	case (name.Name == "sequential" || name.Name == "parallelWaiting") && len(call.Args) == 2:
 		why, ok := call.Args[1].(*ast.BasicLit)
 		if !ok || why.Kind != token.STRING {
-			return "gives sequential a reason that is not a string literal"
+			return "gives " + name.Name + " a reason that is not a string literal"
 		}
 		if reason, err := strconv.Unquote(why.Value); err != nil || strings.TrimSpace(reason) == "" {
-			return "gives sequential no reason"
+			return "gives " + name.Name + " no reason"
 		}
 		return ""
 	}

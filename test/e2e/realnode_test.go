@@ -58,7 +58,7 @@ func onTheStack(t *testing.T, ns, extra string) string {
 // comes back and serves, reported as a restart; and a rolling edit under a steady request loop
 // through the Service loses no request and ends at the new revision.
 func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
-	parallel(t)
+	parallelWaiting(t, "waits about three minutes on the real node's containers: starts, probes, a kill and a rolling edit")
 	needsOwnStack(t, "kills a container on the real node's containerd")
 	ctx := context.Background()
 	ns := ownName(t, "ns")

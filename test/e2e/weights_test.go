@@ -291,7 +291,7 @@ func TestUnresolvedWeightsHoldTheRollout(t *testing.T) {
 	// Parallel although it writes the cluster-wide settings: only the Hugging Face endpoint, which only
 	// the Pods of an Engine-delivered Hugging Face artifact read (no other test has one), and the
 	// revalidate interval, which only changes how often a resolved artifact is asked again.
-	parallel(t)
+	parallelWaiting(t, "waits a minute for the artifact's revalidation, the Setting's least interval")
 	needsOwnStack(t, "sets what the stack's model hub serves")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
