@@ -128,7 +128,12 @@ func timingSummary(stackStart, uninstall time.Duration) string {
 		}
 		first, last := tests[0].start, tests[0].end
 		for _, tt := range tests {
-			first, last = minTime(first, tt.start), maxTime(last, tt.end)
+			if tt.start.Before(first) {
+				first = tt.start
+			}
+			if tt.end.After(last) {
+				last = tt.end
+			}
 		}
 		slices.SortFunc(tests, func(a, b took) int { return cmp.Compare(b.end.Sub(b.start), a.end.Sub(a.start)) })
 		var slowest []string
@@ -144,20 +149,6 @@ func timingSummary(stackStart, uninstall time.Duration) string {
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d.Round(time.Second).Seconds())) }
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
 
 // TestEveryTestSaysHowItRuns: each test's first statement is parallel(t), parallelWaiting(t, why)
 // or sequential(t, why) with a reason, so the file says why a test runs alone or needs no slot.
