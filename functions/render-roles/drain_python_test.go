@@ -1,6 +1,7 @@
 package renderroles_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,33 +244,70 @@ func TestDrainHookRuns(t *testing.T) {
 	}
 }
 
+// resolverStandIn replaces python's name resolution for the wait-for-worker script: the names in
+// RESOLVABLE (comma-separated, from the environment) resolve to loopback, any other fails as an
+// unknown name. The test thus never asks the machine's resolver, and a lookup costs no network wait.
+const resolverStandIn = `import os, socket
+_resolvable = set(filter(None, os.environ.get("RESOLVABLE", "").split(",")))
+def _getaddrinfo(host, *args, **kwargs):
+    if host in _resolvable:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0))]
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+socket.getaddrinfo = _getaddrinfo
+`
+
+// runWaitForWorker runs the wait-for-worker program with python3 behind resolverStandIn, until it
+// exits (its error, nil for 0) or prints a line containing until (errStillWaiting; it is then
+// stopped). The minute's bound only stops a hang; no row comes near it.
+func runWaitForWorker(t *testing.T, until string, env ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	program := resolverStandIn + "exec(compile(" + strconv.Quote(renderroles.WaitForWorkerScript()) + `, "wait-for-worker", "exec"))` + "\n"
+	cmd := exec.CommandContext(ctx, "python3", "-c", program)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout // a traceback is part of what the row prints
+	require.NoError(t, cmd.Start())
+	var out strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		out.WriteString(lines.Text() + "\n")
+		if until != "" && strings.Contains(lines.Text(), until) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return out.String(), errStillWaiting
+		}
+	}
+	return out.String(), cmd.Wait()
+}
+
+var errStillWaiting = errors.New("still waiting")
+
 // TestWaitForWorkerScript runs the wait-for-worker container's program with python3, as the engine
-// image would: a worker returns at once; a leader whose workers do not resolve keeps waiting and
-// names them.
+// image would: a worker returns at once; a leader waits, naming them, until every worker's name
+// resolves.
 func TestWaitForWorkerScript(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	script := renderroles.WaitForWorkerScript()
-	run := func(env ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "python3", "-c", script)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	const leader, m1, m2 = "md-s-r0-m0.md-s-r0.invalid", "md-s-r0-m1.md-s-r0.invalid", "md-s-r0-m2.md-s-r0.invalid"
 	t.Run("a worker returns at once", func(t *testing.T) {
-		_, err := run(engine.EnvMemberIndex+"=1", engine.EnvReplicaSize+"=2", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		_, err := runWaitForWorker(t, "", engine.EnvMemberIndex+"=1", engine.EnvReplicaSize+"=2", engine.EnvLeaderAddress+"="+leader)
 		assert.NoError(t, err)
 	})
 	t.Run("a leader of one member has nobody to wait for", func(t *testing.T) {
-		_, err := run(engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=1", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
+		_, err := runWaitForWorker(t, "", engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=1", engine.EnvLeaderAddress+"="+leader)
 		assert.NoError(t, err)
 	})
 	t.Run("a leader waits for its workers by name", func(t *testing.T) {
-		out, err := run(engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=3", engine.EnvLeaderAddress+"=md-s-r0-m0.md-s-r0.invalid")
-		assert.Error(t, err, "still waiting when the test stops it")
-		assert.Contains(t, out, "waiting for workers: md-s-r0-m1.md-s-r0.invalid, md-s-r0-m2.md-s-r0.invalid")
+		out, err := runWaitForWorker(t, "waiting for workers", engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=3", engine.EnvLeaderAddress+"="+leader, "RESOLVABLE="+m1)
+		assert.ErrorIs(t, err, errStillWaiting, "output:\n%s", out)
+		assert.Contains(t, out, "waiting for workers: "+m2+"\n", "only the worker whose name does not resolve")
+	})
+	t.Run("a leader whose workers all resolve returns", func(t *testing.T) {
+		out, err := runWaitForWorker(t, "waiting for workers", engine.EnvMemberIndex+"=0", engine.EnvReplicaSize+"=3", engine.EnvLeaderAddress+"="+leader, "RESOLVABLE="+m1+","+m2)
+		assert.NoError(t, err, "output:\n%s", out)
 	})
 }
