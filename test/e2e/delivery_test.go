@@ -159,13 +159,7 @@ spec:
 		}
 		servesMountedWeights(t, p, "", "Image")
 	}
-	md, err := modelDeployment(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (workerv1.ModelStatus{Artifact: artifact, Delivery: "Image"}); md.Status.Model == nil || *md.Status.Model != want {
-		t.Errorf("status.model is %+v, want %+v", md.Status.Model, want)
-	}
+	statusModelBecomes(t, ctx, ns, name, workerv1.ModelStatus{Artifact: artifact, Delivery: "Image"})
 
 	eventually(t, 30*time.Second, "WeightsReady False/WeightsNotMounted on KWOK's Pods", func() error {
 		return conditionIs(ctx, ns, name, "WeightsReady", "False", "WeightsNotMounted")

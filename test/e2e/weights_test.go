@@ -43,6 +43,23 @@ func modelDeployment(ctx context.Context, namespace, name string) (*workerv1.Mod
 	return md, stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, md)
 }
 
+// statusModelBecomes waits until the deployment's status.model is want. It comes from the
+// deployment's own render, which follows the artifact's resolution at its next pass; the Pods come
+// from the replicas' renders, which may be there first.
+func statusModelBecomes(t *testing.T, ctx context.Context, namespace, name string, want workerv1.ModelStatus) {
+	t.Helper()
+	eventually(t, 30*time.Second, "status.model "+want.Delivery, func() error {
+		md, err := modelDeployment(ctx, namespace, name)
+		if err != nil {
+			return err
+		}
+		if md.Status.Model == nil || *md.Status.Model != want {
+			return fmt.Errorf("status.model is %+v, want %+v", md.Status.Model, want)
+		}
+		return nil
+	})
+}
+
 // modelArtifact reads a ModelArtifact.
 func modelArtifact(ctx context.Context, namespace, name string) (*workerv1.ModelArtifact, error) {
 	a := &workerv1.ModelArtifact{}
@@ -250,13 +267,7 @@ spec:
 		}
 		servesMountedWeights(t, p, subPath, "PVC")
 	}
-	md, err := modelDeployment(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (workerv1.ModelStatus{Artifact: artifact, Delivery: "PVC"}); md.Status.Model == nil || *md.Status.Model != want {
-		t.Errorf("status.model is %+v, want %+v", md.Status.Model, want)
-	}
+	statusModelBecomes(t, ctx, ns, name, workerv1.ModelStatus{Artifact: artifact, Delivery: "PVC"})
 
 	// KWOK runs the Pods without PodReadyToStartContainers: the weights count as not mounted.
 	eventually(t, 30*time.Second, "WeightsReady False/WeightsNotMounted on KWOK's Pods", func() error {
