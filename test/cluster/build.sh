@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every program the test control plane runs, from the Go module proxy, once per version, into
 # $MDPLANE_CACHE/bin (default ~/.cache/mdplane/bin). A binary that is already there is reused, so a
-# second run costs seconds; a cold run on two cores takes about 40 minutes, mostly Kubernetes.
+# second run costs seconds. With Go's build cache empty, the first takes over 40 minutes on two
+# cores, Kubernetes the most; with it warm, only the links are left.
 # Usage: build.sh [component...]   (components: node-packages etcd kubernetes kueue kwok crossplane
 # crossplane-cli function-patch-and-transform coredns inference-sim containerd runc cni-plugins;
 # default all: the e2e suite runs the CLI and the team API example's Function, the render recipe's
