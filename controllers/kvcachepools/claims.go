@@ -3,7 +3,6 @@ package kvcachepools
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -179,16 +178,16 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 // holderLeaving reports whether the claim's holder Binding (<namespace>/<name>) is gone from the
 // API server or being deleted.
 func (r *ClaimReconciler) holderLeaving(ctx context.Context, holder string) (bool, error) {
-	namespace, name, ok := strings.Cut(holder, "/")
+	key, ok := tenantclaim.HolderBinding(holder)
 	if !ok {
 		return false, nil
 	}
 	b := &workerv1.KVCachePoolBinding{}
-	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, b)
+	err := r.Reader.Get(ctx, key, b)
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
-	return err == nil && b.DeletionTimestamp != nil, client.IgnoreNotFound(err)
+	return err == nil && b.DeletionTimestamp != nil, err
 }
 
 // release deletes the claims of a Binding the cache says is gone, once the API server agrees: a

@@ -79,6 +79,12 @@ func Name(backend, domain string) string {
 // Holder is a Binding's holder identity.
 func Holder(namespace, name string) string { return namespace + "/" + name }
 
+// HolderBinding is the Binding a holder names, the inverse of Holder; false for another identity.
+func HolderBinding(holder string) (types.NamespacedName, bool) {
+	namespace, name, ok := strings.Cut(holder, "/")
+	return types.NamespacedName{Namespace: namespace, Name: name}, ok
+}
+
 // holderLabel is a hash of the holder, short enough for a label value.
 func holderLabel(holder string) string {
 	sum := sha256.Sum256([]byte(holder))
@@ -216,12 +222,12 @@ func Master(ctx context.Context, r client.Reader, pool string) (backend string, 
 // still names that backend).
 func BindingDeclares(r client.Reader, backend, domain string) Declares {
 	return func(ctx context.Context, holder string) (bool, error) {
-		namespace, name, ok := strings.Cut(holder, "/")
+		key, ok := HolderBinding(holder)
 		if !ok {
 			return false, nil // not a Binding's identity: never this operator's
 		}
 		b := &workerv1.KVCachePoolBinding{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, b); apierrors.IsNotFound(err) {
+		if err := r.Get(ctx, key, b); apierrors.IsNotFound(err) {
 			return false, nil
 		} else if err != nil {
 			return false, fmt.Errorf("reading KVCachePoolBinding %s, the holder of a domain claim: %w", holder, err)
