@@ -28,7 +28,7 @@ func npuNode(t *testing.T, ctx context.Context, i int) *corev1.Node {
 	t.Helper()
 	const group = "acceleratable.feature.gpustack.ai/ascend-910b"
 	n, err := stack.AddNode(ctx, cluster.NodeOptions{Name: fmt.Sprintf("npu-node-%d", i), GPUs: 8, Resource: npuKey, Arch: "arm64",
-		Labels: map[string]string{group: "true", group + ".product": "Ascend-910B", group + ".memory": "64Gi"}})
+		Labels: map[string]string{group: "true", group + ".product": "Ascend-910B", group + ".memory": "64Gi"}, Taints: []corev1.Taint{ownerTaint(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,17 @@ import (
 // two tests never meet by construction rather than by a reader's care, and make a node of the
 // test's own that no other test's Pod can land on.
 
-// ownerTaintKey taints a node of one test's own (ownNode); its value is the node's name.
+// ownerTaintKey taints every node a parallel test adds for itself, so that Pods no queue of the
+// test places (other tests' routers, plain Deployments the default scheduler binds anywhere) keep
+// off it: a test may count, cordon or delete its nodes. Its value is the node's name (ownNode) or
+// the test's own name (ownerTaint).
 const ownerTaintKey = "mdplane.test/owner"
+
+// ownerTaint is the owner taint of the nodes a test adds for a managed InstanceType of its own,
+// whose flavor then tolerates it as it tolerates any taint a pool dedicates to its nodes.
+func ownerTaint(t *testing.T) corev1.Taint {
+	return corev1.Taint{Key: ownerTaintKey, Value: ownName(t, "nodes"), Effect: corev1.TaintEffectNoSchedule}
+}
 
 var (
 	wordStart = regexp.MustCompile(`([a-z0-9])([A-Z])`)

@@ -281,9 +281,10 @@ spec:
 		}
 	})
 
+	owner := ownerTaint(t)
 	addNode := func(t *testing.T, name string) *corev1.Node {
 		t.Helper()
-		n, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: product, GPUs: 4})
+		n, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: product, GPUs: 4, Taints: []corev1.Taint{owner}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -642,7 +643,8 @@ func TestTopologyRequiredLevel(t *testing.T) {
 		_ = stack.Client.Delete(ctx, &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: typeName}})
 	})
 	for name, rack := range racks {
-		if _, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: "NVIDIA-B200", GPUs: 8, Labels: map[string]string{cluster.RackLabel: rack}}); err != nil {
+		if _, err := stack.AddNode(ctx, cluster.NodeOptions{Name: name, Product: "NVIDIA-B200", GPUs: 8, Labels: map[string]string{cluster.RackLabel: rack},
+			Taints: []corev1.Taint{ownerTaint(t)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
