@@ -66,11 +66,17 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 			filepath.Join(kueue, "config", "components", "crd", "bases"),
 			filepath.Join(s.modules["github.com/crossplane/crossplane/v2"], "cluster", "crds"),
 		},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(kueue, "config", "components", "webhook", "manifests.yaml")},
-		},
 	}
-	var err error
+	// Kueue serves its webhooks here, started a while after the API server and restarted by tests.
+	webhookPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		Paths:            []string{filepath.Join(kueue, "config", "components", "webhook", "manifests.yaml")},
+		LocalServingHost: "127.0.0.1",
+		LocalServingPort: webhookPort,
+	}
 	if err := s.configureServing(); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -458,14 +459,52 @@ func tcpOpen(addr string) func() error {
 	}
 }
 
-// freePort asks the kernel for a free loopback port.
+// The ports a component listens on are chosen below the kernel's ephemeral range: a free port
+// inside it can be taken by any outgoing connection between the choice and the bind (a component
+// starts seconds after its port is chosen), and a component a test restarts binds its port again.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// listenPortsFrom and listenPortsTo bound the ports freePort picks, below the Linux default
+// ephemeral range (32768 to 60999); ephemeralRangeFile says where this machine's begins.
+const (
+	listenPortsFrom    = 20000
+	listenPortsTo      = 32767
+	ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
+)
+
+// freePort returns a loopback port nothing listens on, outside the ephemeral range, and never the
+// same one twice in a process.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	to := listenPortsTo
+	if b, err := os.ReadFile(ephemeralRangeFile); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo <= to {
+				to = lo - 1
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	if to-listenPortsFrom < 1000 {
+		return 0, fmt.Errorf("the ephemeral port range (%s) leaves fewer than 1000 ports from %d for the stack's components to listen on", ephemeralRangeFile, listenPortsFrom)
+	}
+	for range 1000 {
+		port := listenPortsFrom + rand.IntN(to-listenPortsFrom+1)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsGiven[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port between %d and %d after 1000 tries", listenPortsFrom, to)
 }
 
 // Kubectl runs the stack's kubectl against its API server and returns what it printed.
