@@ -45,6 +45,7 @@ const (
 	KVCacheBackendImage           = "kv-cache-backend-image"
 	InstancePrivilegedAllowed     = "instance-privileged-allowed"
 	InstanceHostPathVolumeAllowed = "instance-host-path-volume-allowed"
+	InstanceTypeTransientTaints   = "instance-type-transient-taints"
 	ContainerRegistry             = "container-registry"
 	ContainerNamespace            = "container-namespace"
 )
@@ -104,6 +105,9 @@ type Settings struct {
 	InstancePrivilegedAllowed bool
 	// InstanceHostPathVolumeAllowed admits hostPath roles[].additionalVolumes.
 	InstanceHostPathVolumeAllowed bool
+	// InstanceTypeTransientTaints are taint keys (or key prefixes ending in /), comma-separated, that
+	// the InstanceTypes' flavors never tolerate, beside the built-in ones; read with TransientTaints.
+	InstanceTypeTransientTaints string
 	// ContainerRegistry and ContainerNamespace redirect the images mdplane picks itself.
 	ContainerRegistry  string
 	ContainerNamespace string
@@ -184,6 +188,13 @@ var rules = []rule{
 	{KVCacheBackendImage, image(true, func(s *Settings) *string { return &s.KVCacheBackendImage })},
 	{InstancePrivilegedAllowed, boolean(func(s *Settings) *bool { return &s.InstancePrivilegedAllowed })},
 	{InstanceHostPathVolumeAllowed, boolean(func(s *Settings) *bool { return &s.InstanceHostPathVolumeAllowed })},
+	{InstanceTypeTransientTaints, text(true, func(s *Settings, v string) string {
+		if _, msg := parseTaintKeys(v); msg != "" {
+			return msg
+		}
+		s.InstanceTypeTransientTaints = v
+		return ""
+	})},
 	{ContainerRegistry, text(true, func(s *Settings, v string) string {
 		if v != "" {
 			if strings.Contains(v, "/") {
@@ -323,6 +334,8 @@ func (s Settings) String(key string) string {
 		return s.ArtifactCABundle
 	case KVCacheBackendImage:
 		return s.KVCacheBackendImage
+	case InstanceTypeTransientTaints:
+		return s.InstanceTypeTransientTaints
 	case ContainerRegistry:
 		return s.ContainerRegistry
 	case ContainerNamespace:
@@ -436,4 +449,32 @@ func typeName(v any) string {
 		return "a list"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// TransientTaints are the taint keys and key prefixes (ending in /) instance-type-transient-taints
+// names, in its order; none when blank.
+func (s Settings) TransientTaints() []string {
+	keys, _ := parseTaintKeys(s.InstanceTypeTransientTaints)
+	return keys
+}
+
+// parseTaintKeys reads comma-separated taint keys, each a Kubernetes qualified name (example.com/draining)
+// or a prefix that is a DNS subdomain followed by / (example.com/); the message says what is wrong with
+// the first bad entry.
+func parseTaintKeys(v string) ([]string, string) {
+	if v == "" {
+		return nil, ""
+	}
+	var keys []string
+	for _, entry := range strings.Split(v, ",") {
+		if prefix, ok := strings.CutSuffix(entry, "/"); ok {
+			if msgs := k8svalidation.IsDNS1123Subdomain(prefix); len(msgs) > 0 || strings.Contains(prefix, "/") {
+				return nil, fmt.Sprintf("%q is not a taint key prefix (a DNS subdomain followed by /); write e.g. example.com/ or example.com/draining, comma-separated without spaces", entry)
+			}
+		} else if msgs := k8svalidation.IsQualifiedName(entry); len(msgs) > 0 {
+			return nil, fmt.Sprintf("%q is not a taint key (%s); write e.g. example.com/draining or example.com/, comma-separated without spaces", entry, strings.Join(msgs, "; "))
+		}
+		keys = append(keys, entry)
+	}
+	return keys, ""
 }

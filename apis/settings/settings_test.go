@@ -78,6 +78,14 @@ func TestParse(t *testing.T) {
 		{ArtifactRevalidateInterval, "59s", nil, "out of range; write a duration between 1m and 365d (e.g. 24h); or remove the key for the default 24h"},
 		{ArtifactRevalidateInterval, "366d", nil, "out of range"},
 		{ArtifactRevalidateInterval, "daily", nil, "not a duration"},
+		{InstanceTypeTransientTaints, "example.com/draining,health.example.com/", func(s Settings) bool {
+			return strings.Join(s.TransientTaints(), " ") == "example.com/draining health.example.com/"
+		}, ""},
+		{InstanceTypeTransientTaints, "Draining", func(s Settings) bool { return s.TransientTaints()[0] == "Draining" }, ""},
+		{InstanceTypeTransientTaints, "", func(s Settings) bool { return s.TransientTaints() == nil }, ""},
+		{InstanceTypeTransientTaints, "example.com/draining, b", nil, `" b" is not a taint key`},
+		{InstanceTypeTransientTaints, "a/b/", nil, `"a/b/" is not a taint key prefix`},
+		{InstanceTypeTransientTaints, "example.com/draining,", nil, `"" is not a taint key`},
 		{ContainerRegistry, "registry.local:5000", func(s Settings) bool { return s.ContainerRegistry == "registry.local:5000" }, ""},
 		{ContainerRegistry, "https://registry.local", nil, "without scheme or path"},
 		{ContainerRegistry, "reg istry", nil, "not a registry host"},
@@ -107,8 +115,8 @@ func TestUnknownKeysWarn(t *testing.T) {
 }
 
 func TestEverySettingHasARule(t *testing.T) {
-	if len(Names()) != 17 {
-		t.Errorf("Names() = %d keys, want the 17 Settings mdplane reads", len(Names()))
+	if len(Names()) != 18 {
+		t.Errorf("Names() = %d keys, want the 18 Settings mdplane reads", len(Names()))
 	}
 }
 

@@ -25,22 +25,38 @@ import (
 // maxFlavorTolerations is how many tolerations a ResourceFlavor holds.
 const maxFlavorTolerations = 8
 
-// conditionTaintPrefixes are the taints Kubernetes itself sets on a node for its conditions (not
-// ready, unreachable, cordoned, under pressure, not yet initialized by its cloud provider): a type's
-// Pods must keep off such a node as any Pod does.
-var conditionTaintPrefixes = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
+// TransientTaints are taints set on a node for a while by Kubernetes itself (its conditions: not
+// ready, unreachable, cordoned, under pressure, not yet initialized by its cloud provider), by
+// autoscalers (a node to be deleted, a deletion candidate, a node not yet started or registered) and by
+// lifecycle agents (a node about to terminate, a node Cluster API has not yet initialized). A type's
+// Pods keep off such a node as any Pod does, and the flavor does not follow such a taint coming and
+// going. A key ending in / matches every key it begins.
+var TransientTaints = []string{
+	"node.kubernetes.io/",
+	"node.cloudprovider.kubernetes.io/",
+	"ToBeDeletedByClusterAutoscaler",
+	"DeletionCandidateOfClusterAutoscaler",
+	"ignore-taint.cluster-autoscaler.kubernetes.io/",
+	"startup-taint.cluster-autoscaler.kubernetes.io/",
+	"status-taint.cluster-autoscaler.kubernetes.io/",
+	"karpenter.sh/disrupted",
+	"karpenter.sh/disruption",
+	"karpenter.sh/unregistered",
+	"cloud.google.com/impending-node-termination",
+	"node.cluster.x-k8s.io/uninitialized",
+}
 
 // flavor is the type's ResourceFlavor: it selects the Nodes labelled as the type's and tolerates
 // their taints, which Kueue's admission adds to the Pods it admits through it. Without a topology it
 // is named after the type; with one (topologyName not empty) Kueue keeps its spec immutable, so it
 // is named after the type and a hash of its spec, and a change of the nodes' taints is a new flavor.
-func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topologyName string) (*kueueac.ResourceFlavorApplyConfiguration, string, error) {
+func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topologyName string, transient []string) (*kueueac.ResourceFlavorApplyConfiguration, string, error) {
 	key := workerv1.InstanceTypeNodeLabel(it.Name)
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{key: "true"}); err != nil {
 		return nil, "", fmt.Errorf("listing the Nodes of InstanceType %s: %w", it.Name, err)
 	}
-	tolerations, dropped := Tolerations(nodes.Items)
+	tolerations, dropped := Tolerations(nodes.Items, transient)
 	if len(dropped) > 0 {
 		ctrl.LoggerFrom(ctx).Info("the type's nodes carry more taints than a ResourceFlavor can tolerate: its Pods cannot reach the nodes tainted so; give the nodes fewer distinct taint keys",
 			"instanceType", it.Name, "untolerated", dropped)
@@ -66,16 +82,17 @@ func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topo
 	return kueueac.ResourceFlavor(name).WithLabels(ownedLabels(it.Name)).WithSpec(spec), name, nil
 }
 
-// Tolerations tolerate the NoSchedule and NoExecute taints of the nodes, but those Kubernetes sets
-// for a node's conditions: Equal to a taint's value, Exists for a taint without one; each once,
+// Tolerations tolerate the NoSchedule and NoExecute taints of the nodes, but the transient ones
+// (TransientTaints, and the administrator's transient keys and prefixes): Equal to a taint's value,
+// Exists for a taint without one; each once,
 // sorted by key, value and effect, so that the same nodes always give the same flavor. Past the
 // eight a ResourceFlavor holds, the taints are tolerated by key alone (Exists, any value and effect);
 // the keys past eight even then are returned as dropped.
-func Tolerations(nodes []corev1.Node) (tolerations []corev1.Toleration, dropped []string) {
+func Tolerations(nodes []corev1.Node, transient []string) (tolerations []corev1.Toleration, dropped []string) {
 	var out []corev1.Toleration
 	for i := range nodes {
 		for _, t := range nodes[i].Spec.Taints {
-			if (t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute) || conditionTaint(t.Key) {
+			if (t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute) || isTransient(t.Key, TransientTaints) || isTransient(t.Key, transient) {
 				continue
 			}
 			tol := corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpExists, Effect: t.Effect}
@@ -103,9 +120,10 @@ func Tolerations(nodes []corev1.Node) (tolerations []corev1.Toleration, dropped 
 	return byKey[:maxFlavorTolerations], dropped
 }
 
-func conditionTaint(key string) bool {
-	for _, p := range conditionTaintPrefixes {
-		if strings.HasPrefix(key, p) {
+// isTransient reports whether a taint key is one of keys, or begins with one of them that ends in /.
+func isTransient(key string, keys []string) bool {
+	for _, k := range keys {
+		if key == k || (strings.HasSuffix(k, "/") && strings.HasPrefix(key, k)) {
 			return true
 		}
 	}

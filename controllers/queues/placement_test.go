@@ -8,12 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 )
@@ -33,10 +37,11 @@ func equal(key, value string, effect corev1.TaintEffect) corev1.Toleration {
 func TestTolerations(t *testing.T) {
 	gpu := taint("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)
 	cases := []struct {
-		rule    string
-		nodes   []corev1.Node
-		want    []corev1.Toleration
-		dropped []string
+		rule      string
+		nodes     []corev1.Node
+		transient []string // the administrator's
+		want      []corev1.Toleration
+		dropped   []string
 	}{
 		{rule: "a tainted node's NoSchedule taint is tolerated, Equal to its value",
 			nodes: []corev1.Node{tainted("pool-0", gpu)}, want: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
@@ -49,6 +54,27 @@ func TestTolerations(t *testing.T) {
 		{rule: "Kubernetes' own node-condition taints are not tolerated",
 			nodes: []corev1.Node{tainted("sick", taint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoExecute),
 				taint(corev1.TaintNodeUnschedulable, "", corev1.TaintEffectNoSchedule), taint("node.cloudprovider.kubernetes.io/uninitialized", "true", corev1.TaintEffectNoSchedule))}},
+		{rule: "autoscalers' and lifecycle agents' taints are not tolerated",
+			nodes: []corev1.Node{tainted("leaving", taint("ToBeDeletedByClusterAutoscaler", "1764900000", corev1.TaintEffectNoSchedule),
+				taint("DeletionCandidateOfClusterAutoscaler", "1764900000", corev1.TaintEffectPreferNoSchedule),
+				taint("karpenter.sh/disrupted", "", corev1.TaintEffectNoSchedule), taint("karpenter.sh/disruption", "disrupting", corev1.TaintEffectNoSchedule),
+				taint("karpenter.sh/unregistered", "", corev1.TaintEffectNoExecute), taint("cloud.google.com/impending-node-termination", "", corev1.TaintEffectNoSchedule),
+				taint("node.cluster.x-k8s.io/uninitialized", "", corev1.TaintEffectNoSchedule),
+				taint("startup-taint.cluster-autoscaler.kubernetes.io/gpu-driver", "true", corev1.TaintEffectNoSchedule),
+				taint("ignore-taint.cluster-autoscaler.kubernetes.io/cni", "true", corev1.TaintEffectNoSchedule),
+				taint("status-taint.cluster-autoscaler.kubernetes.io/gpu-health", "degraded", corev1.TaintEffectNoExecute))}},
+		{rule: "near miss: a taint that only begins like an exact transient key is tolerated",
+			nodes: []corev1.Node{tainted("pool-0", taint("karpenter.sh/disrupted-pool", "", corev1.TaintEffectNoSchedule))},
+			want:  []corev1.Toleration{{Key: "karpenter.sh/disrupted-pool", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+		{rule: "the administrator's transient keys and prefixes are not tolerated",
+			nodes: []corev1.Node{tainted("pool-0", gpu, taint("example.com/draining", "", corev1.TaintEffectNoSchedule),
+				taint("health.example.com/xid-79", "", corev1.TaintEffectNoExecute))},
+			transient: []string{"example.com/draining", "health.example.com/"},
+			want:      []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
+		{rule: "near miss: a taint under another domain than the administrator's prefix is tolerated",
+			nodes:     []corev1.Node{tainted("pool-0", taint("example.com/xid-79", "", corev1.TaintEffectNoExecute))},
+			transient: []string{"health.example.com/"},
+			want:      []corev1.Toleration{{Key: "example.com/xid-79", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}},
 		{rule: "near miss: a taint merely named like a node key is tolerated",
 			nodes: []corev1.Node{tainted("pool-0", taint("example.com/node.kubernetes.io", "x", corev1.TaintEffectNoSchedule))},
 			want:  []corev1.Toleration{equal("example.com/node.kubernetes.io", "x", corev1.TaintEffectNoSchedule)}},
@@ -71,7 +97,7 @@ func TestTolerations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			got, dropped := Tolerations(tc.nodes)
+			got, dropped := Tolerations(tc.nodes, tc.transient)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.dropped, dropped)
 		})
@@ -100,6 +126,7 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 	cases := []struct {
 		rule        string
 		nodes       []client.Object
+		settings    map[string]any // the mdplane-settings data
 		tolerations []corev1.Toleration
 	}{
 		{rule: "the flavor selects the type's label and tolerates its tainted node's taint",
@@ -108,11 +135,18 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 		{rule: "near miss: another type's tainted node adds no toleration",
 			nodes: []client.Object{typeNode("a10g-0", typeName), typeNode("h20-0", "gpustack-nvidia-h20-linux-amd64", gpu)}},
 		{rule: "with no node yet the flavor still selects the type's label", nodes: nil},
+		{rule: "a node leaving under an autoscaler adds no toleration",
+			nodes:       []client.Object{typeNode("a10g-0", typeName, gpu, taint("ToBeDeletedByClusterAutoscaler", "1764900000", corev1.TaintEffectNoSchedule))},
+			tolerations: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
+		{rule: "the transient taints the Settings name add no toleration",
+			nodes:       []client.Object{typeNode("a10g-0", typeName, gpu, taint("health.example.com/xid-79", "", corev1.TaintEffectNoExecute))},
+			settings:    map[string]any{settings.InstanceTypeTransientTaints: "health.example.com/"},
+			tolerations: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := fakecluster.Builder(append(tc.nodes, a10g())...).Build()
-			r := &Reconciler{Client: c}
+			r := &Reconciler{Client: c, Settings: settingsData(tc.settings)}
 			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: typeName}})
 			require.NoError(t, err)
 			rf := &kueue.ResourceFlavor{}
@@ -128,4 +162,26 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 			assert.Equal(t, rf.Spec, again.Spec, "the same nodes give the same flavor")
 		})
 	}
+}
+
+func TestABadTransientTaintsSettingKeepsTheFlavor(t *testing.T) {
+	const typeName = "gpustack-nvidia-a10g-linux-amd64"
+	c := fakecluster.Builder(a10g(), typeNode("a10g-0", typeName, taint("health.example.com/xid-79", "", corev1.TaintEffectNoExecute))).Build()
+	r := &Reconciler{Client: c, Settings: settingsData(map[string]any{settings.InstanceTypeTransientTaints: "health example"})}
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: typeName}})
+	require.ErrorContains(t, err, "data[instance-type-transient-taints]")
+	require.ErrorContains(t, err, `"health example" is not a taint key`)
+	assert.True(t, apierrors.IsNotFound(c.Get(context.Background(), types.NamespacedName{Name: typeName}, &kueue.ResourceFlavor{})),
+		"no flavor is written from the built-in taints alone while the Setting is bad")
+}
+
+// settingsData reads as the mdplane-settings EnvironmentConfig holding data; nil data reads as no object.
+type settingsData map[string]any
+
+func (d settingsData) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if d == nil || key.Name != settings.EnvironmentConfigName {
+		return apierrors.NewNotFound(schema.GroupResource{Group: settings.Group, Resource: settings.Resource}, key.Name)
+	}
+	obj.(*unstructured.Unstructured).Object["data"] = map[string]any(d)
+	return nil
 }

@@ -18,12 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/settings"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/index"
@@ -47,14 +49,20 @@ type Reconciler struct {
 	Client client.Client
 	// Selector picks the InstanceTypes whose queues mdplane manages; everything when empty.
 	Selector labels.Selector
+	// Settings reads the mdplane-settings EnvironmentConfig (uncached) for the administrator's
+	// transient taints; nil reads no Settings (the built-in transient taints only).
+	Settings settings.Getter
 }
 
 // SetupWithManager watches InstanceTypes, and deployments so that a namespace naming a type for the
 // first time gets its LocalQueue: their creation and spec changes, not their status, which changes
 // with every replica of a rollout. An InstanceType's status moves with every Pod bound to its nodes;
 // only what the queue objects are made of wakes it (queueInputsChanged). Nodes wake the types whose
-// label they gain, lose or carry while their taints change: the flavor tolerates the taints.
+// label they gain, lose or carry while their taints change: the flavor tolerates the taints. The
+// mdplane-settings EnvironmentConfig wakes every type: it names taints the flavors never tolerate.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	environmentConfig := &unstructured.Unstructured{}
+	environmentConfig.SetGroupVersionKind(settings.GroupVersionKind)
 	return ctrl.ControllerManagedBy(mgr).
 		Named("instancetype_queues").
 		For(&workerv1.InstanceType{}, ctrl.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -62,6 +70,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		}})).
 		Watches(&workerv1.ModelDeployment{}, handler.EnqueueRequestsFromMapFunc(typesOfDeployment), ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, r.nodeEvents()).
+		Watches(environmentConfig, handler.EnqueueRequestsFromMapFunc(r.everyType), ctrl.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == settings.EnvironmentConfigName
+		}))).
 		Complete(r)
 }
 
@@ -76,6 +87,20 @@ func queueInputsChanged(old, new *workerv1.InstanceType) bool {
 	was, errOld := Quotas(old)
 	is, errNew := Quotas(new)
 	return (errOld == nil) != (errNew == nil) || !equality.Semantic.DeepEqual(was, is)
+}
+
+// everyType enqueues every InstanceType.
+func (r *Reconciler) everyType(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &workerv1.InstanceTypeList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "listing the InstanceTypes a Settings change reaches")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return reqs
 }
 
 func (r *Reconciler) selects(l map[string]string) bool {
@@ -176,7 +201,15 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 			return err
 		}
 	}
-	flavor, flavorName, err := r.flavor(ctx, it, topologyName)
+	var transient []string
+	if r.Settings != nil {
+		s, _, err := settings.Get(ctx, r.Settings)
+		if err != nil {
+			return err // a bad value never falls back to the built-in taints alone: it names the key
+		}
+		transient = s.TransientTaints()
+	}
+	flavor, flavorName, err := r.flavor(ctx, it, topologyName, transient)
 	if err != nil {
 		return err
 	}
