@@ -107,7 +107,8 @@ type Settings struct {
 	InstanceHostPathVolumeAllowed bool
 	// InstanceTypeTransientTaints are taint keys (or key prefixes ending in /), comma-separated, that
 	// the InstanceTypes' flavors never tolerate, beside the built-in ones; read with TransientTaints.
-	InstanceTypeTransientTaints string
+	// Only the queues controller reads it, so it stays out of the JSON a revision is keyed by.
+	InstanceTypeTransientTaints string `json:"-"`
 	// ContainerRegistry and ContainerNamespace redirect the images mdplane picks itself.
 	ContainerRegistry  string
 	ContainerNamespace string

@@ -57,6 +57,12 @@ func TestSettingsReachTheTemplateNotTheDigest(t *testing.T) {
 	assert.Equal(t, render(t, workerv1.EngineSGLang, pair, 1, true, nil).ConfigDigest, render(t, workerv1.EngineSGLang, pair, 1, true, images).ConfigDigest,
 		"image Settings do not roll")
 
+	transient := func(s *settings.Settings) { s.InstanceTypeTransientTaints = "health.example.com/" }
+	assert.Equal(t, render(t, workerv1.EngineSGLang, pair, 1, false, nil).Revision, render(t, workerv1.EngineSGLang, pair, 1, false, transient).Revision,
+		"the transient taints, read by the queues alone, keep the revision")
+	assert.NotEqual(t, render(t, workerv1.EngineSGLang, pair, 1, false, nil).Revision, render(t, workerv1.EngineSGLang, pair, 1, false, images).Revision,
+		"near miss: an image Setting moves the revision")
+
 	unowned := func(s *settings.Settings) { s.KVCacheDtypeOwned = false }
 	assert.NotEqual(t, render(t, workerv1.EngineSGLang, pair, 1, true, nil).ConfigDigest, render(t, workerv1.EngineSGLang, pair, 1, true, unowned).ConfigDigest,
 		"flipping the dtype ownership moves the pod-spec hash of a cached role")
