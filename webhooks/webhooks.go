@@ -21,6 +21,9 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -271,8 +274,23 @@ func readCluster(ctx context.Context, r Reader, md *workerv1.ModelDeployment) (v
 			return err
 		})
 	}
+	if name := md.Labels[workerv1.LabelPriorityClass]; name != "" {
+		g.Go(func() error {
+			wpc := &unstructured.Unstructured{}
+			wpc.SetGroupVersionKind(workloadPriorityClass)
+			found, err := get(ctx, r, client.ObjectKey{Name: name}, wpc)
+			if meta.IsNoMatchError(err) {
+				found, err = false, nil // Kueue serves no WorkloadPriorityClass: none exists
+			}
+			cluster.PriorityClasses = map[string]bool{name: found}
+			return err
+		})
+	}
 	return cluster, g.Wait()
 }
+
+// workloadPriorityClass is the kind a deployment's kueue.x-k8s.io/priority-class label names.
+var workloadPriorityClass = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "WorkloadPriorityClass"}
 
 // Defaulter sets the one default a schema cannot reach: a role's accelerator count, 1 on an
 // acceleratable InstanceType (apis/validation.DeploymentDefaults, which `mdplane validate` and

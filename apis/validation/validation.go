@@ -40,6 +40,9 @@ type Cluster struct {
 	// defaults. They decide whether --kv-cache-dtype is owned and whether privileged roles and
 	// hostPath volumes are admitted.
 	Settings *settings.Settings
+	// PriorityClasses holds, for a deployment labelled with a Kueue priority class, whether that
+	// WorkloadPriorityClass exists; nil when not read (offline), and then any name is admitted.
+	PriorityClasses map[string]bool
 }
 
 // settings are c's Settings, the defaults when none were read.
@@ -97,6 +100,7 @@ func validate(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
 	errs = append(errs, validateRoutedPorts(md, roles)...)
 	errs = append(errs, validateBindingName(md, old)...)
 	errs = append(errs, validateCadence(md, old)...)
+	errs = append(errs, validatePriorityClass(md, old, c)...)
 	for i, role := range md.Spec.Roles {
 		path := roles.Index(i)
 		stored, had := oldRoles[role.Name]
@@ -1067,6 +1071,32 @@ func validateCadence(md, old *workerv1.ModelDeployment) field.ErrorList {
 	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(workerv1.AnnotationRolloutCadence), v,
 		[]string{string(workerv1.RolloutCadenceAdmission) + " (the default: the next old replica leaves once the replacement is admitted)",
 			string(workerv1.RolloutCadenceCapacity) + " (once the replacement is Ready)"})}
+}
+
+// validatePriorityClass keeps the Kueue priority class a deployment was created with, and refuses
+// a new deployment naming a WorkloadPriorityClass that does not exist (when c read them). The label
+// reaches a group's Pods when they are created, and Kueue refuses it added to or removed from a
+// running Pod: an edit would leave one deployment's replicas at different priorities.
+func validatePriorityClass(md, old *workerv1.ModelDeployment, c Cluster) field.ErrorList {
+	path := field.NewPath("metadata", "labels").Key(workerv1.LabelPriorityClass)
+	v, set := md.Labels[workerv1.LabelPriorityClass]
+	if old != nil {
+		was, had := old.Labels[workerv1.LabelPriorityClass]
+		if v == was && set == had {
+			return nil
+		}
+		way := fmt.Sprintf("put back %q", was)
+		if !had {
+			way = "remove it"
+		}
+		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf(
+			"a deployment keeps the priority class it was created with; %s, or delete and recreate the deployment to change it", way))}
+	}
+	if !set || c.PriorityClasses == nil || c.PriorityClasses[v] {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, v, fmt.Sprintf(
+		"no Kueue WorkloadPriorityClass %q exists; create it (kubectl get workloadpriorityclasses lists them) or remove the label for the default priority", v))}
 }
 
 // validateServedAliases: while an artifact delivers the weights, the model is served under

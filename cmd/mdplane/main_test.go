@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -101,6 +102,30 @@ func TestRenderTheExamples(t *testing.T) {
 	again, out2, _ := runCLI("render", "-f", "../../examples")
 	assert.Equal(t, 0, again)
 	assert.Equal(t, out, out2, "the output order is stable")
+}
+
+// TestRenderPrintsThePriorityClass: the Kueue priority class a deployment is labelled with is on
+// every Pod and Pod template render prints, as its queue name is; without the label, on none.
+func TestRenderPrintsThePriorityClass(t *testing.T) {
+	dir := t.TempDir()
+	cluster, err := os.ReadFile("../../examples/cluster.yaml")
+	require.NoError(t, err)
+	md, err := os.ReadFile("../../examples/qwen-chat.yaml")
+	require.NoError(t, err)
+	labelled := strings.Replace(string(md), "  namespace: team-a\n", "  namespace: team-a\n  labels: {kueue.x-k8s.io/priority-class: serving-high}\n", 1)
+	require.NotEqual(t, string(md), labelled)
+	writeFile(t, filepath.Join(dir, "cluster.yaml"), string(cluster))
+	writeFile(t, filepath.Join(dir, "md.yaml"), labelled)
+	code, out, errOut := runCLI("render", "-f", dir)
+	require.Equal(t, 0, code, errOut)
+	queued := strings.Count(out, "kueue.x-k8s.io/queue-name:")
+	assert.Positive(t, queued)
+	assert.Equal(t, queued, strings.Count(out, "kueue.x-k8s.io/priority-class: serving-high"), "every queued Pod and template carries the priority class")
+
+	writeFile(t, filepath.Join(dir, "md.yaml"), string(md))
+	code, out, errOut = runCLI("render", "-f", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "kueue.x-k8s.io/priority-class", "near miss: without the label")
 }
 
 func TestRenderRefusals(t *testing.T) {

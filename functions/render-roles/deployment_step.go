@@ -414,6 +414,7 @@ func renderRoles(md *workerv1.ModelDeployment, in *deploymentInputs) ([]*Rendere
 			RuntimeClassName: runtimeClass,
 			Settings:         &in.settings,
 			Delivery:         in.delivery,
+			PriorityClass:    md.Labels[workerv1.LabelPriorityClass],
 		})
 		if err != nil {
 			errs = append(errs, err)
@@ -437,7 +438,7 @@ func renderElasticHead(md *workerv1.ModelDeployment, in *deploymentInputs) (*Ren
 		}
 		head := elasticHeadRole(&md.Spec, md.Name, role)
 		r, err := RenderRole(Role{Namespace: md.Namespace, Deployment: md.Name, Spec: &md.Spec, Role: head,
-			InstanceType: in.instanceTypes[head.InstanceType], Settings: &in.settings})
+			InstanceType: in.instanceTypes[head.InstanceType], Settings: &in.settings, PriorityClass: md.Labels[workerv1.LabelPriorityClass]})
 		if err != nil {
 			return nil, fmt.Errorf("the Elastic EP head of role %q: %w", role.Name, err)
 		}

@@ -150,6 +150,20 @@ func TestDeploymentStep(t *testing.T) {
 				"%s: the rollout controller snapshots the revisions and creates the replicas", key)
 		}
 	})
+	t.Run("a deployment's Kueue priority class labels every Pod of every role", func(t *testing.T) {
+		labelled := strings.Replace(deployment, "metadata: {name: chat, namespace: team-a}",
+			"metadata: {name: chat, namespace: team-a, labels: {kueue.x-k8s.io/priority-class: serving-high}}", 1)
+		require.NotEqual(t, deployment, labelled)
+		labelled = strings.Replace(labelled, "  roles:\n", "  roles:\n  - {name: decode, kind: Decode, replicas: 1, size: 2, instanceType: a10g}\n", 1)
+		desired := run(t, request{composite: labelled, required: resolvedDeploymentInputs()}).GetDesired().GetResources()
+		for _, key := range []string{"role-server", "role-decode"} {
+			require.Contains(t, desired, key)
+			assert.Equal(t, "serving-high", field(t, desired[key], "spec", "template", "metadata", "labels", "kueue.x-k8s.io/priority-class"), key)
+		}
+		plain := run(t, request{composite: deployment, required: resolvedDeploymentInputs()}).GetDesired().GetResources()
+		assert.Nil(t, field(t, plain["role-server"], "spec", "template", "metadata", "labels", "kueue.x-k8s.io/priority-class"),
+			"near miss: without the label the Pods carry none, and Kueue gives the default priority")
+	})
 	t.Run("a role is ready when its ModelRole is, and its ready replicas count in status", func(t *testing.T) {
 		rsp := run(t, request{composite: deployment, required: resolvedDeploymentInputs(), observed: map[string]string{
 			"role-server": `{apiVersion: internal.mdplane.io/v1alpha1, kind: ModelRole, metadata: {name: chat-server},

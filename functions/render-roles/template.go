@@ -52,6 +52,9 @@ type Role struct {
 	// Settings are the worker Settings; nil is the defaults. They reach the template (so new and
 	// replaced Pods, under the render version), not the digest, except the dtype ownership.
 	Settings *settings.Settings
+	// PriorityClass is the Kueue WorkloadPriorityClass the deployment's label names, "" for none;
+	// every Pod of the role carries it.
+	PriorityClass string
 }
 
 // settings are the role's Settings, the defaults when none were read.
@@ -169,6 +172,9 @@ func roleLabels(in Role, role workerv1.ModelDeploymentRole, servesEveryMember bo
 	}
 	l[workerv1.LabelRoleKind] = role.Kind.RouterSpelling()
 	l[workerv1.LabelQueueName] = in.InstanceType.Status.Entrance
+	if in.PriorityClass != "" {
+		l[workerv1.LabelPriorityClass] = in.PriorityClass
+	}
 	return l
 }
 

@@ -10,8 +10,12 @@ import (
 // ModelDeployment itself. The keys are contracts: Kueue, Services, routers and runbooks select on
 // them.
 const (
-	LabelPodGroupName            = "kueue.x-k8s.io/pod-group-name"
-	LabelQueueName               = "kueue.x-k8s.io/queue-name"
+	LabelPodGroupName = "kueue.x-k8s.io/pod-group-name"
+	LabelQueueName    = "kueue.x-k8s.io/queue-name"
+	// LabelPriorityClass names a Kueue WorkloadPriorityClass, as Kueue's own jobs carry it: on a
+	// ModelDeployment, it is copied onto every Pod of every replica group, so each group's Workload
+	// has that priority.
+	LabelPriorityClass           = "kueue.x-k8s.io/priority-class"
 	AnnotationPodGroupTotalCount = "kueue.x-k8s.io/pod-group-total-count"
 	AnnotationRoleHash           = "kueue.x-k8s.io/role-hash"
 	AnnotationPodGroupServing    = "kueue.x-k8s.io/pod-group-serving"
