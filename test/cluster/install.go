@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -170,7 +172,7 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           registry.New(registry.Logger(log.New(logFile, "", log.LstdFlags))),
+		Handler:           bodiesReadFirst(registry.New(registry.Logger(log.New(logFile, "", log.LstdFlags)))),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(logFile, "", log.LstdFlags),
@@ -179,6 +181,25 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 	s.stops = append(s.stops, func() { _ = srv.Close(); _ = logFile.Close() })
 	s.Registry = lis.Addr().String()
 	return nil
+}
+
+// bodiesReadFirst reads a request's whole body before the registry handles it. go-containerregistry's
+// in-memory registry reads an upload's body while holding its one lock; a client pushing several
+// blobs at once over HTTP/2 sends them on one connection, whose flow-control window the uploads
+// waiting for the lock fill with data nobody reads, so the upload holding the lock never receives
+// the rest of its body and every push hangs. Read first, each stream drains on its own.
+func bodiesReadFirst(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // buildInBackground builds and pushes the node's images and this checkout's release while the stack
