@@ -20,6 +20,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/inventory"
 )
 
 // maxFlavorTolerations is how many tolerations a ResourceFlavor holds.
@@ -53,10 +54,19 @@ var TransientTaints = []string{
 func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topologyName string, transient []string) (*kueueac.ResourceFlavorApplyConfiguration, string, error) {
 	key := workerv1.InstanceTypeNodeLabel(it.Name)
 	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes, client.MatchingLabels{key: "true"}); err != nil {
+	if err := r.Client.List(ctx, nodes); err != nil {
 		return nil, "", fmt.Errorf("listing the Nodes of InstanceType %s: %w", it.Name, err)
 	}
-	tolerations, dropped := Tolerations(nodes.Items, transient)
+	// The type's nodes are those labelled as its own and those the inventory counts but the
+	// label has not reached yet: the type's capacity, and so its queue's quota, grows with a node as
+	// soon as the node matches, and a replica admitted then must tolerate that node's taints.
+	var own []corev1.Node
+	for i := range nodes.Items {
+		if n := &nodes.Items[i]; n.Labels[key] == "true" || inventory.NodeMatches(it, n) {
+			own = append(own, *n)
+		}
+	}
+	tolerations, dropped := Tolerations(own, transient)
 	if len(dropped) > 0 {
 		ctrl.LoggerFrom(ctx).Info("the type's nodes carry more taints than a ResourceFlavor can tolerate: its Pods cannot reach the nodes tainted so; give the nodes fewer distinct taint keys",
 			"instanceType", it.Name, "untolerated", dropped)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,6 +128,7 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 		rule        string
 		nodes       []client.Object
 		settings    map[string]any // the mdplane-settings data
+		group       string         // the type's accelerator group, for a node it matches by its labels
 		tolerations []corev1.Toleration
 	}{
 		{rule: "the flavor selects the type's label and tolerates its tainted node's taint",
@@ -135,6 +137,22 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 		{rule: "near miss: another type's tainted node adds no toleration",
 			nodes: []client.Object{typeNode("a10g-0", typeName), typeNode("h20-0", "gpustack-nvidia-h20-linux-amd64", gpu)}},
 		{rule: "with no node yet the flavor still selects the type's label", nodes: nil},
+		{rule: "a node the type counts before the label reaches it adds its taints",
+			nodes: []client.Object{func() client.Object {
+				n := tainted("a10g-new", gpu)
+				n.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A10G"}
+				n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+				return &n
+			}()},
+			group: "nvidia-a10g", tolerations: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
+		{rule: "near miss: a node of another group, unlabelled, adds nothing",
+			nodes: []client.Object{func() client.Object {
+				n := tainted("h20-new", gpu)
+				n.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H20"}
+				n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+				return &n
+			}()},
+			group: "nvidia-a10g"},
 		{rule: "a node leaving under an autoscaler adds no toleration",
 			nodes:       []client.Object{typeNode("a10g-0", typeName, gpu, taint("ToBeDeletedByClusterAutoscaler", "1764900000", corev1.TaintEffectNoSchedule))},
 			tolerations: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
@@ -145,7 +163,9 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			c := fakecluster.Builder(append(tc.nodes, a10g())...).Build()
+			it := a10g()
+			it.Spec.AcceleratorGroup = tc.group
+			c := fakecluster.Builder(append(tc.nodes, it)...).Build()
 			r := &Reconciler{Client: c, Settings: settingsData(tc.settings)}
 			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: typeName}})
 			require.NoError(t, err)
