@@ -120,6 +120,15 @@ func typeNode(name, instanceType string, taints ...corev1.Taint) *corev1.Node {
 	return &n
 }
 
+// discovered is a node GPU feature discovery labelled as eight cards of product, not yet labelled as
+// any type's, with taints.
+func discovered(name, product string, taints ...corev1.Taint) *corev1.Node {
+	n := tainted(name, taints...)
+	n.Labels = map[string]string{"nvidia.com/gpu.product": product}
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	return &n
+}
+
 func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 	const typeName = "gpustack-nvidia-a10g-linux-amd64"
 	key := workerv1.InstanceTypeNodeLabel(typeName)
@@ -138,20 +147,10 @@ func TestFlavorPlacesOnTheTypesNodes(t *testing.T) {
 			nodes: []client.Object{typeNode("a10g-0", typeName), typeNode("h20-0", "gpustack-nvidia-h20-linux-amd64", gpu)}},
 		{rule: "with no node yet the flavor still selects the type's label", nodes: nil},
 		{rule: "a node the type counts before the label reaches it adds its taints",
-			nodes: []client.Object{func() client.Object {
-				n := tainted("a10g-new", gpu)
-				n.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A10G"}
-				n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-				return &n
-			}()},
+			nodes: []client.Object{discovered("a10g-new", "NVIDIA-A10G", gpu)},
 			group: "nvidia-a10g", tolerations: []corev1.Toleration{equal("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)}},
 		{rule: "near miss: a node of another group, unlabelled, adds nothing",
-			nodes: []client.Object{func() client.Object {
-				n := tainted("h20-new", gpu)
-				n.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H20"}
-				n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-				return &n
-			}()},
+			nodes: []client.Object{discovered("h20-new", "NVIDIA-H20", gpu)},
 			group: "nvidia-a10g"},
 		{rule: "a node leaving under an autoscaler adds no toleration",
 			nodes:       []client.Object{typeNode("a10g-0", typeName, gpu, taint("ToBeDeletedByClusterAutoscaler", "1764900000", corev1.TaintEffectNoSchedule))},
