@@ -434,7 +434,7 @@ func (cw *chaosWatch) observe(kind watch.EventType, p *corev1.Pod) {
 	before := cw.pods[p.Name]
 	leaving := kind == watch.Deleted || p.DeletionTimestamp != nil
 	if leaving && before != nil && before.UID == p.UID && before.DeletionTimestamp == nil && !cw.mayLeave(role, ordinal) {
-		cw.violate("Pod %s (replica %s r%s) left outside the change", p.Name, role, ordinal)
+		cw.violate("Pod %s (replica %s r%s) left outside the change (%s)", p.Name, role, ordinal, whyLeaving(p))
 	}
 	if kind == watch.Deleted {
 		delete(cw.pods, p.Name)
@@ -483,6 +483,21 @@ func (cw *chaosWatch) mayLeave(role, ordinal string) bool {
 	from, shedding := cw.shedFrom[role]
 	o, err := strconv.Atoi(ordinal)
 	return shedding && err == nil && o >= from
+}
+
+// whyLeaving is what a leaving Pod says of its going: its node, owner, phase and the condition
+// Kubernetes sets on a Pod it disrupts (taint manager, scheduler preemption, eviction, Pod GC).
+func whyLeaving(p *corev1.Pod) string {
+	why := fmt.Sprintf("node %q, phase %s", p.Spec.NodeName, p.Status.Phase)
+	if owner := metav1.GetControllerOf(p); owner != nil {
+		why += fmt.Sprintf(", owner %s %s", owner.Kind, owner.Name)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			why += fmt.Sprintf(", %s %s: %s", c.Type, c.Reason, c.Message)
+		}
+	}
+	return why
 }
 
 // stop ends the watch and returns the violations seen.

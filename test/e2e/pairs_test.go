@@ -139,7 +139,8 @@ spec:
 		}
 	}
 	if violations := invariants.stop(); len(violations) > 0 {
-		t.Fatalf("rollout invariants broken: %s", strings.Join(violations, "; "))
+		events, _ := stack.Kubectl("get", "replicasets,events", "-n", ns, "-o", "wide")
+		t.Fatalf("rollout invariants broken: %s\n%s\n%s", strings.Join(violations, "; "), chaosDiagnosis(ns), events)
 	}
 	if last == oldConfig || last == "" {
 		t.Fatalf("the rollout ended routing %q, not the new configuration; routing timeline:\n%s", last, strings.Join(timeline, "\n"))

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/functions/kv-cache/routers"
 )
 
 // TestLLMDRouterOnTheStack: a prefill/decode deployment under llm-d-router gets its router, whose
@@ -234,6 +236,18 @@ func routerSettles(t *testing.T, ctx context.Context, namespace, deployment stri
 		d := &appsv1.Deployment{}
 		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-router"}, d); err != nil {
 			return err
+		}
+		// Crossplane writes the ConfigMap and the Deployment one after the other: the ConfigMap may
+		// carry the term while the Deployment still runs the template of the data before it, and
+		// rolls a moment later.
+		cm := &corev1.ConfigMap{}
+		switch err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-router"}, cm); {
+		case apierrors.IsNotFound(err): // an argv router: its configuration is its Deployment's
+		case err != nil:
+			return err
+		case d.Spec.Template.Annotations[routers.AnnotationRouterConfig] != routers.DataHash(cm.Data):
+			return fmt.Errorf("router Deployment's template carries configuration %.12s, its ConfigMap's is %.12s",
+				d.Spec.Template.Annotations[routers.AnnotationRouterConfig], routers.DataHash(cm.Data))
 		}
 		want := ptr.Deref(d.Spec.Replicas, 1)
 		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.Replicas != want || d.Status.AvailableReplicas != want {
