@@ -46,6 +46,9 @@ const (
 	InstancePrivilegedAllowed     = "instance-privileged-allowed"
 	InstanceHostPathVolumeAllowed = "instance-host-path-volume-allowed"
 	InstanceTypeTransientTaints   = "instance-type-transient-taints"
+	InstanceTypeCohort            = "instance-type-cohort"
+	InstanceTypeLendingLimit      = "instance-type-cohort-lending-limit"
+	InstanceTypeBorrowingLimit    = "instance-type-cohort-borrowing-limit"
 	ContainerRegistry             = "container-registry"
 	ContainerNamespace            = "container-namespace"
 )
@@ -109,6 +112,13 @@ type Settings struct {
 	// the InstanceTypes' flavors never tolerate, beside the built-in ones; read with TransientTaints.
 	// Only the queues controller reads it, so it stays out of the JSON a revision is keyed by.
 	InstanceTypeTransientTaints string `json:"-"`
+	// InstanceTypeCohort is the Kueue cohort every InstanceType's ClusterQueue joins; blank for none.
+	InstanceTypeCohort string `json:"-"`
+	// InstanceTypeLendingLimit and InstanceTypeBorrowingLimit are the share of each quota a type's
+	// ClusterQueue may lend to, and borrow from, the rest of its cohort, as a percentage ("25%");
+	// blank is no limit. Read with LendingLimit and BorrowingLimit.
+	InstanceTypeLendingLimit   string `json:"-"`
+	InstanceTypeBorrowingLimit string `json:"-"`
 	// ContainerRegistry and ContainerNamespace redirect the images mdplane picks itself.
 	ContainerRegistry  string
 	ContainerNamespace string
@@ -126,6 +136,7 @@ func Defaults() Settings {
 		ArtifactModelScopeEndpoint:  "https://www.modelscope.cn",
 		ArtifactRevalidateInterval:  24 * time.Hour,
 		KVCacheBackendImage:         "gpustack/mirrored-mooncake:0.3.13.post1-cpu",
+		InstanceTypeBorrowingLimit:  "0%",
 	}
 }
 
@@ -196,6 +207,17 @@ var rules = []rule{
 		s.InstanceTypeTransientTaints = v
 		return ""
 	})},
+	{InstanceTypeCohort, text(true, func(s *Settings, v string) string {
+		if v != "" {
+			if msgs := k8svalidation.IsDNS1123Subdomain(v); len(msgs) > 0 {
+				return "not a cohort name (" + strings.Join(msgs, "; ") + "); write a Kueue cohort name (e.g. gpus), or blank for none"
+			}
+		}
+		s.InstanceTypeCohort = v
+		return ""
+	})},
+	{InstanceTypeLendingLimit, text(true, percentRule(func(s *Settings) *string { return &s.InstanceTypeLendingLimit }))},
+	{InstanceTypeBorrowingLimit, text(true, percentRule(func(s *Settings) *string { return &s.InstanceTypeBorrowingLimit }))},
 	{ContainerRegistry, text(true, func(s *Settings, v string) string {
 		if v != "" {
 			if strings.Contains(v, "/") {
@@ -337,6 +359,12 @@ func (s Settings) String(key string) string {
 		return s.KVCacheBackendImage
 	case InstanceTypeTransientTaints:
 		return s.InstanceTypeTransientTaints
+	case InstanceTypeCohort:
+		return s.InstanceTypeCohort
+	case InstanceTypeLendingLimit:
+		return s.InstanceTypeLendingLimit
+	case InstanceTypeBorrowingLimit:
+		return s.InstanceTypeBorrowingLimit
 	case ContainerRegistry:
 		return s.ContainerRegistry
 	case ContainerNamespace:
@@ -450,6 +478,44 @@ func typeName(v any) string {
 		return "a list"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// percentRule reads a share of a quota, a whole percentage from 0% to 100%, or blank for no limit.
+func percentRule(field func(*Settings) *string) func(*Settings, string) string {
+	return func(s *Settings, v string) string {
+		if v != "" {
+			if _, ok := parsePercent(v); !ok {
+				return "not a share of the quota; write a whole percentage from 0% to 100% (e.g. 50%), or blank for no limit"
+			}
+		}
+		*field(s) = v
+		return ""
+	}
+}
+
+// parsePercent reads "0%" to "100%".
+func parsePercent(v string) (int64, bool) {
+	digits, ok := strings.CutSuffix(v, "%")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || n > 100 || digits != strconv.FormatInt(n, 10) {
+		return 0, false
+	}
+	return n, true
+}
+
+// LendingLimit is the percentage of each quota a type's ClusterQueue may lend to its cohort; ok is
+// false when there is no limit.
+func (s Settings) LendingLimit() (percent int64, ok bool) {
+	return parsePercent(s.InstanceTypeLendingLimit)
+}
+
+// BorrowingLimit is the percentage of each quota a type's ClusterQueue may borrow from its cohort
+// beyond it; ok is false when there is no limit.
+func (s Settings) BorrowingLimit() (percent int64, ok bool) {
+	return parsePercent(s.InstanceTypeBorrowingLimit)
 }
 
 // TransientTaints are the taint keys and key prefixes (ending in /) instance-type-transient-taints

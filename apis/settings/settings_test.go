@@ -86,6 +86,17 @@ func TestParse(t *testing.T) {
 		{InstanceTypeTransientTaints, "example.com/draining, b", nil, `" b" is not a taint key`},
 		{InstanceTypeTransientTaints, "a/b/", nil, `"a/b/" is not a taint key prefix`},
 		{InstanceTypeTransientTaints, "example.com/draining,", nil, `"" is not a taint key`},
+		{InstanceTypeCohort, "gpus", func(s Settings) bool { return s.InstanceTypeCohort == "gpus" }, ""},
+		{InstanceTypeCohort, "", func(s Settings) bool { return s.InstanceTypeCohort == "" }, ""},
+		{InstanceTypeCohort, "GPUs", nil, "not a cohort name"},
+		{InstanceTypeLendingLimit, "25%", func(s Settings) bool { p, ok := s.LendingLimit(); return ok && p == 25 }, ""},
+		{InstanceTypeLendingLimit, "", func(s Settings) bool { _, ok := s.LendingLimit(); return !ok }, ""},
+		{InstanceTypeLendingLimit, "101%", nil, "write a whole percentage from 0% to 100%"},
+		{InstanceTypeLendingLimit, "25", nil, "not a share of the quota"},
+		{InstanceTypeBorrowingLimit, "100%", func(s Settings) bool { p, ok := s.BorrowingLimit(); return ok && p == 100 }, ""},
+		{InstanceTypeBorrowingLimit, "", func(s Settings) bool { _, ok := s.BorrowingLimit(); return !ok }, ""},
+		{InstanceTypeBorrowingLimit, "05%", nil, "not a share of the quota"},
+		{InstanceTypeBorrowingLimit, "-1%", nil, "or remove the key for the default 0%"},
 		{ContainerRegistry, "registry.local:5000", func(s Settings) bool { return s.ContainerRegistry == "registry.local:5000" }, ""},
 		{ContainerRegistry, "https://registry.local", nil, "without scheme or path"},
 		{ContainerRegistry, "reg istry", nil, "not a registry host"},
@@ -115,8 +126,8 @@ func TestUnknownKeysWarn(t *testing.T) {
 }
 
 func TestEverySettingHasARule(t *testing.T) {
-	if len(Names()) != 18 {
-		t.Errorf("Names() = %d keys, want the 18 Settings mdplane reads", len(Names()))
+	if len(Names()) != 21 {
+		t.Errorf("Names() = %d keys, want the 21 Settings mdplane reads", len(Names()))
 	}
 }
 

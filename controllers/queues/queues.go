@@ -3,6 +3,7 @@ package queues
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,14 +202,15 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 			return err
 		}
 	}
-	var transient []string
+	s := settings.Defaults()
 	if r.Settings != nil {
-		s, _, err := settings.Get(ctx, r.Settings)
+		read, _, err := settings.Get(ctx, r.Settings)
 		if err != nil {
 			return err // a bad value never falls back to the built-in taints alone: it names the key
 		}
-		transient = s.TransientTaints()
+		s = read
 	}
+	transient := s.TransientTaints()
 	flavor, flavorName, err := r.flavor(ctx, it, topologyName, transient)
 	if err != nil {
 		return err
@@ -225,16 +227,54 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	flavorQuotas := kueueac.FlavorQuotas().WithName(kueue.ResourceFlavorReference(flavorName))
 	for _, name := range names {
 		group.WithCoveredResources(corev1.ResourceName(name))
-		flavorQuotas.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(name)).WithNominalQuota(quotas[corev1.ResourceName(name)]))
+		flavorQuotas.WithResources(resourceQuota(corev1.ResourceName(name), quotas[corev1.ResourceName(name)], s))
 	}
-	cq := kueueac.ClusterQueue(it.Name).WithLabels(managedLabels).WithSpec(kueueac.ClusterQueueSpec().
+	spec := kueueac.ClusterQueueSpec().
 		WithNamespaceSelector(metav1ac.LabelSelector()).
 		WithResourceGroups(group.WithFlavors(flavorQuotas)).
-		WithAdmissionChecksStrategy(checks))
+		WithAdmissionChecksStrategy(checks)
+	if s.InstanceTypeCohort != "" {
+		// What the type lends, it takes back: a deployment that needs the quota preempts the
+		// borrowers in the cohort, whatever their priority.
+		spec.WithCohortName(kueue.CohortReference(s.InstanceTypeCohort)).
+			WithPreemption(kueueac.ClusterQueuePreemption().WithReclaimWithinCohort(kueue.PreemptionPolicyAny))
+	}
+	cq := kueueac.ClusterQueue(it.Name).WithLabels(managedLabels).WithSpec(spec)
 	if err := r.apply(ctx, "ClusterQueue", it.Name, cq); err != nil {
 		return err
 	}
 	return r.deleteReplaced(ctx, it.Name, flavorName, topologyName)
+}
+
+// resourceQuota is one resource's quota of a type's ClusterQueue: its nominal quota and, in a cohort,
+// the Settings' shares of it as lending and borrowing limits (Kueue allows neither outside a cohort).
+func resourceQuota(name corev1.ResourceName, nominal resource.Quantity, s settings.Settings) *kueueac.ResourceQuotaApplyConfiguration {
+	q := kueueac.ResourceQuota().WithName(name).WithNominalQuota(nominal)
+	if s.InstanceTypeCohort == "" {
+		return q
+	}
+	if percent, ok := s.LendingLimit(); ok {
+		q.WithLendingLimit(share(nominal, percent))
+	}
+	if percent, ok := s.BorrowingLimit(); ok {
+		q.WithBorrowingLimit(share(nominal, percent))
+	}
+	return q
+}
+
+// share is percent of q, rounded down to a whole unit (a whole GPU, a whole CPU) where q is whole, so
+// that a limit never lends or borrows part of an accelerator.
+func share(q resource.Quantity, percent int64) resource.Quantity {
+	if percent >= 100 {
+		return q.DeepCopy()
+	}
+	scaled := func(v int64) int64 { // v × percent / 100 without overflow: memory counts bytes
+		return new(big.Int).Quo(new(big.Int).Mul(big.NewInt(v), big.NewInt(percent)), big.NewInt(100)).Int64()
+	}
+	if whole := resource.NewQuantity(q.Value(), q.Format); whole.Cmp(q) == 0 {
+		return *resource.NewQuantity(scaled(q.Value()), q.Format)
+	}
+	return *resource.NewMilliQuantity(scaled(q.MilliValue()), q.Format)
 }
 
 // Quotas is the capacity an InstanceType's ClusterQueue offers: its whole accelerators, and CPU,

@@ -476,8 +476,9 @@ func (s *Stack) KueueConfig() (KueueConfig, error) {
 // kueueConfiguration is the Configuration Kueue's release installs (its manifests' and chart's
 // controller_manager_config.yaml: the controllers' concurrency, the client limit) with only what the
 // loopback stack needs changed: health, webhook and certificates on loopback, no metrics, no leader
-// election, and the integration docs/install.md asks for. A Configuration written from scratch would
-// run Kueue's Workload controller one reconcile at a time, where an installed Kueue runs five.
+// election, and only the integrations the stack has the kinds of. A Configuration written from
+// scratch would run Kueue's Workload controller one reconcile at a time, where an installed Kueue
+// runs five.
 func kueueConfiguration(module string, opts Options, healthPort int, webhook envtest.WebhookInstallOptions) ([]byte, error) {
 	shipped := filepath.Join(module, "config", "components", "manager", "controller_manager_config.yaml")
 	raw, err := os.ReadFile(shipped)
@@ -494,7 +495,9 @@ func kueueConfiguration(module string, opts Options, healthPort int, webhook env
 	config["webhook"] = map[string]any{"port": webhook.LocalServingPort, "host": webhook.LocalServingHost, "certDir": webhook.LocalServingCertDir}
 	config["leaderElection"] = map[string]any{"leaderElect": false}
 	config["internalCertManagement"] = map[string]any{"enable": false}
-	config["integrations"] = map[string]any{"frameworks": []string{"pod"}}
+	// The Pod integration docs/install.md asks for, and the release's batch/job, which the cluster's
+	// batch queues beside mdplane's (a cohort's borrowers) admit Jobs through.
+	config["integrations"] = map[string]any{"frameworks": []string{"batch/job", "pod"}}
 	client, _ := config["clientConnection"].(map[string]any)
 	if client == nil {
 		client = map[string]any{}

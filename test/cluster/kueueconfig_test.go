@@ -35,7 +35,7 @@ func TestKueueRunsItsReleasedConfiguration(t *testing.T) {
 	if c := released.ClientConnection; *c.QPS != 50 || *c.Burst != 100 {
 		t.Errorf("client limit %v / %d, want the release's 50 / 100", *c.QPS, *c.Burst)
 	}
-	if released.LeaderElection.LeaderElect || strings.Join(released.Integrations.Frameworks, ",") != "pod" {
+	if released.LeaderElection.LeaderElect || strings.Join(released.Integrations.Frameworks, ",") != "batch/job,pod" {
 		t.Errorf("loopback settings not applied: %+v", released)
 	}
 	raised := read(Options{KueueQPS: 500, KueueBurst: 1000})
