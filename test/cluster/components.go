@@ -273,7 +273,8 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin, kubeconfig string,
 // startControllerManager runs the controllers the tests rely on: garbage collection (owner
 // references, foreground deletion), namespace deletion, Service endpoints, node lifecycle, which
 // lifts the not-ready taint the API server puts on a new node once KWOK reports it Ready, the
-// Deployment and ReplicaSet controllers, which run the routers' Deployments, and the
+// Deployment and ReplicaSet controllers, which run the routers' Deployments, the Job controller,
+// which runs the batch Jobs a cohort's batch queue admits beside mdplane's, and the
 // PersistentVolume binder, which binds a claim to its volume (a claim-delivered ModelArtifact's
 // deployment waits for a Bound claim), the volume and claim protection controllers, which release
 // the finalizers the API server puts on both once nothing uses them, and for the real node's Pods
@@ -341,6 +342,18 @@ const readyDelay = `  delay:
       expressionFrom: '.spec.containers.[].env.[]? | select(.name == "` + ReadyDelayEnv + `") | .value'
 `
 
+// CompleteDelayAnnotation is KWOK's own annotation of the delay before a Job's Pod completes ("1h"):
+// without it a Job's Pod on a fake node succeeds as soon as it runs, and a test that needs a Job to
+// hold its quota (a cohort's borrower) sets it.
+const CompleteDelayAnnotation = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+// completeDelay is the delay of the pod-complete stage: none, unless the Pod is annotated.
+const completeDelay = `  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["` + CompleteDelayAnnotation + `"]'
+`
+
 func (s *Stack) startKWOK(ctx context.Context) error {
 	var config []string
 	for _, stage := range kwokStages {
@@ -349,11 +362,14 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 			return err
 		}
 		doc := string(b)
-		if strings.HasSuffix(stage, "/pod-ready.yaml") {
-			if !strings.Contains(doc, "\n  next:") {
-				return fmt.Errorf("KWOK's %s has no next: the ready delay cannot be added", stage)
+		for suffix, delay := range map[string]string{"/pod-ready.yaml": readyDelay, "/pod-complete.yaml": completeDelay} {
+			if !strings.HasSuffix(stage, suffix) {
+				continue
 			}
-			doc = strings.Replace(doc, "\n  next:", "\n"+readyDelay+"  next:", 1)
+			if !strings.Contains(doc, "\n  next:") {
+				return fmt.Errorf("KWOK's %s has no next: a delay cannot be added", stage)
+			}
+			doc = strings.Replace(doc, "\n  next:", "\n"+delay+"  next:", 1)
 		}
 		config = append(config, doc)
 	}

@@ -11,6 +11,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // TestACohortLendsIdleGPUsToBatch: with the Setting instance-type-cohort, a type's ClusterQueue joins
@@ -26,6 +28,8 @@ func TestACohortLendsIdleGPUsToBatch(t *testing.T) {
 	t.Cleanup(func() { tearDown(t, ctx, ns) })
 	cohort, batch := ownName(t, "cohort"), ownName(t, "batch")
 	t.Cleanup(func() {
+		// The Job first: its Workload goes with it, before tearDown counts the namespace's.
+		_, _ = stack.Kubectl("delete", "job", "train", "-n", ns, "--ignore-not-found")
 		_, _ = stack.Kubectl("delete", "environmentconfig", "mdplane-settings", "--ignore-not-found")
 		_, _ = stack.Kubectl("delete", "clusterqueue", batch, "--ignore-not-found", "--wait=false")
 	})
@@ -77,6 +81,8 @@ spec:
   completions: 1
   backoffLimit: 0
   template:
+    metadata:
+      annotations: {%[5]s: 1h}
     spec:
       restartPolicy: Never
       containers:
@@ -85,7 +91,7 @@ spec:
           resources:
             requests: {nvidia.com/gpu: "4", cpu: "1", memory: 1Gi}
             limits: {nvidia.com/gpu: "4"}
-`, batch, cohort, typeName, ns))
+`, batch, cohort, typeName, ns, cluster.CompleteDelayAnnotation))
 	var jobWorkload string
 	eventually(t, 2*time.Minute, "the Job admitted on borrowed quota and running on the type's node", func() error {
 		wl, err := jobsWorkload(ctx, ns)
