@@ -160,17 +160,18 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.report(ctx, b, pool, tenantclaim.Condition(b, r.Namespace+"/"+out.Lease, out, now)); err != nil {
 		return reconcile.Result{}, err
 	}
-	switch {
-	case out.Held:
+	if out.Held {
 		return reconcile.Result{}, nil
-	case out.InFlight:
-		return reconcile.Result{RequeueAfter: tenantclaim.InFlight}, nil
 	}
 	// A holder the API server no longer has (or is deleting) releases the claim once its own
-	// reconcile runs, which a loaded cache may delay past the one look afterRelease schedules:
-	// look again shortly until it has.
+	// reconcile runs, which a loaded queue may delay past the one look afterRelease schedules, and
+	// a claim taken less than InFlight ago looks in flight meanwhile: look again shortly until it
+	// is released. A webhook's create not stored yet looks the same, and is looked at as often.
 	if leaving, err := r.holderLeaving(ctx, out.Holder); err != nil || leaving {
 		return reconcile.Result{RequeueAfter: releaseSettle}, err
+	}
+	if out.InFlight {
+		return reconcile.Result{RequeueAfter: tenantclaim.InFlight}, nil
 	}
 	return reconcile.Result{RequeueAfter: loserRecheck}, nil
 }

@@ -124,14 +124,14 @@ func TestClaimRules(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, leases(t, stored), 1)
 	})
-	t.Run("a claim the webhook took for a create not stored yet is looked at again once InFlight passes", func(t *testing.T) {
+	t.Run("a claim the webhook took for a create not stored yet is looked at again shortly, and taken over once InFlight passes", func(t *testing.T) {
 		c := claimsCluster(pool(), chatBinding("team-b"))
 		_, err := tenantclaim.Take(context.Background(), c, c, tenantclaim.For(operatorNamespace, mooncake, chatBinding("team-a")),
 			func(context.Context, string) (bool, error) { return false, nil }, t0)
 		require.NoError(t, err)
 		cond, res := claimAt(t, c, "team-b", t0.Add(time.Second))
 		assert.Equal(t, metav1.ConditionFalse, cond.Status)
-		assert.Equal(t, tenantclaim.InFlight, res.RequeueAfter)
+		assert.Equal(t, releaseSettle, res.RequeueAfter)
 		cond, _ = claimAt(t, c, "team-b", t0.Add(tenantclaim.InFlight))
 		assert.Equal(t, metav1.ConditionTrue, cond.Status, "team-a's create never got stored: the claim is stale, and taken over")
 	})
@@ -161,24 +161,31 @@ func TestClaimRules(t *testing.T) {
 	})
 }
 
-// TestALoserLooksAgainShortlyWhileItsHolderLeaves: a holder the API server no longer has, but the
-// cache still shows (so its claim stands until its own reconcile releases it), has the loser look
-// again within releaseSettle rather than loserRecheck; a holder that stays is the near miss.
+// TestALoserLooksAgainShortlyWhileItsHolderLeaves: a holder the API server no longer has, whose
+// claim stands until its own reconcile releases it, has the loser look again within releaseSettle
+// rather than loserRecheck, or InFlight when the claim is younger than that; a holder that stays is
+// the near miss.
 func TestALoserLooksAgainShortlyWhileItsHolderLeaves(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Unix(1000, 0)
 	for _, tc := range []struct {
-		rule      string
-		holderSet bool // the holder still on the API server
-		requeue   time.Duration
+		rule         string
+		holderSet    bool // the holder still on the API server
+		holderCached bool // the holder still in the loser's cache
+		after        time.Duration
+		requeue      time.Duration
 	}{
-		{rule: "the holder gone from the API server: look again shortly", requeue: releaseSettle},
-		{rule: "near miss: the holder stays: look again now and then", holderSet: true, requeue: loserRecheck},
+		{rule: "the holder gone from the API server, the cache behind: look again shortly", holderCached: true, after: time.Hour, requeue: releaseSettle},
+		{rule: "the holder gone from both, its young claim not released yet: look again shortly", after: time.Second, requeue: releaseSettle},
+		{rule: "near miss: the holder stays: look again now and then", holderSet: true, holderCached: true, after: time.Hour, requeue: loserRecheck},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := claimsCluster(chatBinding("team-a"), chatBinding("team-b"), pool())
 			won, _ := claimAt(t, c, "team-a", t0)
 			require.Equal(t, metav1.ConditionTrue, won.Status)
+			if !tc.holderCached {
+				require.NoError(t, c.Delete(ctx, chatBinding("team-a")))
+			}
 			server := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
 				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					if _, binding := obj.(*workerv1.KVCachePoolBinding); binding && key.Namespace == "team-a" && !tc.holderSet {
@@ -186,7 +193,7 @@ func TestALoserLooksAgainShortlyWhileItsHolderLeaves(t *testing.T) {
 					}
 					return cl.Get(ctx, key, obj, opts...)
 				}})
-			r := &ClaimReconciler{Client: c, Reader: server, Namespace: operatorNamespace, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Hour))}
+			r := &ClaimReconciler{Client: c, Reader: server, Namespace: operatorNamespace, Clock: clocktesting.NewFakePassiveClock(t0.Add(tc.after))}
 			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-b", Name: "cache"}})
 			require.NoError(t, err)
 			assert.Equal(t, tc.requeue, res.RequeueAfter)
