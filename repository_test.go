@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // maxTrackedFileSize is the largest file the repository may hold: anything larger is a build output,
@@ -209,6 +210,94 @@ func TestDocsAreCurrentAndSelfContained(t *testing.T) {
 				t.Errorf("%s:%d names an issue; say what is true instead: %s", path, i+1, line)
 			case dated.MatchString(line) && !datesAllowed[i]:
 				t.Errorf("%s:%d dates a run; give the current figures, history is git's: %s", path, i+1, line)
+			}
+		}
+	}
+}
+
+// markdownLink is a link's target in a page: [text](target).
+var markdownLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// headingAnchor is the anchor a heading gets when the page is shown: lower case, punctuation other
+// than hyphens and underscores dropped, spaces as hyphens.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(strings.TrimLeft(heading, "#"))) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchorsOf are the heading anchors of a page, outside its code blocks.
+func anchorsOf(page string) map[string]bool {
+	anchors, fenced := map[string]bool{}, false
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if !fenced && strings.HasPrefix(line, "#") {
+			anchors[headingAnchor(line)] = true
+		}
+	}
+	return anchors
+}
+
+// TestDocLinksResolve: every relative link of docs/ and the README names a file the repository
+// holds, and its #anchor a heading of that page, so moving a section or a page breaks this test,
+// not a reader's click. Links to the web are not followed.
+func TestDocLinksResolve(t *testing.T) {
+	for _, row := range []struct{ heading, anchor string }{
+		{"## Chaos during rollouts", "chaos-during-rollouts"},
+		{"### Capacity-preserving cadence (opt-in)", "capacity-preserving-cadence-opt-in"},
+		{"## `make test`, warm", "make-test-warm"},
+	} {
+		if got := headingAnchor(row.heading); got != row.anchor {
+			t.Fatalf("the check anchors %q as %q, want %q", row.heading, got, row.anchor)
+		}
+	}
+	files, _ := trackedFiles(t)
+	for _, path := range files {
+		if !strings.HasSuffix(path, ".md") || !(strings.HasPrefix(path, "docs/") || path == "README.md") {
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fenced := false
+		for i, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+			}
+			if fenced {
+				continue
+			}
+			for _, m := range markdownLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, anchor, _ := strings.Cut(target, "#")
+				linked := path
+				if file != "" {
+					linked = filepath.Join(filepath.Dir(path), file)
+				}
+				text, err := os.ReadFile(linked)
+				if err != nil {
+					if _, dirErr := os.Stat(linked); dirErr == nil && anchor == "" {
+						continue // a directory
+					}
+					t.Errorf("%s:%d links %s, which is not in the repository", path, i+1, target)
+					continue
+				}
+				if anchor != "" && strings.HasSuffix(linked, ".md") && !anchorsOf(string(text))[anchor] {
+					t.Errorf("%s:%d links %s, but %s has no heading with that anchor", path, i+1, target, linked)
+				}
 			}
 		}
 	}
