@@ -49,11 +49,13 @@ test-checks: vet lint
 # test-stack: make test's second lane, the test module: the render check and the e2e suite, whose
 # summary (how many tests ran in parallel and in the sequential group) is printed last. The stack's
 # programs are built first, outside the tests' timeout: on a machine without them that takes most of
-# a cold run, and the suite's own build then only finds them.
+# a cold run, and the suite's own build then only finds them. Each e2e test's group, start and
+# duration are written to E2E_TIMES.
 E2E_SUMMARY := $(CURDIR)/.stack/e2e-summary.txt
+E2E_TIMES := $(CURDIR)/.stack/e2e-times.tsv
 test-stack: programs
-	@mkdir -p $(dir $(E2E_SUMMARY)) && rm -f $(E2E_SUMMARY)
-	start=$$(date +%s); cd test && $(GO) vet ./... && MDPLANE_E2E_SUMMARY=$(E2E_SUMMARY) $(E2E_GO_TEST) -count=1 -timeout 50m -shuffle=on ./...; \
+	@mkdir -p $(dir $(E2E_SUMMARY)) && rm -f $(E2E_SUMMARY) $(E2E_TIMES)
+	start=$$(date +%s); cd test && $(GO) vet ./... && MDPLANE_E2E_SUMMARY=$(E2E_SUMMARY) MDPLANE_E2E_TIMES=$(E2E_TIMES) $(E2E_GO_TEST) -count=1 -timeout 50m -shuffle=on ./...; \
 	  rc=$$?; cat $(E2E_SUMMARY) 2>/dev/null; echo "stack lane: $$(( $$(date +%s) - start )) s, rc $$rc"; exit $$rc
 
 # How many e2e tests marked parallel run at once: most of a test's time is waiting (Crossplane's
@@ -166,7 +168,7 @@ test-e2e-on-stack:
 
 ## chaos: the chaos suite alone on a fresh stack (docs/reliability.md): ROUNDS rounds (default 20) of
 ## faults drawn from SEED (default: the clock; the first line printed names it), a summary per round.
-## make test runs two rounds within the e2e suite.
+## make test runs one round within the e2e suite.
 ROUNDS ?= 20
 SEED ?=
 chaos:

@@ -115,6 +115,32 @@ func timeTest(t *testing.T, group string) {
 	})
 }
 
+// testTimes is every timed test, one line each in the order they were released: its group, its
+// start (seconds after the first test's) and its duration, tab-separated, for finding where a
+// group's minutes go beyond its three slowest.
+func testTimes() string {
+	timings.Lock()
+	defer timings.Unlock()
+	var all []took
+	group := map[string]string{}
+	for g, tests := range timings.byGroup {
+		for _, tt := range tests {
+			all = append(all, tt)
+			group[tt.test] = g
+		}
+	}
+	if len(all) == 0 {
+		return ""
+	}
+	slices.SortFunc(all, func(a, b took) int { return a.start.Compare(b.start) })
+	var b strings.Builder
+	b.WriteString("group\tstart_s\tseconds\ttest\n")
+	for _, tt := range all {
+		fmt.Fprintf(&b, "%s\t%.0f\t%.0f\t%s\n", strings.TrimPrefix(group[tt.test], "the "), tt.start.Sub(all[0].start).Seconds(), tt.end.Sub(tt.start).Seconds(), tt.test)
+	}
+	return b.String()
+}
+
 // timingSummary is the suite's time split into its stages: the stack's start, each group from its
 // first test's release to its last test's end with its three slowest tests, and the uninstall.
 func timingSummary(stackStart, uninstall time.Duration) string {

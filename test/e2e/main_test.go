@@ -85,6 +85,9 @@ func TestMain(m *testing.M) {
 		cancel()
 	}
 	summarize(timingSummary(stackStart, uninstall))
+	if file := os.Getenv("MDPLANE_E2E_TIMES"); file != "" {
+		_ = os.WriteFile(file, []byte(testTimes()), 0o644)
+	}
 	if code != 0 {
 		fmt.Printf("e2e: component logs kept in %s/logs\n", stack.Dir)
 	}
