@@ -49,7 +49,7 @@ var Deviations = []Deviation{
 	{Component: "kube-proxy", Flag: "",
 		Why: "the stack translates the fake nodes' Pod range to its exporter in an nftables table of its own, beside kube-proxy's"},
 	{Component: "mdplane-controllers", Flag: "--park-after",
-		Why: "the e2e suite parks a set in seconds to watch it; the default is 30m"},
+		Why: "the e2e suite parks a set in a minute and a half to watch it; the default is 30m"},
 	{Component: "mdplane-controllers", Flag: "--queue-instance-types",
 		Why: "the e2e suite makes its own queues for the types of its examples; the default manages every type's queue"},
 	{Component: "mdplane-controllers", Flag: "--model-artifact-retry-interval",

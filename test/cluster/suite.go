@@ -6,8 +6,9 @@ import "time"
 // them, and make cluster-up STACK_ARGS=--e2e starts one that a test process attaches to (Reattach).
 const (
 	// SuiteParkAfter is the controllers' --park-after: short enough for a test to watch a set being
-	// parked, long enough for the others to finish holding a set on purpose.
-	SuiteParkAfter = 45 * time.Second
+	// parked, long enough for the others to finish holding a set on purpose on a loaded machine
+	// (TestJointAdmission holds one while a second deployment starts beside it).
+	SuiteParkAfter = 90 * time.Second
 	// SuiteArtifactRetry is the controllers' --model-artifact-retry-interval: a ModelArtifact the hub
 	// refused is asked again after it rather than 5 minutes, so that a test can watch a rollout
 	// resume once the hub learns the repository.

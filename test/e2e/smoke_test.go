@@ -486,6 +486,15 @@ spec:
 	// to the role, so each round edits an annotation on the deployment and its ModelRoles (those in
 	// Crossplane's name: nobody else may write them); Crossplane's log proves the deployment's
 	// reconciles happened.
+	// The members controller creates the Pods while Crossplane's first reconcile may still be
+	// composing: the rounds begin once that reconcile has reported the deployment Synced.
+	eventually(t, 2*time.Minute, "the deployment Synced", func() error {
+		status, err := deploymentCondition(ctx, "team-b", "queued", "Synced")
+		if err != nil || status != "True" {
+			return fmt.Errorf("Synced %q (%v)", status, err)
+		}
+		return nil
+	})
 	before := deploymentReconciles(t, "team-b", "queued")
 	asCrossplane := clientAs(t, cluster.CrossplaneUser)
 	for round := range 4 {
