@@ -172,7 +172,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		opts.Products = DefaultProducts
 	}
 	if opts.CrossplanePollInterval == 0 {
-		opts.CrossplanePollInterval = 5 * time.Second
+		opts.CrossplanePollInterval = 30 * time.Second
 	}
 	if opts.Dir == "" {
 		if opts.Dir, err = os.MkdirTemp("", "mdplane-stack-"); err != nil {

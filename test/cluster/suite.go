@@ -23,7 +23,7 @@ const (
 // SuiteOptions are the e2e suite's stack options, without a Log.
 func SuiteOptions() Options {
 	return Options{
-		CrossplanePollInterval: 5 * time.Second,
+		CrossplanePollInterval: 30 * time.Second,
 		// Room for the parallel tests' peaks at once (make test runs E2E_PARALLEL of them): each
 		// holds at most 9 GPUs and most 2 to 4; the nodes alternate A10G and H20, 8 GPUs each.
 		Nodes: 10,

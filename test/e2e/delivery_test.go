@@ -248,8 +248,9 @@ spec:
 		}
 		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "False", "RolloutHeldByWeights")
 	})
-	// Held, not merely slow: for longer than a Crossplane poll, nothing is created, and the claim
-	// is still Pending.
+	// Held, not merely slow: through a render the nudge asks for, nothing is created, and the
+	// claim is still Pending.
+	nudge(t, ns, name)
 	for range 8 {
 		ps, err := pods(ctx, ns, name)
 		if err != nil {

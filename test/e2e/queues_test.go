@@ -259,8 +259,8 @@ spec:
 		})
 		// Read again, as a person would: Crossplane applies each render's status with server-side
 		// apply, so a render from a cache a moment behind (a busy machine) puts the previous
-		// QuotaReserved back until the next poll renders it again.
-		eventually(t, time.Minute, "kubectl describe saying the type has no nodes", func() error {
+		// QuotaReserved back until the next render (a change, or Crossplane's poll) writes it again.
+		eventually(t, 2*time.Minute, "kubectl describe saying the type has no nodes", func() error {
 			out, err := stack.Kubectl("describe", "modeldeployment", "l4", "-n", ns)
 			if err != nil {
 				return err

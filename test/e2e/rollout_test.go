@@ -74,6 +74,16 @@ func runningKeeping(ctx context.Context, namespace, deployment string, want int,
 // then rendered at the breaker's half-open probe (30 s) or the render's one-minute TTL.
 const editRendered = 75 * time.Second
 
+// nudge makes Crossplane render the deployment now, as any change to it does, so that a check that
+// something stays held spans a render rather than waiting for Crossplane's poll.
+func nudge(t *testing.T, namespace, deployment string) {
+	t.Helper()
+	if _, err := stack.Kubectl("annotate", "--overwrite", "-n", namespace, "modeldeployment/"+deployment,
+		"e2e/nudge="+strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func patchReplicas(t *testing.T, namespace, deployment string, replicas int) {
 	t.Helper()
 	if _, err := stack.Kubectl("patch", "modeldeployment", deployment, "-n", namespace, "--type=json",

@@ -363,7 +363,8 @@ spec:
 	if !slices.ContainsFunc(hub.Requests(), func(uri string) bool { return strings.HasPrefix(uri, "/api/models/"+repo+"/revision/main") }) {
 		t.Errorf("the resolver never asked the local hub; it served %q", hub.Requests())
 	}
-	// Held, not merely slow: for a few seconds (more than one Crossplane poll) nothing is created.
+	// Held, not merely slow: through a render the nudge asks for, nothing is created.
+	nudge(t, ns, name)
 	for range 8 {
 		ps, err := pods(ctx, ns, name)
 		if err != nil {
@@ -456,7 +457,8 @@ spec:
 	} else if a.Status.Resolved == nil || a.Status.Resolved.Revision != commit || a.Status.Resolved.ManifestDigest != resolved.ManifestDigest {
 		t.Errorf("a failed revalidation moved status.resolved from %+v to %+v", resolved, a.Status.Resolved)
 	}
-	// A few seconds more: a Crossplane poll reads the degraded artifact and must leave the Pods be.
+	// A render that reads the degraded artifact must leave the Pods be.
+	nudge(t, ns, name)
 	time.Sleep(6 * time.Second)
 	now := runningPods(t, ctx, ns, name, "server", 2)
 	uids := func(ps []corev1.Pod) []types.UID {
@@ -523,7 +525,8 @@ spec:
 		}
 		return conditionIs(ctx, ns, name, "ReplicasUpToDate", "False", "RolloutHeldByWeights")
 	})
-	// Held, not merely slow: for longer than a Crossplane poll, nothing is added or replaced.
+	// Held, not merely slow: through a render the nudge asks for, nothing is added or replaced.
+	nudge(t, ns, name)
 	for range 8 {
 		ps, err := pods(ctx, ns, name)
 		if err != nil {
