@@ -80,7 +80,7 @@ func ascendType(t *testing.T, ctx context.Context, namespace, typeName string, f
 // with each half's degrees and the host driver mounted, the decoder's routing proxy speaks nixlv2,
 // and a pair whose prefill is narrower than its decode is refused.
 func TestAscendRoles(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	// Both count the group's nodes, which each adds and deletes; the RuntimeClass ascend is this one's.
 	exclusive(t, "the ascend-910b NPU group")
 	ctx := context.Background()

@@ -66,7 +66,7 @@ func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
 	// Parallel although it registers and removes the cluster's custom metrics APIService: until the
 	// controllers answer for it (seconds), discovery of its group fails, and the namespace controller
 	// still deletes everything it can discover and tries the namespace again.
-	parallel(t)
+	parallelLong(t)
 	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
 	ns := ownName(t, "ns")

@@ -25,7 +25,7 @@ const readyDelay = "5s"
 // waits; the same edit under the default cadence completes too, and its Ready floor is reported
 // beside (the spec's admission gate does not wait for readiness).
 func TestCapacityPreservingRollout(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	for _, tc := range []struct {
 		cadence workerv1.RolloutCadence
 		floor   int // the fewest Ready replicas the rollout may reach; -1: reported, not held

@@ -93,7 +93,7 @@ func runConformance(m *testing.M, kubeconfig string) int {
 // serves rather than a second one: the conformance tests name everything after their run, so they
 // run beside the suite's own, and a second stack would cost make test minutes.
 func TestMakeConformanceProvesTheStack(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	cmd := exec.Command("make", "--no-print-directory", "conformance")
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig, "MDPLANE_CONFORMANCE_CONTEXT=")

@@ -215,7 +215,7 @@ func awaitResizeCondition(t *testing.T, ctx context.Context, namespace, deployme
 // after its backoff and applied, and the observation follows; an env edit replaces nothing; a size edit and a width decrease are
 // refused with the spec's messages.
 func TestElasticEP(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")
 	ctx := context.Background()
 	ns := ownName(t, "ns")

@@ -26,14 +26,67 @@ import (
 var ran struct{ parallel, sequential atomic.Int32 }
 
 // parallel marks a test that creates and reads only its own objects. It runs when one of the
-// suite's slots is free.
+// suite's slots is free, once every parallelLong test has taken one.
 func parallel(t *testing.T) {
 	t.Helper()
 	ran.parallel.Add(1)
 	t.Parallel()
+	longs.waitForAll()
 	slots <- struct{}{}
 	t.Cleanup(func() { <-slots })
 	timeTest(t, parallelGroup)
+}
+
+// parallelLong marks a parallel test that holds its slot a minute or more: it takes a slot before
+// the shorter ones do, so that the group does not end on a long test started last (the tests are
+// released in the shuffled order).
+func parallelLong(t *testing.T) {
+	t.Helper()
+	ran.parallel.Add(1)
+	longs.register()
+	t.Parallel()
+	slots <- struct{}{}
+	longs.started()
+	t.Cleanup(func() { <-slots })
+	timeTest(t, parallelGroup)
+}
+
+// longs counts the parallelLong tests: each registers before the parallel group is released (Go
+// runs a test up to its t.Parallel first), so once the group runs the count is final.
+var longs = newLongTests()
+
+type longTests struct {
+	mu                  sync.Mutex
+	cond                *sync.Cond
+	registered, inSlots int
+}
+
+func newLongTests() *longTests {
+	l := &longTests{}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+func (l *longTests) register() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.registered++
+}
+
+func (l *longTests) started() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inSlots++
+	l.cond.Broadcast()
+}
+
+// waitForAll returns once every registered long test holds a slot.
+func (l *longTests) waitForAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.inSlots < l.registered {
+		l.cond.Wait()
+	}
 }
 
 // parallelWaiting marks a parallel test that spends minutes waiting on one thing (why): it takes no
@@ -176,8 +229,9 @@ func timingSummary(stackStart, uninstall time.Duration) string {
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d.Round(time.Second).Seconds())) }
 
-// TestEveryTestSaysHowItRuns: each test's first statement is parallel(t), parallelWaiting(t, why)
-// or sequential(t, why) with a reason, so the file says why a test runs alone or needs no slot.
+// TestEveryTestSaysHowItRuns: each test's first statement is parallel(t), parallelLong(t),
+// parallelWaiting(t, why) or sequential(t, why) with a reason, so the file says why a test runs
+// alone or needs no slot.
 func TestEveryTestSaysHowItRuns(t *testing.T) {
 	parallel(t)
 	files, err := filepath.Glob("*_test.go")
@@ -210,6 +264,8 @@ func TestHowATestSaysHowItRuns(t *testing.T) {
 		ok    bool
 	}{
 		{`parallel(t)`, true},
+		{`parallelLong(t)`, true},
+		{`parallelLong(t, "long")`, false},
 		{`t.Parallel()`, false},
 		{`parallelWaiting(t, "waits on a timeout")`, true},
 		{`parallelWaiting(t, " ")`, false},
@@ -228,7 +284,7 @@ func TestHowATestSaysHowItRuns(t *testing.T) {
 
 // howItRuns is what is wrong with a test's first statement, or "".
 func howItRuns(fn *ast.FuncDecl) string {
-	const want = "does not begin with parallel(t), parallelWaiting(t, \"why\") or sequential(t, \"why\")"
+	const want = "does not begin with parallel(t), parallelLong(t), parallelWaiting(t, \"why\") or sequential(t, \"why\")"
 	if fn.Body == nil || len(fn.Body.List) == 0 {
 		return want
 	}
@@ -245,7 +301,7 @@ func howItRuns(fn *ast.FuncDecl) string {
 		return want
 	}
 	switch {
-	case name.Name == "parallel" && len(call.Args) == 1:
+	case (name.Name == "parallel" || name.Name == "parallelLong") && len(call.Args) == 1:
 		return ""
 	case (name.Name == "sequential" || name.Name == "parallelWaiting") && len(call.Args) == 2:
 		why, ok := call.Args[1].(*ast.BasicLit)

@@ -164,7 +164,7 @@ func tearDown(t *testing.T, ctx context.Context, namespace string) {
 // groups runs nothing and holds every group; a small deployment that fits in what is left runs
 // meanwhile; raising the quota admits all four groups together.
 func TestJointAdmission(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
@@ -316,7 +316,7 @@ func TestJointAdmission(t *testing.T) {
 // TestParking: a set that cannot complete is parked after the park time, releasing its quota to a
 // deployment waiting behind it; an edit of the parked deployment queues its set again.
 func TestParking(t *testing.T) {
-	parallel(t)
+	parallelWaiting(t, "waits the stack's park time (90 s) for a set to be parked")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	applyCluster(t, ctx, ns)
@@ -383,7 +383,7 @@ func TestParking(t *testing.T) {
 // only its waiting groups are: the replica that was serving keeps its admitted Workload and its
 // Pods. An edit of the deployment queues the parked groups again, and the set completes once it fits.
 func TestParkingSparesServingReplicas(t *testing.T) {
-	parallel(t)
+	parallelWaiting(t, "waits the stack's park time (90 s) for a set to be parked")
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name = "serving"

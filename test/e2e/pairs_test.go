@@ -24,7 +24,7 @@ import (
 // selected; the rollout invariants hold per role (one configuration per instance, no Pod changed in
 // place, at most one replica of a role missing).
 func TestCoherentPairRollout(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	exclusive(t, "the ascend-910b NPU group")
 	ctx := context.Background()
 	ns := ownName(t, "ns")

@@ -233,7 +233,7 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 // TestTheMooncakeClientConfigOnTheRealNode: a deployment with a KVCachePoolBinding reads, inside its
 // engine container, the mooncake.json and environment `mdplane render` printed for it.
 func TestTheMooncakeClientConfigOnTheRealNode(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name = "chat"

@@ -157,7 +157,7 @@ func TestScaleWithoutRestarts(t *testing.T) {
 // TestRollingEdit: an extraArgs edit on a three-replica role replaces one replica at a time, each
 // replacement admitted before the next old replica leaves; never more than one replica missing.
 func TestRollingEdit(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	ctx := context.Background()
 	ns := ownName(t, "ns")
 	const name = "edited"

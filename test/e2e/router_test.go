@@ -28,7 +28,7 @@ import (
 // vllm-router's --selector carry the eligibility term, so a replica whose member reports not ready
 // (disqualified, its label removed) leaves the router's discovery while the healthy ones stay.
 func TestLLMDRouterOnTheStack(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	ctx := context.Background()
 	applyCluster(t, ctx, "team-l")
 	queue(t, ctx, "llmd-router", "gpustack-fnv64-7bc37bef52624161", "team-l", 8) // a ClusterQueue of its own
