@@ -32,7 +32,7 @@ import (
 // queued, the rest serving); a newer edit's plan puts that queued replacement first, and the
 // controller replaces it first.
 func TestPlanPredictsTheRollout(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	ctx := context.Background()
 	cli, err := stack.CLI()
 	if err != nil {
