@@ -32,9 +32,7 @@ func parallel(t *testing.T) {
 	ran.parallel.Add(1)
 	t.Parallel()
 	longs.waitForAll()
-	slots <- struct{}{}
-	t.Cleanup(func() { <-slots })
-	timeTest(t, parallelGroup)
+	takeSlot(t)
 }
 
 // parallelLong marks a parallel test that holds its slot a minute or more: it takes a slot before
@@ -45,8 +43,13 @@ func parallelLong(t *testing.T) {
 	ran.parallel.Add(1)
 	longs.register()
 	t.Parallel()
-	slots <- struct{}{}
+	takeSlot(t)
 	longs.started()
+}
+
+// takeSlot waits for one of the suite's slots, holds it until t ends, and times t from then.
+func takeSlot(t *testing.T) {
+	slots <- struct{}{}
 	t.Cleanup(func() { <-slots })
 	timeTest(t, parallelGroup)
 }
@@ -174,22 +177,24 @@ func timeTest(t *testing.T, group string) {
 func testTimes() string {
 	timings.Lock()
 	defer timings.Unlock()
-	var all []took
-	group := map[string]string{}
+	type row struct {
+		group string
+		took
+	}
+	var all []row
 	for g, tests := range timings.byGroup {
 		for _, tt := range tests {
-			all = append(all, tt)
-			group[tt.test] = g
+			all = append(all, row{strings.TrimPrefix(g, "the "), tt})
 		}
 	}
 	if len(all) == 0 {
 		return ""
 	}
-	slices.SortFunc(all, func(a, b took) int { return a.start.Compare(b.start) })
+	slices.SortFunc(all, func(a, b row) int { return a.start.Compare(b.start) })
 	var b strings.Builder
 	b.WriteString("group\tstart_s\tseconds\ttest\n")
-	for _, tt := range all {
-		fmt.Fprintf(&b, "%s\t%.0f\t%.0f\t%s\n", strings.TrimPrefix(group[tt.test], "the "), tt.start.Sub(all[0].start).Seconds(), tt.end.Sub(tt.start).Seconds(), tt.test)
+	for _, r := range all {
+		fmt.Fprintf(&b, "%s\t%.0f\t%.0f\t%s\n", r.group, r.start.Sub(all[0].start).Seconds(), r.end.Sub(r.start).Seconds(), r.test)
 	}
 	return b.String()
 }
