@@ -49,6 +49,7 @@ const (
 	InstanceTypeCohort            = "instance-type-cohort"
 	InstanceTypeLendingLimit      = "instance-type-cohort-lending-limit"
 	InstanceTypeBorrowingLimit    = "instance-type-cohort-borrowing-limit"
+	InstanceTypePreemption        = "instance-type-preemption"
 	ContainerRegistry             = "container-registry"
 	ContainerNamespace            = "container-namespace"
 )
@@ -61,6 +62,18 @@ const (
 	DeliveryEngine DeliveryMode = "Engine"
 	DeliveryNode   DeliveryMode = "Node"
 )
+
+// The values of instance-type-preemption, as Kueue spells its withinClusterQueue policies: a
+// deployment preempts no one (the default), or Workloads of a lower priority, or also those of its
+// own priority admitted after it.
+const (
+	PreemptionNever                     = "Never"
+	PreemptionLowerPriority             = "LowerPriority"
+	PreemptionLowerOrNewerEqualPriority = "LowerOrNewerEqualPriority"
+)
+
+// PreemptionPolicies are the values instance-type-preemption takes.
+var PreemptionPolicies = []string{PreemptionNever, PreemptionLowerPriority, PreemptionLowerOrNewerEqualPriority}
 
 // CSIDriverName is the driver Node delivery needs; NodeDeliveryRefusal is the spec's refusal when it
 // is missing (format with CSIDriverName). Parse cannot see the cluster; the webhook checks it.
@@ -119,6 +132,9 @@ type Settings struct {
 	// blank is no limit. Read with LendingLimit and BorrowingLimit.
 	InstanceTypeLendingLimit   string `json:"-"`
 	InstanceTypeBorrowingLimit string `json:"-"`
+	// InstanceTypePreemption is Kueue's preemption policy within each type's ClusterQueue: Never,
+	// LowerPriority or LowerOrNewerEqualPriority (Kueue's withinClusterQueue).
+	InstanceTypePreemption string `json:"-"`
 	// ContainerRegistry and ContainerNamespace redirect the images mdplane picks itself.
 	ContainerRegistry  string
 	ContainerNamespace string
@@ -137,6 +153,7 @@ func Defaults() Settings {
 		ArtifactRevalidateInterval:  24 * time.Hour,
 		KVCacheBackendImage:         "gpustack/mirrored-mooncake:0.3.13.post1-cpu",
 		InstanceTypeBorrowingLimit:  "0%",
+		InstanceTypePreemption:      PreemptionNever,
 	}
 }
 
@@ -218,6 +235,13 @@ var rules = []rule{
 	})},
 	{InstanceTypeLendingLimit, text(true, percentRule(func(s *Settings) *string { return &s.InstanceTypeLendingLimit }))},
 	{InstanceTypeBorrowingLimit, text(true, percentRule(func(s *Settings) *string { return &s.InstanceTypeBorrowingLimit }))},
+	{InstanceTypePreemption, text(false, func(s *Settings, v string) string {
+		if !slices.Contains(PreemptionPolicies, v) {
+			return fmt.Sprintf("want one of %s (Kueue's preemption within a ClusterQueue), got %q", strings.Join(PreemptionPolicies, ", "), v)
+		}
+		s.InstanceTypePreemption = v
+		return ""
+	})},
 	{ContainerRegistry, text(true, func(s *Settings, v string) string {
 		if v != "" {
 			if strings.Contains(v, "/") {
@@ -365,6 +389,8 @@ func (s Settings) String(key string) string {
 		return s.InstanceTypeLendingLimit
 	case InstanceTypeBorrowingLimit:
 		return s.InstanceTypeBorrowingLimit
+	case InstanceTypePreemption:
+		return s.InstanceTypePreemption
 	case ContainerRegistry:
 		return s.ContainerRegistry
 	case ContainerNamespace:

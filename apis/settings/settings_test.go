@@ -97,6 +97,9 @@ func TestParse(t *testing.T) {
 		{InstanceTypeBorrowingLimit, "", func(s Settings) bool { _, ok := s.BorrowingLimit(); return !ok }, ""},
 		{InstanceTypeBorrowingLimit, "05%", nil, "not a share of the quota"},
 		{InstanceTypeBorrowingLimit, "-1%", nil, "or remove the key for the default 0%"},
+		{InstanceTypePreemption, "LowerPriority", func(s Settings) bool { return s.InstanceTypePreemption == "LowerPriority" }, ""},
+		{InstanceTypePreemption, "LowerOrNewerEqualPriority", func(s Settings) bool { return s.InstanceTypePreemption == "LowerOrNewerEqualPriority" }, ""},
+		{InstanceTypePreemption, "lowerpriority", nil, `want one of Never, LowerPriority, LowerOrNewerEqualPriority (Kueue's preemption within a ClusterQueue), got "lowerpriority"`},
 		{ContainerRegistry, "registry.local:5000", func(s Settings) bool { return s.ContainerRegistry == "registry.local:5000" }, ""},
 		{ContainerRegistry, "https://registry.local", nil, "without scheme or path"},
 		{ContainerRegistry, "reg istry", nil, "not a registry host"},
@@ -126,8 +129,8 @@ func TestUnknownKeysWarn(t *testing.T) {
 }
 
 func TestEverySettingHasARule(t *testing.T) {
-	if len(Names()) != 21 {
-		t.Errorf("Names() = %d keys, want the 21 Settings mdplane reads", len(Names()))
+	if len(Names()) != 22 {
+		t.Errorf("Names() = %d keys, want the 22 Settings mdplane reads", len(Names()))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -38,6 +39,8 @@ const (
 	// PoolBackend is the KVCacheBackend a KVCachePool names (spec.backends), so that a backend's
 	// change reaches its pools without a scan of every pool.
 	PoolBackend = "mdplane.poolBackend"
+	// WorkloadUID is a Workload's UID, which Kueue's preemption message names the preemptor by.
+	WorkloadUID = "mdplane.workloadUID"
 )
 
 // Field is one index: the kind it is on, its name and how a value is read.
@@ -58,6 +61,7 @@ var Fields = []Field{
 	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
 	{&corev1.Node{}, NodeImage, nodeImages},
 	{&workerv1.KVCachePool{}, PoolBackend, poolBackends},
+	{&kueue.Workload{}, WorkloadUID, uid},
 }
 
 // Register adds every index to the manager's cache, once for all the controllers.
@@ -96,6 +100,13 @@ func podSlot(o client.Object) []string {
 		return nil
 	}
 	return []string{SlotKey(deployment, role, ordinal)}
+}
+
+func uid(o client.Object) []string {
+	if o.GetUID() == "" {
+		return nil
+	}
+	return []string{string(o.GetUID())}
 }
 
 func podController(o client.Object) []string {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
@@ -61,6 +62,8 @@ func TestIndexes(t *testing.T) {
 		{"a Node holding no image is not indexed", NodeImage, &corev1.Node{}, nil},
 		{"a KVCachePool is found by the backend it names", PoolBackend, &workerv1.KVCachePool{Spec: workerv1.KVCachePoolSpec{
 			Backends: []string{"mooncake-dram"}}}, []string{"mooncake-dram"}},
+		{"a Workload is found by its UID, as Kueue's preemption message names it", WorkloadUID, &kueue.Workload{ObjectMeta: metav1.ObjectMeta{UID: "5f1c"}}, []string{"5f1c"}},
+		{"a Workload not stored yet has no UID to be found by", WorkloadUID, &kueue.Workload{}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

@@ -382,6 +382,12 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 		wl = nil
 	}
 	status := replicas.MemberStatus(pods, wl, group, replica.Spec.RoleName, size)
+	if status.PreemptedBy, err = r.preemptedBy(ctx, wl, pods, status.Quota, r.carriedPreemption(ctx, replica)); err != nil {
+		return 0, err
+	}
+	if status.PreemptedBy != "" && replicas.WaitsAfterPreemption(status.Quota) {
+		status.Quota = replicas.QuotaPreempted
+	}
 	status.ConditionedStatus = *replica.Status.ConditionedStatus.DeepCopy()
 	status.SetConditions(readiness(status))
 	if accepted {
@@ -399,6 +405,8 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	switch {
 	case replica.Status.Members == nil:
 		kind = firstReport
+	case status.PreemptedBy != "" && status.PreemptedBy != replica.Status.PreemptedBy:
+		kind = preemptionReport
 	case readByRole(status) != readByRole(replica.Status):
 		kind = roleChange
 	}
@@ -524,11 +532,13 @@ type roleView struct {
 	conclusive, qualified, granted bool
 	// podsCreated is the PodsCreated condition's status and message, which the role carries on.
 	podsCreated string
+	// preemptedBy is who Kueue preempted the group for, which the role and the deployment tell.
+	preemptedBy string
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
-	v := roleView{leaving: s.Quota == replicas.QuotaTerminating, size: ptr.Deref(s.Size, 0), ready: s.Ready(),
+	v := roleView{leaving: s.Quota == replicas.QuotaTerminating, size: ptr.Deref(s.Size, 0), ready: s.Ready(), preemptedBy: s.PreemptedBy,
 		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live}
 	if c := s.GetCondition(v1alpha1.PodsCreatedConditionType); c.Reason != "" {
 		v.podsCreated = string(c.Status) + ": " + c.Message

@@ -436,3 +436,87 @@ func TestEndpointEligibilityLabel(t *testing.T) {
 	reconcileReplica(t, r) // within the report interval: the revocation is not held back
 	assert.Equal(t, []string{""}, eligible(t, c), "a member reporting not ready loses the label at once")
 }
+
+// TestPreemptionIsReported: a replica whose group Kueue preempted says who for and why, naming the
+// preemptor's deployment, and keeps saying it after Kueue's word leaves the Workload, until the group
+// holds quota again.
+func TestPreemptionIsReported(t *testing.T) {
+	bigGroup := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "big-group", Namespace: "team-b", UID: "preemptor-uid"},
+		Spec: kueue.WorkloadSpec{PriorityClassRef: kueue.NewWorkloadPriorityClassRef("serving-high"), Priority: ptr.To[int32](1000)}}
+	preemptorPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big-server-0", Namespace: "team-b",
+		Labels: map[string]string{workerv1.LabelPodGroupName: "big-group", workerv1.LabelInstance: "big"}}}
+	wl := reserved()
+	wl.Status.Conditions = []metav1.Condition{
+		{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueue.WorkloadEvictedByPreemption, LastTransitionTime: metav1.Now()},
+		{Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: kueue.InClusterQueueReason, LastTransitionTime: metav1.Now(),
+			Message: "Preempted to accommodate a workload (UID: preemptor-uid, JobUID: UNKNOWN) due to prioritization in the ClusterQueue; preemptor path: /h20; preemptee path: /h20"}}
+	r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), wl, bigGroup, preemptorPod)
+	reconcileReplica(t, r) // creates the member
+	reconcileReplica(t, r)
+	got := &v1alpha1.ModelReplica{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, "Preempted", got.Status.Quota)
+	want := "Kueue preempted this replica's group for Workload team-b/big-group (priority class serving-high, priority 1000) of ModelDeployment team-b/big: " +
+		"it has a higher priority in the same ClusterQueue (reason InClusterQueue)"
+	assert.Equal(t, want, got.Status.PreemptedBy)
+
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(wl), wl))
+	wl.Status.Conditions = nil // a Workload rebuilt for the replacement Pods says nothing of it
+	require.NoError(t, c.Status().Update(ctx, wl))
+	reconcileReplica(t, r)
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, "Preempted", got.Status.Quota, "counted preempted while it waits for quota")
+	assert.Equal(t, want, got.Status.PreemptedBy, "kept while the group waits for quota")
+
+	wl.Status.Conditions = reserved().Status.Conditions
+	require.NoError(t, c.Status().Update(ctx, wl))
+	assert.Equal(t, settleInterval, reconcileReplica(t, r).RequeueAfter, "a change the role reads settles first")
+	reconcileReplica(t, r)
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, "Reserved", got.Status.Quota)
+	assert.Empty(t, got.Status.PreemptedBy, "cleared once the group holds quota again")
+
+	// Preempted again: the Workload already rebuilt, the member Kueue stopped still terminating.
+	wl.Status.Conditions = nil
+	require.NoError(t, c.Status().Update(ctx, wl))
+	member := podsOf(t, c)[0]
+	member.Status.Conditions = append(member.Status.Conditions, corev1.PodCondition{Type: "TerminationTarget", Status: corev1.ConditionTrue,
+		Reason: "WorkloadEvictedDueToPreempted", Message: "Preempted to accommodate a workload (UID: preemptor-uid, JobUID: UNKNOWN) due to prioritization in the ClusterQueue"})
+	require.NoError(t, c.Status().Update(ctx, &member))
+	assert.Zero(t, reconcileReplica(t, r).RequeueAfter, "who preempted it is written at once, before the stopped member goes")
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica(1)), got))
+	assert.Equal(t, "Preempted", got.Status.Quota)
+	assert.Equal(t, want, got.Status.PreemptedBy, "read from the stopped member")
+}
+
+// TestARebuiltReplicaReadsItsSlotsPreemption: the replica that replaces a preempted one reads why
+// its group waits from its role's entry for its slot; near miss: a role of another UID is not its.
+func TestARebuiltReplicaReadsItsSlotsPreemption(t *testing.T) {
+	who := "Kueue preempted this replica's group for Workload team-b/big-group of ModelDeployment team-b/big"
+	for _, row := range []struct {
+		rule     string
+		roleUID  types.UID
+		want     string
+		wantQuot string
+	}{
+		{"the role's entry for the slot is the replica's", "role-uid", who, "Preempted"},
+		{"near miss: a role of the same name but another UID says nothing of it", "other-uid", "", "Pending"},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Name: "md-server", Namespace: ns, UID: row.roleUID},
+				Status: v1alpha1.ModelRoleStatus{Preemptions: map[string]string{"r1": who}}}
+			rebuilt := replica(1)
+			rebuilt.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
+				Name: "md-server", UID: "role-uid", Controller: ptr.To(true)}}
+			waiting := reserved()
+			waiting.Status.Conditions = nil
+			r, c, _ := newReconciler(t, writes{}, rebuilt, revision(t, "rev1", 1), waiting, role)
+			reconcileReplica(t, r) // creates the member
+			reconcileReplica(t, r)
+			got := &v1alpha1.ModelReplica{}
+			require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(rebuilt), got))
+			assert.Equal(t, row.wantQuot, got.Status.Quota)
+			assert.Equal(t, row.want, got.Status.PreemptedBy)
+		})
+	}
+}

@@ -21,6 +21,9 @@ const (
 	// detailChange changes only details a person reads: written detailInterval after it was first
 	// seen, unless a role change carries it sooner.
 	detailChange
+	// preemptionReport is who Kueue preempted the replica's group for, first seen: written at once,
+	// since Kueue's word on it goes with the preempted Pods and, once written, the status keeps it.
+	preemptionReport
 )
 
 // writeTimes remembers when each replica's status was last written, and since when its unwritten

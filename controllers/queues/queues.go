@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
@@ -233,17 +234,36 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 		WithNamespaceSelector(metav1ac.LabelSelector()).
 		WithResourceGroups(group.WithFlavors(flavorQuotas)).
 		WithAdmissionChecksStrategy(checks)
+	if preemption := queuePreemption(s); preemption != nil {
+		spec.WithPreemption(preemption)
+	}
 	if s.InstanceTypeCohort != "" {
-		// What the type lends, it takes back: a deployment that needs the quota preempts the
-		// borrowers in the cohort, whatever their priority.
-		spec.WithCohortName(kueue.CohortReference(s.InstanceTypeCohort)).
-			WithPreemption(kueueac.ClusterQueuePreemption().WithReclaimWithinCohort(kueue.PreemptionPolicyAny))
+		spec.WithCohortName(kueue.CohortReference(s.InstanceTypeCohort))
 	}
 	cq := kueueac.ClusterQueue(it.Name).WithLabels(managedLabels).WithSpec(spec)
 	if err := r.apply(ctx, "ClusterQueue", it.Name, cq); err != nil {
 		return err
 	}
 	return r.deleteReplaced(ctx, it.Name, flavorName, topologyName)
+}
+
+// queuePreemption is a type's ClusterQueue's preemption, nil for none. Within the queue, a Workload
+// preempts as instance-type-preemption says (Kueue preempts one Workload, one replica group, at a
+// time). In a cohort, what the type lends it takes back: a deployment that needs the quota preempts
+// the borrowers, whatever their priority.
+func queuePreemption(s settings.Settings) *kueueac.ClusterQueuePreemptionApplyConfiguration {
+	within := cmp.Or(s.InstanceTypePreemption, settings.PreemptionNever)
+	if within == settings.PreemptionNever && s.InstanceTypeCohort == "" {
+		return nil
+	}
+	p := kueueac.ClusterQueuePreemption()
+	if within != settings.PreemptionNever {
+		p.WithWithinClusterQueue(kueue.PreemptionPolicy(within))
+	}
+	if s.InstanceTypeCohort != "" {
+		p.WithReclaimWithinCohort(kueue.PreemptionPolicyAny)
+	}
+	return p
 }
 
 // resourceQuota is one resource's quota of a type's ClusterQueue: its nominal quota and, in a cohort,

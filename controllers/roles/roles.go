@@ -3,6 +3,7 @@ package roles
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -160,7 +161,8 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 		return rolestatus.Observed{}, err
 	}
 	carried, _ := rolestatus.PodsCreatedOf(role.Status.ConditionedStatus)
-	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}, Workloads: map[int32]*kueue.Workload{}}
+	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}, Workloads: map[int32]*kueue.Workload{},
+		Preemptions: role.Status.Preemptions}
 	for ordinal := range role.Spec.Replicas {
 		wl := &kueue.Workload{}
 		key := types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)}
@@ -233,13 +235,17 @@ type milestone struct {
 	eligibility                            string
 	eligibilityActive                      bool
 	allUpToDate, allReserved, retiring     bool
+	// preempted are the slots that wait behind a preemption: written soon, since the preempted
+	// replica that says who for is being rebuilt.
+	preempted string
 }
 
 func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
 	pc := s.GetCondition(v1alpha1.PodsCreatedConditionType)
 	return milestone{ready: string(s.GetCondition(xpv2.TypeReady).Status), podsCreated: string(pc.Status), podsCreatedMessage: pc.Message,
 		eligibility: s.Eligibility, eligibilityActive: s.EligibilityActive,
-		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil}
+		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil,
+		preempted: strings.Join(slices.Sorted(maps.Keys(s.Preemptions)), ",")}
 }
 
 // wait is how long the role's next status write must wait to be interval after its last.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,8 +26,10 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
+	"github.com/mdplane/mdplane/controllers/internal/preemptor"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
+	"github.com/mdplane/mdplane/internal/rolestatus"
 	"github.com/mdplane/mdplane/internal/workload"
 )
 
@@ -203,6 +206,9 @@ func waitsBehind(inFlight, ordinal int32) bool {
 // told either. A refusal for a newer replica read again: requeue.
 func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) (reconcile.Result, error) {
 	reason, why := d.departureReason(ctx, replica, lost)
+	if err := d.keepPreemption(ctx, replica, lost); err != nil {
+		return reconcile.Result{}, err
+	}
 	err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID, ResourceVersion: &replica.ResourceVersion})
 	if err == nil || apierrors.IsNotFound(err) {
 		d.gone.Delete(client.ObjectKeyFromObject(replica))
@@ -220,6 +226,38 @@ func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica
 		"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
 		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, pacing.LeaseWindow)
 	return reconcile.Result{}, nil
+}
+
+// keepPreemption records on the replica's role, before the rebuild deletes the replica, who Kueue
+// preempted its group for: the replacement reads it there while its group waits for quota, once
+// the replica, its Workload and its stopped members, which said so, are gone. Nothing for a
+// departure that is not a preemption.
+func (d *Departures) keepPreemption(ctx context.Context, replica *v1alpha1.ModelReplica, lost *corev1.Pod) error {
+	text := replica.Status.PreemptedBy
+	if text == "" {
+		wl := &kueue.Workload{}
+		name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
+		if err := d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, wl); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			wl = nil
+		}
+		found, preempted, err := preemptor.Of(ctx, d.Client, wl, []*corev1.Pod{lost})
+		if err != nil || !preempted {
+			return err
+		}
+		text = found
+	}
+	entry, err := json.Marshal(map[string]any{"status": map[string]any{"preemptions": map[string]string{rolestatus.SlotKey(replica.Spec.Ordinal): text}}})
+	if err != nil {
+		return err
+	}
+	role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}}
+	if err := d.Client.Status().Patch(ctx, role, client.RawPatch(types.MergePatchType, entry)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("keeping on ModelRole %s/%s that replica %s was preempted: %w", role.Namespace, role.Name, replica.Name, err)
+	}
+	return nil
 }
 
 // event records a Warning event on the replica's deployment, where a person looks; none when it

@@ -768,3 +768,34 @@ func TestPacerLetsAVacatedSlotSettle(t *testing.T) {
 	pass()
 	assert.Equal(t, []int32{2}, createdReplicas(t, c, objects(standing(0, "a"), standing(1, "a")), "b"), "settled, refilled")
 }
+
+// TestARebuildKeepsThePreemptionOnTheRole: rebuilding a preempted replica records on its role who
+// Kueue preempted it for, under its slot, for the replacement to read once the replica and Kueue's
+// word are gone; near miss: a drain records nothing.
+func TestARebuildKeepsThePreemptionOnTheRole(t *testing.T) {
+	reported := "Kueue preempted this replica's group for Workload b/big-group of ModelDeployment b/big"
+	for _, row := range []struct {
+		rule   string
+		status string // the replica's PreemptedBy
+		member func(*corev1.Pod)
+		want   map[string]string
+	}{
+		{rule: "the replica's own report is kept", status: reported, member: stoppedByKueue("WorkloadEvictedDueToPreempted"),
+			want: map[string]string{"r1": reported}},
+		{rule: "without a report, Kueue's word on the stopped member is kept", member: stoppedByKueue("WorkloadEvictedDueToPreempted"),
+			want: map[string]string{"r1": "Kueue preempted this replica's group for another workload"}},
+		{rule: "near miss: a drain is no preemption", member: drainedPod},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			r1 := replicaAt(1, "a")
+			r1.Status.PreemptedBy = row.status
+			role := modelRole(3, "a", nil)
+			c := fakecluster.Builder(role, r1, memberOf(r1, leavingPod, row.member), deployment()).Build()
+			_, err := (&Departures{Client: c, Recorder: events.NewFakeRecorder(10)}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(r1)})
+			require.NoError(t, err)
+			assert.False(t, exists(t, c, &v1alpha1.ModelReplica{}, r1.Name), "rebuilt")
+			require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), role))
+			assert.Equal(t, row.want, role.Status.Preemptions)
+		})
+	}
+}

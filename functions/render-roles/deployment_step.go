@@ -145,7 +145,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p := &deploymentPlan{rendered: rendered, head: head}
 	desiredReplicas := map[string]int32{}
 	quotaStates := map[string]map[string]int32{}
-	shortages := map[string]string{}
+	shortages, preempted := map[string]string{}, map[string]string{}
 	rollouts := map[string]RoleRollout{}
 	eligibility := map[string]string{}
 	var live v1alpha1.MemberCounts
@@ -161,12 +161,13 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		eligibility[role.Name] = ""
 		if observed != nil {
 			eligibility[role.Name] = observed.Status.Eligibility
+			preempted[role.Name] = observed.Status.PreemptedBy
 		}
 		if observed != nil && observed.Status.Members != nil {
 			live = live.Add(*observed.Status.Members)
 		}
 	}
-	p.quota = QuotaCondition(desiredReplicas, quotaStates, shortages)
+	p.quota = QuotaCondition(desiredReplicas, quotaStates, shortages, preempted)
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
 	p.eligibility = Condition(rolestatus.EligibilityCondition(eligibility))

@@ -71,10 +71,11 @@ func RoleShortage(it *workerv1.InstanceType, role workerv1.ModelDeploymentRole) 
 }
 
 // QuotaCondition is the deployment's QuotaReserved condition from each role's desired replicas, its
-// instances counted by admission state, and what its InstanceType lacks (shortages, by role, from
-// TypeShortage; told only for a role with instances waiting in their queue or assembling). The
-// reason is the spec's; the shortage lengthens the message.
-func QuotaCondition(desired map[string]int32, states map[string]map[string]int32, shortages map[string]string) Condition {
+// instances counted by admission state, what its InstanceType lacks (shortages, by role, from
+// TypeShortage; told only for a role with instances waiting in their queue or assembling), and who
+// Kueue preempted its instances for (preempted, by role: the role's PreemptedBy). The reason is the
+// spec's; the shortages and preemptions lengthen the message.
+func QuotaCondition(desired map[string]int32, states map[string]map[string]int32, shortages, preempted map[string]string) Condition {
 	var total, reserved, terminating int32
 	short := map[string][]string{}
 	for role, n := range desired {
@@ -110,7 +111,7 @@ func QuotaCondition(desired map[string]int32, states map[string]map[string]int32
 	if terminating == total {
 		return Condition{"Unknown", "AllReplicasTerminating", message}
 	}
-	if lacks := typeShortages(states, shortages); len(lacks) > 0 {
+	if lacks := append(typeShortages(states, shortages), preemptions(desired, preempted)...); len(lacks) > 0 {
 		message += ": " + strings.Join(lacks, "; ")
 	}
 	for _, r := range quotaReasons {
@@ -119,6 +120,18 @@ func QuotaCondition(desired map[string]int32, states map[string]map[string]int32
 		}
 	}
 	return Condition{"Unknown", "AdmissionInFlight", message}
+}
+
+// preemptions are the declared roles' preemptions, "role <name> <ordinal>: <who and why>", by role.
+func preemptions(desired map[string]int32, preempted map[string]string) []string {
+	var out []string
+	for role, who := range preempted {
+		if _, declared := desired[role]; declared && who != "" {
+			out = append(out, fmt.Sprintf("role %s %s", role, who))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // typeShortages are the shortages of the roles with instances waiting in their queue or

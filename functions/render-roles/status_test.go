@@ -44,18 +44,24 @@ func TestQuotaCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			assert.Equal(t, tc.want, renderroles.QuotaCondition(tc.desired, tc.states, nil))
+			assert.Equal(t, tc.want, renderroles.QuotaCondition(tc.desired, tc.states, nil, nil))
 		})
 	}
 	t.Run("what a waiting role's InstanceType lacks lengthens the message, once, and keeps the reason", func(t *testing.T) {
 		lacks := map[string]string{"prefill": "InstanceType h20 has no nodes: none", "decode": "InstanceType h20 has no nodes: none"}
-		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Pending": 2}, "decode": {"PodGroupIncomplete": 1, "Reserved": 1}}, lacks)
+		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Pending": 2}, "decode": {"PodGroupIncomplete": 1, "Reserved": 1}}, lacks, nil)
 		assert.Equal(t, renderroles.Condition{Status: "False", Reason: "PodGroupIncomplete",
 			Message: "1 of 4 instances hold quota (Pending: prefill 2; PodGroupIncomplete: decode 1): InstanceType h20 has no nodes: none"}, got)
 	})
+	t.Run("who Kueue preempted a role's instance for lengthens the message and keeps the reason", func(t *testing.T) {
+		who := "r1: Kueue preempted this replica's group for Workload team-b/big-r0 of ModelDeployment team-b/big: it has a higher priority in the same ClusterQueue (reason InClusterQueue)"
+		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Reserved": 1, "Preempted": 1}},
+			nil, map[string]string{"decode": who, "gone": "r0: a role no longer declared"})
+		assert.Equal(t, renderroles.Condition{Status: "False", Reason: "PreemptedInPart", Message: "3 of 4 instances hold quota (Preempted: decode 1): role decode " + who}, got)
+	})
 	t.Run("a role holding all its quota is not said to lack anything", func(t *testing.T) {
 		got := renderroles.QuotaCondition(pd, map[string]map[string]int32{"prefill": {"Reserved": 2}, "decode": {"Parked": 2}},
-			map[string]string{"prefill": "InstanceType h20 has no free cards (0 of 8 free)"})
+			map[string]string{"prefill": "InstanceType h20 has no free cards (0 of 8 free)"}, nil)
 		assert.Equal(t, "2 of 4 instances hold quota (Parked: decode 2)", got.Message)
 	})
 }

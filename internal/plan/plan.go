@@ -471,6 +471,9 @@ func roleWarnings(in Input, r Role) []string {
 	if r.Unresolved != "" {
 		out = append(out, fmt.Sprintf("role %s: the plan cannot see past: %s", r.Name, r.Unresolved))
 	}
+	if live := in.Live[r.Name].Role; live != nil && live.Status.PreemptedBy != "" {
+		out = append(out, fmt.Sprintf("role %s: preempted, waiting for quota: %s", r.Name, live.Status.PreemptedBy))
+	}
 	return out
 }
 

@@ -193,6 +193,22 @@ func TestMake(t *testing.T) {
 		in:     Input{Stored: stored.render(), Edited: stored.render()},
 		action: ActionUnchanged, order: []int32{},
 	}, {
+		name: "a preempted role says who took its quota",
+		in: Input{Stored: stored.render(), Edited: stored.render(), Live: func() map[string]LiveRole {
+			live := liveSlots(func(slots []pacing.Slot) {
+				for i := range slots {
+					slots[i].Outdated = false
+				}
+			})
+			role := live["server"]
+			role.Role = &v1alpha1.ModelRole{Spec: v1alpha1.ModelRoleSpec{RoleName: "server", Replicas: 4},
+				Status: v1alpha1.ModelRoleStatus{PreemptedBy: "r3: Kueue preempted this replica's group for Workload team-b/big-r0"}}
+			live["server"] = role
+			return live
+		}()},
+		action: ActionUnchanged, order: []int32{},
+		warnings: []string{"role server: preempted, waiting for quota: r3: Kueue preempted this replica's group for Workload team-b/big-r0"},
+	}, {
 		name:   "rolls and scales",
 		in:     Input{Stored: stored.render(), Edited: edited(func(v *version) { image(v); v.replicas = 3 }).render()},
 		action: ActionRollsAndScales, order: []int32{2, 1, 0},

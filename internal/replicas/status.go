@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -55,6 +56,40 @@ func InstanceQuota(wl *kueue.Workload, members, terminating, size int) string {
 		return QuotaNoQueue
 	}
 	return QuotaPending
+}
+
+// WaitsAfterPreemption reports whether an instance in admission state, whose group Kueue preempted
+// (its PreemptedBy is known), still waits because of it: counted Preempted until its group holds
+// quota again, whatever Kueue's Workload says meanwhile (Kueue deletes the preempted Pods, and the
+// replacements' group waits in the queue as any other). Parked and Terminating say more.
+func WaitsAfterPreemption(state string) bool {
+	return state == QuotaPending || state == QuotaIncomplete || state == QuotaInFlight || state == QuotaPreempted
+}
+
+// preemptionReasons say Kueue's preemption reasons in words.
+var preemptionReasons = map[string]string{
+	kueue.InClusterQueueReason:                "it has a higher priority in the same ClusterQueue",
+	kueue.InCohortReclamationReason:           "its ClusterQueue took back quota this one borrowed in their cohort",
+	kueue.InCohortReclaimWhileBorrowingReason: "its ClusterQueue took back quota in their cohort while borrowing",
+	kueue.InCohortFairSharingReason:           "fair sharing in their cohort gave it the quota",
+}
+
+// PreemptedBy says who Kueue preempted an instance's group for and why: preemptor describes the
+// preemptor (its Workload and what it belongs to; "" when Kueue did not name it) and reason is
+// Kueue's reason, quoted as well for a reader who searches Kueue's documentation.
+func PreemptedBy(reason, preemptor string) string {
+	who := "another workload"
+	if preemptor != "" {
+		who = preemptor
+	}
+	why, known := preemptionReasons[reason]
+	switch {
+	case reason == "":
+		return "Kueue preempted this replica's group for " + who
+	case !known:
+		return fmt.Sprintf("Kueue preempted this replica's group for %s (reason %s)", who, reason)
+	}
+	return fmt.Sprintf("Kueue preempted this replica's group for %s: %s (reason %s)", who, why, reason)
 }
 
 // PodReady reports whether a Pod's Ready condition is True.

@@ -91,3 +91,23 @@ func TestMemberStatusCountsLive(t *testing.T) {
 	s := replicas.MemberStatus([]*corev1.Pod{live, waiting, failed, deleting}, nil, "g", "server", 4)
 	assert.Equal(t, &v1alpha1.MemberCounts{Live: 2, Started: 1, MainReady: 1}, s.Live)
 }
+
+func TestPreemptedBy(t *testing.T) {
+	for _, row := range []struct{ rule, reason, preemptor, want string }{
+		{"a priority preemption names the preemptor and says why", kueue.InClusterQueueReason, "Workload team-b/big-r0 of ModelDeployment team-b/big",
+			"Kueue preempted this replica's group for Workload team-b/big-r0 of ModelDeployment team-b/big: it has a higher priority in the same ClusterQueue (reason InClusterQueue)"},
+		{"a cohort's reclaim says the quota was borrowed", kueue.InCohortReclamationReason, "Workload batch/job-train",
+			"Kueue preempted this replica's group for Workload batch/job-train: its ClusterQueue took back quota this one borrowed in their cohort (reason InCohortReclamation)"},
+		{"a preemptor Kueue did not name is another workload", kueue.InClusterQueueReason, "",
+			"Kueue preempted this replica's group for another workload: it has a higher priority in the same ClusterQueue (reason InClusterQueue)"},
+		{"a reason this release does not know is quoted as it is", "InSomethingNew", "Workload a/b",
+			"Kueue preempted this replica's group for Workload a/b (reason InSomethingNew)"},
+		{"a reason Kueue did not give is not made up", "", "Workload a/b", "Kueue preempted this replica's group for Workload a/b"},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			if got := replicas.PreemptedBy(row.reason, row.preemptor); got != row.want {
+				t.Errorf("PreemptedBy = %q\nwant %q", got, row.want)
+			}
+		})
+	}
+}

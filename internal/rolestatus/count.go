@@ -1,6 +1,8 @@
 package rolestatus
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/internal/replicas"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // Condition is a condition as a status reports it.
@@ -33,6 +36,9 @@ type Observed struct {
 	// admission state and flavors are read from its Workload, which always has them first: its
 	// replica reports them only when something else of it changes.
 	Workloads map[int32]*kueue.Workload
+	// Preemptions are the role's status.preemptions as last written: a slot keeps its entry while
+	// its group waits for quota, after the preempted replica and Kueue's word are gone.
+	Preemptions map[string]string
 }
 
 // Summary is a role's status without its conditions, and the two conditions it decides.
@@ -51,11 +57,13 @@ type Summary struct {
 func Count(o Observed) Summary {
 	standing := make([]*v1alpha1.ModelReplica, o.Spec.Replicas)
 	leaving := map[int32]bool{}
+	told := map[int32]string{} // what a slot's leaving replica said of its preemption
 	for _, r := range o.Replicas {
 		switch n := r.Spec.Ordinal; {
 		case n < 0 || n >= o.Spec.Replicas:
 		case r.DeletionTimestamp != nil:
 			leaving[n] = true
+			told[n] = cmp.Or(told[n], r.Status.PreemptedBy)
 		case standing[n] == nil || r.Name < standing[n].Name:
 			standing[n] = r
 		}
@@ -65,10 +73,15 @@ func Count(o Observed) Summary {
 	var modes v1alpha1.DeployedModes
 	var flavors []string
 	quota := map[string]int32{}
+	preemptions := map[string]string{}
 	qualifications := make([]*v1alpha1.Qualification, 0, o.Spec.Replicas)
 	for n, r := range standing {
 		wl := o.Workloads[int32(n)]
-		quota[slotState(r, wl, leaving[int32(n)])]++
+		state, why := slotAdmission(r, wl, leaving[int32(n)], cmp.Or(told[int32(n)], o.Preemptions[SlotKey(int32(n))]))
+		quota[state]++
+		if why != "" {
+			preemptions[SlotKey(int32(n))] = why
+		}
 		if r == nil {
 			qualifications = append(qualifications, nil)
 			continue
@@ -98,18 +111,70 @@ func Count(o Observed) Summary {
 		}
 	}
 	slices.Sort(flavors)
+	if len(preemptions) == 0 {
+		preemptions = nil
+	}
 	s := Summary{Ready: ready == o.Spec.Replicas, Status: v1alpha1.ModelRoleStatus{
 		Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible,
-		QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, Members: &live, Modes: &modes, AssignedFlavors: flavors,
+		QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, PreemptedBy: FirstPreemption(preemptions), Members: &live, Modes: &modes, AssignedFlavors: flavors, Preemptions: preemptions,
 	}}
 	s.Status.Eligible, s.Status.Eligibility, s.Status.EligibilityActive = RoleEligibility(qualifications)
 	s.PodsCreated, s.PodsCreatedKnown = RolePodsCreated(standing, o.Carried)
 	return s
 }
 
-// slotState is a slot's admission state: its Workload's while its standing replica's Pods exist
-// (the replica's report of it may trail by its detail interval), else the replica's report.
-func slotState(r *v1alpha1.ModelReplica, wl *kueue.Workload, leaving bool) string {
+// SlotKey is a slot's key in status.preemptions: "r<ordinal>".
+func SlotKey(ordinal int32) string { return fmt.Sprintf("r%d", ordinal) }
+
+// FirstPreemption is a role's PreemptedBy: its lowest preempted slot's entry, "r<ordinal>: <who and
+// why>"; "" for none.
+func FirstPreemption(preemptions map[string]string) string {
+	first, key := int32(-1), ""
+	for k := range preemptions {
+		var n int32
+		if _, err := fmt.Sscanf(k, "r%d", &n); err == nil && (first < 0 || n < first) {
+			first, key = n, k
+		}
+	}
+	if key == "" {
+		return ""
+	}
+	return key + ": " + preemptions[key]
+}
+
+// slotAdmission is a slot's admission state (admissionState) and, while a preemption explains its
+// wait, Preempted and who for. carried is what the slot's leaving replica or the role's last status
+// said of it.
+func slotAdmission(r *v1alpha1.ModelReplica, wl *kueue.Workload, leaving bool, carried string) (state, preemptedBy string) {
+	state = admissionState(r, wl, leaving)
+	if state == replicas.QuotaTerminating {
+		return state, carried // the preempted replica being rebuilt: its replacement reads it here
+	}
+	if why := slotPreemption(r, wl, state, carried); why != "" {
+		return replicas.QuotaPreempted, why
+	}
+	return state, ""
+}
+
+// slotPreemption is who a slot waits behind since Kueue preempted its group, while it waits for
+// quota: its replica's report, else Kueue's word on the Workload (the report may trail it; only the
+// report names the preemptor), else what was carried from before the replica was rebuilt.
+func slotPreemption(r *v1alpha1.ModelReplica, wl *kueue.Workload, state, carried string) string {
+	if !replicas.WaitsAfterPreemption(state) {
+		return ""
+	}
+	if r != nil && r.Status.PreemptedBy != "" {
+		return r.Status.PreemptedBy
+	}
+	if reason, _, ok := workload.Preemption(wl); ok && carried == "" {
+		return replicas.PreemptedBy(reason, "")
+	}
+	return carried
+}
+
+// admissionState is a slot's admission state: its Workload's while its standing replica's Pods
+// exist (the replica's report of it may trail by its detail interval), else the replica's report.
+func admissionState(r *v1alpha1.ModelReplica, wl *kueue.Workload, leaving bool) string {
 	switch {
 	case r == nil && leaving:
 		return replicas.QuotaTerminating

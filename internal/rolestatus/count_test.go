@@ -1,6 +1,7 @@
 package rolestatus_test
 
 import (
+	"slices"
 	"testing"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -105,6 +106,63 @@ func TestCount(t *testing.T) {
 		s := rolestatus.Count(rolestatus.Observed{Spec: one, Replicas: all(true)})
 		assert.True(t, s.Ready)
 		assert.EqualValues(t, 1, *s.Status.Ready)
+	})
+	t.Run("names who preempted its lowest preempted slot, from the replica's report", func(t *testing.T) {
+		preempted := func() *kueue.Workload {
+			wl := workload()
+			wl.Status.Conditions = []metav1.Condition{
+				{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueue.WorkloadEvictedByPreemption},
+				{Type: kueue.WorkloadPreempted, Status: metav1.ConditionTrue, Reason: kueue.InClusterQueueReason, Message: "Preempted to accommodate a workload (UID: u1, JobUID: UNKNOWN)"}}
+			return wl
+		}
+		told := reporting(replica("c", 2, "new", false), "Preempted")
+		told.Status.PreemptedBy = "Kueue preempted this replica's group for Workload team-b/big-r0 of ModelDeployment team-b/big"
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			reporting(replica("a", 0, "new", true), "Reserved"), reporting(replica("b", 1, "new", false), "Reserved"), told},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: preempted(), 2: preempted()}})
+		assert.Equal(t, map[string]int32{"Reserved": 1, "Preempted": 2}, s.Status.Quota)
+		assert.Equal(t, "r1: Kueue preempted this replica's group for another workload: it has a higher priority in the same ClusterQueue (reason InClusterQueue)",
+			s.Status.PreemptedBy, "r1's report trails its Workload: Kueue's reason stands, the preemptor unnamed")
+
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			reporting(replica("a", 0, "new", true), "Reserved"), reporting(replica("b", 1, "new", false), "Reserved"), told},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100"), 2: preempted()}})
+		assert.Equal(t, "r2: "+told.Status.PreemptedBy, s.Status.PreemptedBy)
+
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			reporting(replica("a", 0, "new", true), "Reserved"), reporting(replica("b", 1, "new", false), "Reserved"), told},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100"), 2: workload("h100")}})
+		assert.Empty(t, s.Status.PreemptedBy, "near miss: a slot holding quota again waits behind no one, whatever its report still says")
+		assert.Equal(t, map[string]int32{"Reserved": 3}, s.Status.Quota)
+
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			reporting(replica("a", 0, "new", true), "Reserved"), reporting(replica("b", 1, "new", false), "Reserved"), told},
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100"), 2: workload()}})
+		assert.Equal(t, map[string]int32{"Reserved": 2, "Preempted": 1}, s.Status.Quota,
+			"a preempted replica waiting in the queue counts Preempted though its Workload no longer says so")
+		assert.Equal(t, "r2: "+told.Status.PreemptedBy, s.Status.PreemptedBy)
+		assert.Equal(t, map[string]string{"r2": told.Status.PreemptedBy}, s.Status.Preemptions)
+	})
+	t.Run("a slot keeps its preemption through its replica's rebuild, until its group holds quota", func(t *testing.T) {
+		who := "Kueue preempted this replica's group for Workload team-b/big-r0 of ModelDeployment team-b/big"
+		leavingTold := leaving(reporting(replica("c-old", 2, "new", false), "Preempted"))
+		leavingTold.Status.PreemptedBy = who
+		rebuilt := reporting(replica("c-new", 2, "new", false), "Pending")
+		base := []*v1alpha1.ModelReplica{reporting(replica("a", 0, "new", true), "Reserved"), reporting(replica("b", 1, "new", true), "Reserved")}
+		held := map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100")}
+
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: append(slices.Clone(base), leavingTold), Workloads: held})
+		assert.Equal(t, map[string]string{"r2": who}, s.Status.Preemptions, "the leaving replica said so")
+		assert.Equal(t, int32(1), s.Status.Quota["Terminating"])
+
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: append(slices.Clone(base), rebuilt), Workloads: held, Preemptions: s.Status.Preemptions})
+		assert.Equal(t, map[string]string{"r2": who}, s.Status.Preemptions, "kept for the rebuilt replica, whose group waits")
+		assert.Equal(t, map[string]int32{"Reserved": 2, "Preempted": 1}, s.Status.Quota)
+
+		held[2] = workload("h100")
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: append(slices.Clone(base), rebuilt), Workloads: held, Preemptions: s.Status.Preemptions})
+		assert.Nil(t, s.Status.Preemptions, "near miss: dropped once the group holds quota")
+		assert.Empty(t, s.Status.PreemptedBy)
 	})
 	t.Run("a new role counts zero before any replica exists", func(t *testing.T) {
 		s := rolestatus.Count(rolestatus.Observed{Spec: spec})

@@ -1,8 +1,11 @@
 package workload
 
 import (
+	"regexp"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -44,4 +47,67 @@ func Evicted(wl *kueue.Workload) *metav1.Condition {
 		return c
 	}
 	return nil
+}
+
+// preemptorUID finds the preemptor's Workload UID in Kueue's preemption message ("Preempted to
+// accommodate a workload (UID: <uid>, JobUID: <uid>) due to <words>; ...").
+var preemptorUID = regexp.MustCompile(`\(UID: ([^,)\s]+)`)
+
+// preemptorOf is the preemptor's Workload UID a preemption message names, "" when none.
+func preemptorOf(message string) string {
+	if m := preemptorUID.FindStringSubmatch(message); len(m) == 2 && m[1] != "UNKNOWN" {
+		return m[1]
+	}
+	return ""
+}
+
+// Preemption is the Workload's latest preemption while it stands (Kueue clears it when the Workload
+// reserves quota again): Kueue's reason (InClusterQueue, InCohortReclamation, ...) and the UID of
+// the Workload it was preempted for, "" when the message does not name one.
+func Preemption(wl *kueue.Workload) (reason, preemptor string, ok bool) {
+	if wl == nil {
+		return "", "", false
+	}
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return "", "", false
+	}
+	return c.Reason, preemptorOf(c.Message), true
+}
+
+// The condition Kueue gives a Pod it stops, and its reason when the Pod's group was preempted.
+const (
+	podTerminationTarget = "TerminationTarget"
+	podStoppedPreempted  = "WorkloadEvictedDueToPreempted"
+)
+
+// preemptionWords are Kueue's words for its preemption reasons in a preemption message, the
+// longest first where one begins another.
+var preemptionWords = []struct{ words, reason string }{
+	{"reclamation within the cohort while borrowing", kueue.InCohortReclaimWhileBorrowingReason},
+	{"reclamation within the cohort", kueue.InCohortReclamationReason},
+	{"Fair Sharing within the cohort", kueue.InCohortFairSharingReason},
+	{"prioritization in the ClusterQueue", kueue.InClusterQueueReason},
+}
+
+// PodPreemption is what Kueue told a Pod it stopped because its group was preempted (its
+// TerminationTarget condition, which the Pod keeps while it terminates): the reason, read from the
+// message's words, and the preemptor's Workload UID.
+func PodPreemption(pod *corev1.Pod) (reason, preemptor string, ok bool) {
+	if pod == nil {
+		return "", "", false
+	}
+	for _, c := range pod.Status.Conditions {
+		if string(c.Type) != podTerminationTarget || c.Status != corev1.ConditionTrue || c.Reason != podStoppedPreempted {
+			continue
+		}
+		for _, w := range preemptionWords {
+			if strings.Contains(c.Message, "due to "+w.words) {
+				reason = w.reason
+				break
+			}
+		}
+		return reason, preemptorOf(c.Message), true
+	}
+	return "", "", false
 }

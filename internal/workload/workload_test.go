@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -47,6 +48,64 @@ func TestWorkloadState(t *testing.T) {
 			}
 			if since, ok := QuotaReservedSince(row.wl); ok != row.reserved || (ok && !since.Equal(time.Unix(100, 0))) {
 				t.Errorf("QuotaReservedSince = %v, %v", since, ok)
+			}
+		})
+	}
+}
+
+func TestPreemption(t *testing.T) {
+	kueueMessage := "Preempted to accommodate a workload (UID: 5f1c-aa, JobUID: UNKNOWN) due to prioritization in the ClusterQueue; preemptor path: /gpu; preemptee path: /gpu"
+	preempted := func(status metav1.ConditionStatus, message string) metav1.Condition {
+		return metav1.Condition{Type: kueue.WorkloadPreempted, Status: status, Reason: kueue.InClusterQueueReason, Message: message}
+	}
+	for _, row := range []struct {
+		rule              string
+		wl                *kueue.Workload
+		reason, preemptor string
+		ok                bool
+	}{
+		{"Kueue's message names the preemptor's Workload UID", withConditions(preempted(metav1.ConditionTrue, kueueMessage)), kueue.InClusterQueueReason, "5f1c-aa", true},
+		{"near miss: a preemption Kueue cleared on readmission is none", withConditions(preempted(metav1.ConditionFalse, kueueMessage)), "", "", false},
+		{"a message without a UID still tells the reason", withConditions(preempted(metav1.ConditionTrue, "Preempted")), kueue.InClusterQueueReason, "", true},
+		{"an UNKNOWN UID is no preemptor", withConditions(preempted(metav1.ConditionTrue, "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN)")), kueue.InClusterQueueReason, "", true},
+		{"a missing Workload was not preempted", nil, "", "", false},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			reason, preemptor, ok := Preemption(row.wl)
+			if reason != row.reason || preemptor != row.preemptor || ok != row.ok {
+				t.Errorf("Preemption = %q, %q, %v; want %q, %q, %v", reason, preemptor, ok, row.reason, row.preemptor, row.ok)
+			}
+		})
+	}
+}
+
+func TestPodPreemption(t *testing.T) {
+	stopped := func(reason, message string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: "TerminationTarget", Status: corev1.ConditionTrue, Reason: reason, Message: message}}}}
+	}
+	message := func(words string) string {
+		return "Preempted to accommodate a workload (UID: 5f1c-aa, JobUID: UNKNOWN) due to " + words + "; preemptor path: /gpu; preemptee path: /gpu"
+	}
+	for _, row := range []struct {
+		rule              string
+		pod               *corev1.Pod
+		reason, preemptor string
+		ok                bool
+	}{
+		{"a Pod stopped for its group's preemption names the preemptor and the reason in words",
+			stopped("WorkloadEvictedDueToPreempted", message("prioritization in the ClusterQueue")), kueue.InClusterQueueReason, "5f1c-aa", true},
+		{"a cohort's reclaim while borrowing is told from a plain reclaim",
+			stopped("WorkloadEvictedDueToPreempted", message("reclamation within the cohort while borrowing")), kueue.InCohortReclaimWhileBorrowingReason, "5f1c-aa", true},
+		{"a plain reclaim", stopped("WorkloadEvictedDueToPreempted", message("reclamation within the cohort")), kueue.InCohortReclamationReason, "5f1c-aa", true},
+		{"words this release does not know leave the reason unsaid", stopped("WorkloadEvictedDueToPreempted", message("something new")), "", "5f1c-aa", true},
+		{"near miss: a Pod stopped for another eviction was not preempted", stopped("WorkloadEvictedDueToPodsReadyTimeout", "Exceeded the PodsReady timeout"), "", "", false},
+		{"a Pod Kueue did not stop", &corev1.Pod{}, "", "", false},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			reason, preemptor, ok := PodPreemption(row.pod)
+			if reason != row.reason || preemptor != row.preemptor || ok != row.ok {
+				t.Errorf("PodPreemption = %q, %q, %v; want %q, %q, %v", reason, preemptor, ok, row.reason, row.preemptor, row.ok)
 			}
 		})
 	}

@@ -139,6 +139,15 @@ type ModelRoleStatus struct {
 	// Quota counts the instances in each admission state (see ModelReplicaStatus.Quota).
 	// +optional
 	Quota map[string]int32 `json:"quota,omitempty"`
+	// PreemptedBy is the PreemptedBy of the role's lowest preempted instance, prefixed with its
+	// ordinal ("r1: ..."), while any instance is Preempted.
+	// +optional
+	PreemptedBy string `json:"preemptedBy,omitempty"`
+	// Preemptions are, by slot ("r1"), who Kueue preempted the slot's group for and why, kept until
+	// the slot's group holds quota again: the preempted replica is rebuilt, and its replacement
+	// reads here why it waits.
+	// +optional
+	Preemptions map[string]string `json:"preemptions,omitempty"`
 	// Members counts the live members of the role's standing instances, for WeightsReady.
 	// +optional
 	Members *MemberCounts `json:"members,omitempty"`
@@ -326,6 +335,10 @@ type ModelReplicaStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Reserved;Pending;PodGroupIncomplete;Preempted;Parked;NoQueue;InFlight;Terminating
 	Quota string `json:"quota,omitempty"`
+	// PreemptedBy says, once Kueue has preempted the instance's group, who for and why; it stays
+	// until the group holds quota again.
+	// +optional
+	PreemptedBy string `json:"preemptedBy,omitempty"`
 	// Live counts the instance's live members (not deleting, Succeeded or Failed), for WeightsReady.
 	// +optional
 	Live *MemberCounts `json:"live,omitempty"`

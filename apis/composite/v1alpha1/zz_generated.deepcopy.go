@@ -306,6 +306,13 @@ func (in *ModelRoleStatus) DeepCopyInto(out *ModelRoleStatus) {
 			(*out)[key] = val
 		}
 	}
+	if in.Preemptions != nil {
+		in, out := &in.Preemptions, &out.Preemptions
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.Members != nil {
 		in, out := &in.Members, &out.Members
 		*out = new(MemberCounts)
