@@ -39,6 +39,9 @@ const (
 	// PoolBackend is the KVCacheBackend a KVCachePool names (spec.backends), so that a backend's
 	// change reaches its pools without a scan of every pool.
 	PoolBackend = "mdplane.poolBackend"
+	// PodNode is the node a managed Pod is bound to (spec.nodeName), so that a node that stops
+	// reporting reaches the replicas standing on it.
+	PodNode = "mdplane.podNode"
 	// WorkloadUID is a Workload's UID, which Kueue's preemption message names the preemptor by.
 	WorkloadUID = "mdplane.workloadUID"
 )
@@ -56,6 +59,7 @@ var Fields = []Field{
 	{&corev1.Pod{}, PodDeployment, label(workerv1.LabelInstance)},
 	{&corev1.Pod{}, PodController, podController},
 	{&corev1.Pod{}, PodSlot, podSlot},
+	{&corev1.Pod{}, PodNode, podNode},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
 	{&workerv1.ModelDeployment{}, DeploymentArtifact, artifact},
 	{&v1alpha1.ModelRole{}, RoleGroup, roleGroups},
@@ -150,6 +154,15 @@ func roleGroups(o client.Object) []string {
 		out = append(out, workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal))
 	}
 	return out
+}
+
+// podNode indexes a Pod of a deployment by the node it is bound to.
+func podNode(o client.Object) []string {
+	p, ok := o.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" || p.Labels[workerv1.LabelInstance] == "" {
+		return nil
+	}
+	return []string{p.Spec.NodeName}
 }
 
 // nodeImages indexes a Node by each name of the images it holds, once each.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -100,6 +101,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadReplica)).
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
 		Watches(&v1alpha1.ModelRole{}, handler.EnqueueRequestsFromMapFunc(r.revisionReplicas)).
+		// A node that stops reporting, or reports again, is named by the replicas standing on it.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeReplicas), builder.WithPredicates(nodeReadinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if r.Retirements != nil {
 		// A retirement beginning or ending decides its target's eligibility again.
@@ -385,6 +388,9 @@ func (r *Reconciler) report(ctx context.Context, replica *v1alpha1.ModelReplica,
 	if status.PreemptedBy, err = r.preemptedBy(ctx, wl, pods, status.Quota, r.carriedPreemption(ctx, replica)); err != nil {
 		return 0, err
 	}
+	if status.LostNode, err = r.lostNode(ctx, pods); err != nil {
+		return 0, err
+	}
 	if status.PreemptedBy != "" && replicas.WaitsAfterPreemption(status.Quota) {
 		status.Quota = replicas.QuotaPreempted
 	}
@@ -534,11 +540,13 @@ type roleView struct {
 	podsCreated string
 	// preemptedBy is who Kueue preempted the group for, which the role and the deployment tell.
 	preemptedBy string
+	// lostNode names a node of the replica's that stopped reporting, which the deployment tells.
+	lostNode string
 }
 
 func readByRole(s v1alpha1.ModelReplicaStatus) roleView {
 	live := ptr.Deref(s.Live, v1alpha1.MemberCounts{})
-	v := roleView{leaving: s.Quota == replicas.QuotaTerminating, size: ptr.Deref(s.Size, 0), ready: s.Ready(), preemptedBy: s.PreemptedBy,
+	v := roleView{leaving: s.Quota == replicas.QuotaTerminating, size: ptr.Deref(s.Size, 0), ready: s.Ready(), preemptedBy: s.PreemptedBy, lostNode: s.LostNode,
 		volumesBehind: live.Started < live.Live, enginesBehind: live.MainReady < live.Live}
 	if c := s.GetCondition(v1alpha1.PodsCreatedConditionType); c.Reason != "" {
 		v.podsCreated = string(c.Status) + ": " + c.Message

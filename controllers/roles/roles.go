@@ -238,6 +238,8 @@ type milestone struct {
 	// preempted are the slots that wait behind a preemption: written soon, since the preempted
 	// replica that says who for is being rebuilt.
 	preempted string
+	// lostNode is the node a replica stands on that stopped reporting, which the deployment names.
+	lostNode string
 }
 
 func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
@@ -245,7 +247,7 @@ func milestones(s v1alpha1.ModelRoleStatus, replicas int32) milestone {
 	return milestone{ready: string(s.GetCondition(xpv2.TypeReady).Status), podsCreated: string(pc.Status), podsCreatedMessage: pc.Message,
 		eligibility: s.Eligibility, eligibilityActive: s.EligibilityActive,
 		allUpToDate: ptr.Deref(s.UpToDate, -1) == replicas, allReserved: ptr.Deref(s.QuotaReserved, -1) == replicas, retiring: s.Retirement != nil,
-		preempted: strings.Join(slices.Sorted(maps.Keys(s.Preemptions)), ",")}
+		preempted: strings.Join(slices.Sorted(maps.Keys(s.Preemptions)), ","), lostNode: s.LostNode}
 }
 
 // wait is how long the role's next status write must wait to be interval after its last.

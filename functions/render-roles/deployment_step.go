@@ -175,7 +175,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
-	p.status.Phase, p.status.PhaseMessage = deploymentPhase(md, o.routerReady, p.status.Roles)
+	p.status.Phase, p.status.PhaseMessage = deploymentPhase(md, o.routerReady, p.status.Roles, lostNodes(o.roles))
 	p.status.Retirement = observedRetirement(md, o.roles)
 	return p, nil
 }
@@ -238,7 +238,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	return xfn.SetDesiredStatus(req, rsp, xr, &p.status)
 }
 
-// composeRoles adds each role's ModelRole and Service to the desired resources.
+// composeRoles adds each role's ModelRole, Service and PodDisruptionBudget to the desired resources.
 func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploymentObservation, p *deploymentPlan) error {
 	md := o.md
 	ns, name := md.Namespace, md.Name
@@ -266,6 +266,13 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
 		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r, o.eligibilityActive(svcResource, role.Name))
 		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
+			return err
+		}
+		if r.Elastic != nil {
+			continue // an Elastic EP role's width moves under it: no fixed count of members to keep
+		}
+		budget := resource.Name(naming.RoleDisruptionBudgetResource(role.Name))
+		if desired[budget], err = xfn.Composed(RenderDisruptionBudget(ns, name, role), o.exists[budget]); err != nil {
 			return err
 		}
 	}
@@ -568,15 +575,20 @@ func elasticRoleStatus(s workerv1.RoleStatus, width int32, observed *v1alpha1.Mo
 // replica Ready and the router, if any, a ready replica; every role Ready but the router not is
 // Degraded with the RouterReady message. A role short of Ready replicas is Starting until the
 // deployment first was Ready and Degraded after (a lost replica, a scale-up or a rollout serving
-// with fewer than declared); the message names each short role. Deleting once deleted.
-func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus) (workerv1.Phase, string) {
+// with fewer than declared); the message names each short role, and the node that stopped
+// reporting under it (lost, by role). Deleting once deleted.
+func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus, lost map[string]string) (workerv1.Phase, string) {
 	if md.DeletionTimestamp != nil {
 		return workerv1.PhaseDeleting, "the deployment is being deleted"
 	}
 	var short []string
 	for _, s := range statuses {
 		if ready := ptr.Deref(s.Ready, 0); ready < s.Desired {
-			short = append(short, fmt.Sprintf("role %s has %d of %d replicas Ready", s.Name, ready, s.Desired))
+			why := fmt.Sprintf("role %s has %d of %d replicas Ready", s.Name, ready, s.Desired)
+			if node := lost[s.Name]; node != "" {
+				why += " (" + node + ")"
+			}
+			short = append(short, why)
 		}
 	}
 	routerDown := md.Spec.Router != nil && routerReady == 0
@@ -589,6 +601,17 @@ func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses [
 		return workerv1.PhaseDegraded, strings.Join(short, "; ")
 	}
 	return workerv1.PhaseStarting, strings.Join(short, "; ")
+}
+
+// lostNodes are the observed roles' LostNode, by role name.
+func lostNodes(roles map[string]*v1alpha1.ModelRole) map[string]string {
+	out := map[string]string{}
+	for name, role := range roles {
+		if role != nil && role.Status.LostNode != "" {
+			out[name] = role.Status.LostNode
+		}
+	}
+	return out
 }
 
 // routerReady is the ready Pods of the router Deployment kv-cache composes.

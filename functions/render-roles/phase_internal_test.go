@@ -61,9 +61,20 @@ func TestDeploymentPhase(t *testing.T) {
 			[]workerv1.RoleStatus{role("server", 1, 1)}, workerv1.PhaseDeleting, "the deployment is being deleted"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			phase, message := deploymentPhase(tc.md, tc.routerReady, tc.roles)
+			phase, message := deploymentPhase(tc.md, tc.routerReady, tc.roles, nil)
 			assert.Equal(t, tc.want, phase)
 			assert.Equal(t, tc.message, message)
 		})
 	}
+}
+
+// TestDeploymentPhaseNamesALostNode: a short role names the node that stopped reporting under it.
+func TestDeploymentPhaseNamesALostNode(t *testing.T) {
+	md := &workerv1.ModelDeployment{Status: workerv1.ModelDeploymentStatus{Phase: workerv1.PhaseReady}}
+	lost := map[string]string{"decode": "r1: node gpu-7 stopped reporting"}
+	_, message := deploymentPhase(md, 0, []workerv1.RoleStatus{
+		{Name: "prefill", Desired: 2, Ready: ptr.To[int32](2)}, {Name: "decode", Desired: 2, Ready: ptr.To[int32](1)}}, lost)
+	assert.Equal(t, "role decode has 1 of 2 replicas Ready (r1: node gpu-7 stopped reporting)", message)
+	_, message = deploymentPhase(md, 0, []workerv1.RoleStatus{{Name: "decode", Desired: 2, Ready: ptr.To[int32](2)}}, lost)
+	assert.Equal(t, "every role has every declared replica Ready", message, "near miss: a role not short names no node")
 }

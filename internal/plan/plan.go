@@ -474,6 +474,9 @@ func roleWarnings(in Input, r Role) []string {
 	if live := in.Live[r.Name].Role; live != nil && live.Status.PreemptedBy != "" {
 		out = append(out, fmt.Sprintf("role %s: preempted, waiting for quota: %s", r.Name, live.Status.PreemptedBy))
 	}
+	if live := in.Live[r.Name].Role; live != nil && live.Status.LostNode != "" {
+		out = append(out, fmt.Sprintf("role %s: a replica waits on a node that stopped reporting: %s", r.Name, live.Status.LostNode))
+	}
 	return out
 }
 

@@ -75,6 +75,19 @@ func edited(edit func(*version)) version {
 	return v
 }
 
+// upToDateReporting is liveSlots with every replica up to date and the role reporting status.
+func upToDateReporting(status v1alpha1.ModelRoleStatus) map[string]LiveRole {
+	live := liveSlots(func(slots []pacing.Slot) {
+		for i := range slots {
+			slots[i].Outdated = false
+		}
+	})
+	role := live["server"]
+	role.Role = &v1alpha1.ModelRole{Spec: v1alpha1.ModelRoleSpec{RoleName: "server", Replicas: 4}, Status: status}
+	live["server"] = role
+	return live
+}
+
 // liveSlots is four replicas on the stored revision, admitted and Ready, with changes applied.
 func liveSlots(change func([]pacing.Slot)) map[string]LiveRole {
 	var slots []pacing.Slot
@@ -194,20 +207,15 @@ func TestMake(t *testing.T) {
 		action: ActionUnchanged, order: []int32{},
 	}, {
 		name: "a preempted role says who took its quota",
-		in: Input{Stored: stored.render(), Edited: stored.render(), Live: func() map[string]LiveRole {
-			live := liveSlots(func(slots []pacing.Slot) {
-				for i := range slots {
-					slots[i].Outdated = false
-				}
-			})
-			role := live["server"]
-			role.Role = &v1alpha1.ModelRole{Spec: v1alpha1.ModelRoleSpec{RoleName: "server", Replicas: 4},
-				Status: v1alpha1.ModelRoleStatus{PreemptedBy: "r3: Kueue preempted this replica's group for Workload team-b/big-r0"}}
-			live["server"] = role
-			return live
-		}()},
+		in: Input{Stored: stored.render(), Edited: stored.render(),
+			Live: upToDateReporting(v1alpha1.ModelRoleStatus{PreemptedBy: "r3: Kueue preempted this replica's group for Workload team-b/big-r0"})},
 		action: ActionUnchanged, order: []int32{},
 		warnings: []string{"role server: preempted, waiting for quota: r3: Kueue preempted this replica's group for Workload team-b/big-r0"},
+	}, {
+		name:   "a role on a node that stopped reporting names it",
+		in:     Input{Stored: stored.render(), Edited: stored.render(), Live: upToDateReporting(v1alpha1.ModelRoleStatus{LostNode: "r2: node gpu-7 stopped reporting"})},
+		action: ActionUnchanged, order: []int32{},
+		warnings: []string{"role server: a replica waits on a node that stopped reporting: r2: node gpu-7 stopped reporting"},
 	}, {
 		name:   "rolls and scales",
 		in:     Input{Stored: stored.render(), Edited: edited(func(v *version) { image(v); v.replicas = 3 }).render()},

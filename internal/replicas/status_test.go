@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +109,38 @@ func TestPreemptedBy(t *testing.T) {
 			if got := replicas.PreemptedBy(row.reason, row.preemptor); got != row.want {
 				t.Errorf("PreemptedBy = %q\nwant %q", got, row.want)
 			}
+		})
+	}
+}
+
+// TestLostNode: an instance names the first node its members stand on that stopped reporting.
+func TestLostNode(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 5, 15, 4, 5, 0, time.UTC))
+	node := func(name string, status corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: status, LastTransitionTime: since, Message: "Kubelet stopped posting node status."}}}}
+	}
+	member := func(name, node string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	nodes := map[string]*corev1.Node{"a": node("a", corev1.ConditionTrue), "b": node("b", corev1.ConditionUnknown), "gone": nil}
+	for _, row := range []struct {
+		rule    string
+		members []*corev1.Pod
+		want    string
+	}{
+		{"a member on a node whose Ready is Unknown names it, since when and why",
+			[]*corev1.Pod{member("md-server-r0-m0", "a", corev1.PodRunning), member("md-server-r0-m1", "b", corev1.PodRunning)},
+			"node b stopped reporting (Ready Unknown since 2026-12-05T15:04:05Z: Kubelet stopped posting node status); member md-server-r0-m1 stands on it until Kubernetes removes it: the Node's deletion or an out-of-service taint"},
+		{"a member on a node since deleted names it",
+			[]*corev1.Pod{member("md-server-r0-m0", "gone", corev1.PodRunning)},
+			"node gone is gone; member md-server-r0-m0 stands on it until Kubernetes removes it"},
+		{"near miss: every node Ready names none", []*corev1.Pod{member("md-server-r0-m0", "a", corev1.PodRunning)}, ""},
+		{"near miss: a member not yet bound names none", []*corev1.Pod{member("md-server-r0-m0", "", corev1.PodPending)}, ""},
+		{"near miss: a member that ended names none", []*corev1.Pod{member("md-server-r0-m0", "b", corev1.PodFailed)}, ""},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			assert.Equal(t, row.want, replicas.LostNode(row.members, nodes))
 		})
 	}
 }

@@ -55,19 +55,7 @@ type Summary struct {
 // admission state (its group's Workload's, once the replica's Pods exist), Terminating while its
 // departed replica is still being deleted, and in flight while its replica is being created.
 func Count(o Observed) Summary {
-	standing := make([]*v1alpha1.ModelReplica, o.Spec.Replicas)
-	leaving := map[int32]bool{}
-	told := map[int32]string{} // what a slot's leaving replica said of its preemption
-	for _, r := range o.Replicas {
-		switch n := r.Spec.Ordinal; {
-		case n < 0 || n >= o.Spec.Replicas:
-		case r.DeletionTimestamp != nil:
-			leaving[n] = true
-			told[n] = cmp.Or(told[n], r.Status.PreemptedBy)
-		case standing[n] == nil || r.Name < standing[n].Name:
-			standing[n] = r
-		}
-	}
+	standing, leaving, told, lost := slots(o)
 	var ready, upToDate, olderCompatible int32
 	var live v1alpha1.MemberCounts
 	var modes v1alpha1.DeployedModes
@@ -81,6 +69,9 @@ func Count(o Observed) Summary {
 		quota[state]++
 		if why != "" {
 			preemptions[SlotKey(int32(n))] = why
+		}
+		if r != nil && r.Status.LostNode != "" {
+			lost[int32(n)] = r.Status.LostNode
 		}
 		if r == nil {
 			qualifications = append(qualifications, nil)
@@ -117,10 +108,46 @@ func Count(o Observed) Summary {
 	s := Summary{Ready: ready == o.Spec.Replicas, Status: v1alpha1.ModelRoleStatus{
 		Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible,
 		QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, PreemptedBy: FirstPreemption(preemptions), Members: &live, Modes: &modes, AssignedFlavors: flavors, Preemptions: preemptions,
+		LostNode: firstLostNode(lost),
 	}}
 	s.Status.Eligible, s.Status.Eligibility, s.Status.EligibilityActive = RoleEligibility(qualifications)
 	s.PodsCreated, s.PodsCreatedKnown = RolePodsCreated(standing, o.Carried)
 	return s
+}
+
+// firstLostNode is a role's LostNode: its lowest slot's, "r<ordinal>: <node and member>"; "" for
+// none.
+func firstLostNode(lost map[int32]string) string {
+	first := int32(-1)
+	for n, text := range lost {
+		if text != "" && (first < 0 || n < first) {
+			first = n
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	return SlotKey(first) + ": " + lost[first]
+}
+
+// slots sorts a role's replicas by slot: the standing replica of each (the first by name), the
+// slots whose replica is being deleted, and what those said last (a leaving replica is not
+// reported again) of a preemption and of a node that stopped reporting.
+func slots(o Observed) (standing []*v1alpha1.ModelReplica, leaving map[int32]bool, told, lost map[int32]string) {
+	standing = make([]*v1alpha1.ModelReplica, o.Spec.Replicas)
+	leaving, told, lost = map[int32]bool{}, map[int32]string{}, map[int32]string{}
+	for _, r := range o.Replicas {
+		switch n := r.Spec.Ordinal; {
+		case n < 0 || n >= o.Spec.Replicas:
+		case r.DeletionTimestamp != nil:
+			leaving[n] = true
+			told[n] = cmp.Or(told[n], r.Status.PreemptedBy)
+			lost[n] = cmp.Or(lost[n], r.Status.LostNode)
+		case standing[n] == nil || r.Name < standing[n].Name:
+			standing[n] = r
+		}
+	}
+	return standing, leaving, told, lost
 }
 
 // SlotKey is a slot's key in status.preemptions: "r<ordinal>".

@@ -107,6 +107,17 @@ func TestCount(t *testing.T) {
 		assert.True(t, s.Ready)
 		assert.EqualValues(t, 1, *s.Status.Ready)
 	})
+	t.Run("names the lowest slot standing on a node that stopped reporting, leaving replicas by their last report", func(t *testing.T) {
+		onLostNode := func(r *v1alpha1.ModelReplica, node string) *v1alpha1.ModelReplica {
+			r.Status.LostNode = "node " + node + " stopped reporting"
+			return r
+		}
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: []*v1alpha1.ModelReplica{
+			replica("a", 0, "new", true), onLostNode(leaving(replica("b", 1, "new", false)), "gpu-7"), onLostNode(replica("c", 2, "new", false), "gpu-8")}})
+		assert.Equal(t, "r1: node gpu-7 stopped reporting", s.Status.LostNode)
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: all(true)})
+		assert.Empty(t, s.Status.LostNode, "near miss: every node reporting names none")
+	})
 	t.Run("names who preempted its lowest preempted slot, from the replica's report", func(t *testing.T) {
 		preempted := func() *kueue.Workload {
 			wl := workload()

@@ -300,9 +300,9 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), s.Kubeconfig, nil)
 }
 
-// Fake nodes: KWOK manages the nodes carrying this annotation and plays kubelet for their Pods.
+// Fake nodes: KWOK manages the nodes carrying this label and plays kubelet for their Pods.
 const (
-	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	kwokNodeLabel = "kwok.x-k8s.io/node"
 	// GPUsPerNode is how many nvidia.com/gpu each fake node advertises unless Options say otherwise.
 	GPUsPerNode = 8
 	// RackLabel is the topology label each fake node carries; there is one rack per two nodes.
@@ -383,7 +383,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 	}
 	p, err := s.run("kwok", s.binary("kwok", KWOKVersion), []string{
 		"--kubeconfig=" + s.Kubeconfig, "--config=" + configFile,
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=fake",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
 		"--node-ip=127.0.0.1", "--cidr=" + FakePodCIDR,
 		"--node-lease-duration-seconds=" + strconv.Itoa(kwokNodeLease),

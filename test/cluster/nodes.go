@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -117,11 +118,11 @@ func (s *Stack) kwokNode(opts NodeOptions) *corev1.Node {
 		addProductLabels(labels, opts.Product, gpus)
 	}
 	maps.Copy(labels, opts.Labels)
+	labels[kwokNodeLabel] = "fake"
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        opts.Name,
-			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
-			Labels:      labels,
+			Name:   opts.Name,
+			Labels: labels,
 		},
 		Spec:   corev1.NodeSpec{Taints: opts.Taints},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
@@ -157,6 +158,15 @@ func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, er
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// StopHeartbeat makes a fake node stop reporting, as a node whose kubelet stopped: its KWOK label
+// changes, so KWOK's watch, which selects the label, sees the node leave and stops renewing its
+// Lease and status; its Pods are left as they are. Kubernetes' node lifecycle controller then marks
+// it Ready Unknown, its Pods not Ready, and taints it unreachable.
+func (s *Stack) StopHeartbeat(ctx context.Context, node string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"stopped"}}}`, kwokNodeLabel)
+	return s.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // addProductLabels adds what GPU feature discovery and Node Feature Discovery label a node of gpus

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
@@ -574,9 +573,7 @@ func TestDeletedMemberRebuildsTheInstance(t *testing.T) {
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server-r1-m0"}, evicted); err != nil {
 		t.Fatal(err)
 	}
-	if err := stack.Client.SubResource("eviction").Create(ctx, evicted, &policyv1.Eviction{}); err != nil {
-		t.Fatal(err)
-	}
+	evict(t, ctx, evicted)
 	eventually(t, 3*time.Minute, "r1 rebuilt whole after the eviction, with a ReplicaEvicted event", func() error {
 		if err := running(ctx, ns, name, 4); err != nil {
 			return err

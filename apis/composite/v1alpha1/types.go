@@ -148,6 +148,10 @@ type ModelRoleStatus struct {
 	// reads here why it waits.
 	// +optional
 	Preemptions map[string]string `json:"preemptions,omitempty"`
+	// LostNode is the LostNode of the role's lowest instance standing on a node that stopped
+	// reporting, prefixed with its slot: "r1: node gpu-7 ...".
+	// +optional
+	LostNode string `json:"lostNode,omitempty"`
 	// Members counts the live members of the role's standing instances, for WeightsReady.
 	// +optional
 	Members *MemberCounts `json:"members,omitempty"`
@@ -339,6 +343,11 @@ type ModelReplicaStatus struct {
 	// until the group holds quota again.
 	// +optional
 	PreemptedBy string `json:"preemptedBy,omitempty"`
+	// LostNode names the node of a member that stopped reporting (its Ready condition not True, or
+	// the Node gone), with since when and the node's word; the replica is rebuilt once Kubernetes
+	// removes that member.
+	// +optional
+	LostNode string `json:"lostNode,omitempty"`
 	// Live counts the instance's live members (not deleting, Succeeded or Failed), for WeightsReady.
 	// +optional
 	Live *MemberCounts `json:"live,omitempty"`
