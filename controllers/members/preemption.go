@@ -11,7 +11,6 @@ import (
 	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	"github.com/mdplane/mdplane/controllers/internal/preemptor"
 	"github.com/mdplane/mdplane/internal/replicas"
-	"github.com/mdplane/mdplane/internal/rolestatus"
 )
 
 // preemptedBy is who Kueue preempted a replica's group for and why, as its status reports it: read
@@ -44,5 +43,5 @@ func (r *Reconciler) carriedPreemption(ctx context.Context, replica *v1alpha1.Mo
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: owner.Name}, role); err != nil || role.UID != owner.UID {
 		return ""
 	}
-	return role.Status.Preemptions[rolestatus.SlotKey(replica.Spec.Ordinal)]
+	return role.Status.Preemptions[v1alpha1.SlotKey(replica.Spec.Ordinal)]
 }

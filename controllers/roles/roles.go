@@ -162,7 +162,7 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 	}
 	carried, _ := rolestatus.PodsCreatedOf(role.Status.ConditionedStatus)
 	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}, Workloads: map[int32]*kueue.Workload{},
-		Preemptions: role.Status.Preemptions}
+		Preemptions: role.Status.Preemptions, ReadyTimeouts: role.Status.ReadyTimeouts}
 	for ordinal := range role.Spec.Replicas {
 		wl := &kueue.Workload{}
 		key := types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)}

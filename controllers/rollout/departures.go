@@ -29,7 +29,6 @@ import (
 	"github.com/mdplane/mdplane/controllers/internal/preemptor"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/pacing"
-	"github.com/mdplane/mdplane/internal/rolestatus"
 	"github.com/mdplane/mdplane/internal/workload"
 )
 
@@ -209,7 +208,11 @@ func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica
 	if err := d.keepPreemption(ctx, replica, lost); err != nil {
 		return reconcile.Result{}, err
 	}
-	err := d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID, ResourceVersion: &replica.ResourceVersion})
+	backoff, err := d.countReadyTimeout(ctx, replica, reason, why)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	err = d.Client.Delete(ctx, replica, client.Preconditions{UID: &replica.UID, ResourceVersion: &replica.ResourceVersion})
 	if err == nil || apierrors.IsNotFound(err) {
 		d.gone.Delete(client.ObjectKeyFromObject(replica))
 	}
@@ -222,9 +225,13 @@ func (d *Departures) rebuild(ctx context.Context, replica *v1alpha1.ModelReplica
 		return reconcile.Result{}, fmt.Errorf("retiring ModelReplica %s/%s after its member %s left: %w", replica.Namespace, replica.Name, lost.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("a member left; retired the whole replica", "replica", replica.Name, "pod", lost.Name, "reason", reason)
+	rebuilt := "is rebuilt"
+	if backoff != "" {
+		rebuilt = "is rebuilt after " + backoff
+	}
 	d.event(ctx, replica, reason, "Rebuild",
-		"replica r%d of role %s lost member %s (%s); the whole instance is rebuilt on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
-		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, pacing.LeaseWindow)
+		"replica r%d of role %s lost member %s (%s); the whole instance %s on the current configuration, and the cache blocks it held stay leased for the %s kv_lease_duration window, then its siblings lose them",
+		replica.Spec.Ordinal, replica.Spec.RoleName, lost.Name, why, rebuilt, pacing.LeaseWindow)
 	return reconcile.Result{}, nil
 }
 
@@ -249,7 +256,7 @@ func (d *Departures) keepPreemption(ctx context.Context, replica *v1alpha1.Model
 		}
 		text = found
 	}
-	entry, err := json.Marshal(map[string]any{"status": map[string]any{"preemptions": map[string]string{rolestatus.SlotKey(replica.Spec.Ordinal): text}}})
+	entry, err := json.Marshal(map[string]any{"status": map[string]any{"preemptions": map[string]string{v1alpha1.SlotKey(replica.Spec.Ordinal): text}}})
 	if err != nil {
 		return err
 	}
@@ -258,6 +265,35 @@ func (d *Departures) keepPreemption(ctx context.Context, replica *v1alpha1.Model
 		return fmt.Errorf("keeping on ModelRole %s/%s that replica %s was preempted: %w", role.Namespace, role.Name, replica.Name, err)
 	}
 	return nil
+}
+
+// countReadyTimeout records on the replica's role, before the rebuild deletes the replica, that
+// Kueue evicted its group at the waitForPodsReady timeout: one more in a row for its slot, which the
+// pacer then leaves vacant for pacing.ReadyTimeoutBackoff. It returns the backoff in words, "" for a
+// departure of another cause.
+func (d *Departures) countReadyTimeout(ctx context.Context, replica *v1alpha1.ModelReplica, reason, why string) (string, error) {
+	if reason != "ReplicaEvicted" || !strings.HasPrefix(why, kueueEvicted+kueue.WorkloadEvictedByPodsReadyTimeout+":") {
+		return "", nil
+	}
+	role, err := d.role(ctx, replica)
+	if err != nil || role == nil {
+		return "", err
+	}
+	slot := v1alpha1.SlotKey(replica.Spec.Ordinal)
+	count := role.Status.ReadyTimeouts[slot].Count
+	if last := role.Status.ReadyTimeouts[slot].Evicted; count == 0 || last.Before(&replica.CreationTimestamp) {
+		count++ // not this replica's eviction counted already, by a pass whose delete was refused
+	}
+	now := metav1.Now()
+	record := v1alpha1.ReadyTimeout{Count: count, Evicted: now, Until: metav1.NewTime(now.Add(pacing.ReadyTimeoutBackoff(count))), Message: why}
+	entry, err := json.Marshal(map[string]any{"status": map[string]any{"readyTimeouts": map[string]v1alpha1.ReadyTimeout{slot: record}}})
+	if err != nil {
+		return "", err
+	}
+	if err := d.Client.Status().Patch(ctx, role, client.RawPatch(types.MergePatchType, entry)); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("counting on ModelRole %s/%s that replica %s outlasted the PodsReady timeout: %w", role.Namespace, role.Name, replica.Name, err)
+	}
+	return fmt.Sprintf("%s (%d PodsReady timeouts in a row)", pacing.ReadyTimeoutBackoff(count), count), nil
 }
 
 // event records a Warning event on the replica's deployment, where a person looks; none when it
@@ -310,6 +346,9 @@ const kueueTerminationTarget corev1.PodConditionType = "TerminationTarget"
 
 const kueueEvictedPrefix = "WorkloadEvictedDueTo"
 
+// kueueEvicted begins the words of a departure Kueue's eviction caused; its reason follows.
+const kueueEvicted = "Kueue evicted its group: "
+
 // departureReason names the path a member left by: Kueue evicting or preempting the group, the
 // eviction API (a drain), or any other deletion; an Elastic EP member that ended leaves too, as
 // the rebuild deletes it. None of these restarts a container, so none is ReplicaRestarted.
@@ -318,7 +357,7 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 	name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
 	if d.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, wl) == nil {
 		if c := workload.Evicted(wl); c != nil {
-			return "ReplicaEvicted", "Kueue evicted its group: " + c.Reason + ": " + c.Message
+			return "ReplicaEvicted", kueueEvicted + c.Reason + ": " + c.Message
 		}
 	}
 	for _, c := range lost.Status.Conditions {
@@ -326,7 +365,7 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 		// WorkloadEvictedDueTo<why>) before deleting it; the group's Workload may already be gone,
 		// deleted once none of its Pods stands, when this reconcile runs.
 		if why, evicted := strings.CutPrefix(c.Reason, kueueEvictedPrefix); evicted && c.Type == kueueTerminationTarget && c.Status == corev1.ConditionTrue {
-			return "ReplicaEvicted", "Kueue evicted its group: " + why + ": " + c.Message
+			return "ReplicaEvicted", kueueEvicted + why + ": " + c.Message
 		}
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			return "ReplicaEvicted", "evicted: " + c.Reason + ": " + c.Message

@@ -170,10 +170,12 @@ func (p *Pacer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout step", "role", o.role.Name, "step", d.step.Message)
 	var settling time.Duration
 	d.vacant, settling = p.vacancies.settle(o.role.UID, d.departing, d.vacant, d.filled, p.now())
+	var backoff time.Duration
+	d.vacant, backoff = pacing.AfterReadyTimeouts(o.role.Status.ReadyTimeouts, d.vacant, p.now())
 	if err := p.act(ctx, o, d); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: sooner(sooner(recheck, settling), readinessPoll(d.step))}, nil
+	return reconcile.Result{RequeueAfter: sooner(sooner(sooner(recheck, settling), backoff), readinessPoll(d.step))}, nil
 }
 
 // ReadinessPoll is how often a role waiting at the Ready gate looks again. Readiness changes do not

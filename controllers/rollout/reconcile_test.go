@@ -799,3 +799,43 @@ func TestARebuildKeepsThePreemptionOnTheRole(t *testing.T) {
 		})
 	}
 }
+
+// TestAPodsReadyTimeoutIsCountedOnTheRole: rebuilding a replica Kueue evicted at the waitForPodsReady
+// timeout counts one more in a row for its slot, with the backoff before the slot is filled again,
+// once per replica; near miss: an eviction of another cause counts nothing.
+func TestAPodsReadyTimeoutIsCountedOnTheRole(t *testing.T) {
+	timedOut := stoppedByKueue("WorkloadEvictedDueToPodsReadyTimeout")
+	for _, row := range []struct {
+		rule   string
+		before *v1alpha1.ReadyTimeout
+		member func(*corev1.Pod)
+		count  int32
+	}{
+		{rule: "a first eviction counts one", member: timedOut, count: 1},
+		{rule: "an eviction of a replica created after the last one counts one more",
+			before: &v1alpha1.ReadyTimeout{Count: 1, Evicted: metav1.NewTime(time.Now().Add(-time.Hour))}, member: timedOut, count: 2},
+		{rule: "near miss: the same replica's eviction, counted by a pass whose delete was refused, is not counted again",
+			before: &v1alpha1.ReadyTimeout{Count: 1, Evicted: metav1.NewTime(time.Now().Add(time.Hour))}, member: timedOut, count: 1},
+		{rule: "near miss: a preemption counts nothing", member: stoppedByKueue("WorkloadEvictedDueToPreempted")},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			r1 := replicaAt(1, "a")
+			r1.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
+			role := modelRole(3, "a", nil)
+			if row.before != nil {
+				role.Status.ReadyTimeouts = map[string]v1alpha1.ReadyTimeout{"r1": *row.before}
+			}
+			c := fakecluster.Builder(role, r1, memberOf(r1, leavingPod, row.member), deployment()).Build()
+			recorder := events.NewFakeRecorder(10)
+			_, err := (&Departures{Client: c, Recorder: recorder}).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(r1)})
+			require.NoError(t, err)
+			require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(role), role))
+			got := role.Status.ReadyTimeouts["r1"]
+			assert.Equal(t, row.count, got.Count)
+			if row.count > 0 && row.before == nil {
+				assert.Equal(t, pacing.ReadyTimeoutBackoff(row.count), got.Until.Sub(got.Evicted.Time), "the slot waits the backoff")
+				assert.Contains(t, fakecluster.Events(recorder)[0], "is rebuilt after 1m0s (1 PodsReady timeouts in a row)")
+			}
+		})
+	}
+}

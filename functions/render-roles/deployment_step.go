@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
@@ -175,7 +176,7 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 	p.status.Model = o.inputs.delivery.ModelStatus()
 	p.status.Endpoint = Endpoint(md.Namespace, md.Name, rendered[0])
 	p.status.RoleSummary = roleSummary(md, o.routerReady, p.status.Roles)
-	p.status.Phase, p.status.PhaseMessage = deploymentPhase(md, o.routerReady, p.status.Roles, lostNodes(o.roles))
+	p.status.Phase, p.status.PhaseMessage = deploymentPhase(md, o.routerReady, p.status.Roles, roleNotes(o.roles))
 	p.status.Retirement = observedRetirement(md, o.roles)
 	return p, nil
 }
@@ -575,9 +576,9 @@ func elasticRoleStatus(s workerv1.RoleStatus, width int32, observed *v1alpha1.Mo
 // replica Ready and the router, if any, a ready replica; every role Ready but the router not is
 // Degraded with the RouterReady message. A role short of Ready replicas is Starting until the
 // deployment first was Ready and Degraded after (a lost replica, a scale-up or a rollout serving
-// with fewer than declared); the message names each short role, and the node that stopped
-// reporting under it (lost, by role). Deleting once deleted.
-func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus, lost map[string]string) (workerv1.Phase, string) {
+// with fewer than declared); the message names each short role, with its notes (roleNotes).
+// Deleting once deleted.
+func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses []workerv1.RoleStatus, notes map[string]string) (workerv1.Phase, string) {
 	if md.DeletionTimestamp != nil {
 		return workerv1.PhaseDeleting, "the deployment is being deleted"
 	}
@@ -585,8 +586,8 @@ func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses [
 	for _, s := range statuses {
 		if ready := ptr.Deref(s.Ready, 0); ready < s.Desired {
 			why := fmt.Sprintf("role %s has %d of %d replicas Ready", s.Name, ready, s.Desired)
-			if node := lost[s.Name]; node != "" {
-				why += " (" + node + ")"
+			if note := notes[s.Name]; note != "" {
+				why += " (" + note + ")"
 			}
 			short = append(short, why)
 		}
@@ -603,15 +604,39 @@ func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses [
 	return workerv1.PhaseStarting, strings.Join(short, "; ")
 }
 
-// lostNodes are the observed roles' LostNode, by role name.
-func lostNodes(roles map[string]*v1alpha1.ModelRole) map[string]string {
+// roleNotes say, by role name, what keeps an observed role's replicas from Ready that the count
+// alone does not: a node that stopped reporting (status.lostNode), and the lowest slot evicted at
+// Kueue's waitForPodsReady timeout (status.readyTimeouts) and when it is filled again.
+func roleNotes(roles map[string]*v1alpha1.ModelRole) map[string]string {
 	out := map[string]string{}
 	for name, role := range roles {
-		if role != nil && role.Status.LostNode != "" {
-			out[name] = role.Status.LostNode
+		if role == nil {
+			continue
+		}
+		var notes []string
+		if role.Status.LostNode != "" {
+			notes = append(notes, role.Status.LostNode)
+		}
+		if note := readyTimeoutNote(role.Status.ReadyTimeouts); note != "" {
+			notes = append(notes, note)
+		}
+		if len(notes) > 0 {
+			out[name] = strings.Join(notes, "; ")
 		}
 	}
 	return out
+}
+
+// readyTimeoutNote is the lowest slot's record of evictions at the PodsReady timeout in words; ""
+// for none.
+func readyTimeoutNote(timeouts map[string]v1alpha1.ReadyTimeout) string {
+	key := v1alpha1.LowestSlot(timeouts)
+	if key == "" {
+		return ""
+	}
+	t := timeouts[key]
+	return fmt.Sprintf("%s: Kueue evicted its group at the waitForPodsReady timeout %d time(s) in a row (%s); its slot is filled again from %s: a timeout shorter than the engine's load time evicts it again",
+		key, t.Count, t.Message, t.Until.UTC().Format(time.RFC3339))
 }
 
 // routerReady is the ready Pods of the router Deployment kv-cache composes.

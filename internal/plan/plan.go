@@ -2,9 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -471,11 +474,26 @@ func roleWarnings(in Input, r Role) []string {
 	if r.Unresolved != "" {
 		out = append(out, fmt.Sprintf("role %s: the plan cannot see past: %s", r.Name, r.Unresolved))
 	}
-	if live := in.Live[r.Name].Role; live != nil && live.Status.PreemptedBy != "" {
-		out = append(out, fmt.Sprintf("role %s: preempted, waiting for quota: %s", r.Name, live.Status.PreemptedBy))
+	return append(out, liveWarnings(r.Name, in.Live[r.Name].Role)...)
+}
+
+// liveWarnings are what a role's live status says keeps its replicas waiting: a preemption, a
+// backoff after PodsReady timeouts, a node that stopped reporting.
+func liveWarnings(name string, live *v1alpha1.ModelRole) []string {
+	if live == nil {
+		return nil
 	}
-	if live := in.Live[r.Name].Role; live != nil && live.Status.LostNode != "" {
-		out = append(out, fmt.Sprintf("role %s: a replica waits on a node that stopped reporting: %s", r.Name, live.Status.LostNode))
+	var out []string
+	if live.Status.PreemptedBy != "" {
+		out = append(out, fmt.Sprintf("role %s: preempted, waiting for quota: %s", name, live.Status.PreemptedBy))
+	}
+	for _, slot := range slices.Sorted(maps.Keys(live.Status.ReadyTimeouts)) {
+		t := live.Status.ReadyTimeouts[slot]
+		out = append(out, fmt.Sprintf("role %s: %s waits until %s after %d eviction(s) in a row at Kueue's waitForPodsReady timeout",
+			name, slot, t.Until.UTC().Format(time.RFC3339), t.Count))
+	}
+	if live.Status.LostNode != "" {
+		out = append(out, fmt.Sprintf("role %s: a replica waits on a node that stopped reporting: %s", name, live.Status.LostNode))
 	}
 	return out
 }

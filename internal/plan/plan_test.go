@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -216,6 +217,12 @@ func TestMake(t *testing.T) {
 		in:     Input{Stored: stored.render(), Edited: stored.render(), Live: upToDateReporting(v1alpha1.ModelRoleStatus{LostNode: "r2: node gpu-7 stopped reporting"})},
 		action: ActionUnchanged, order: []int32{},
 		warnings: []string{"role server: a replica waits on a node that stopped reporting: r2: node gpu-7 stopped reporting"},
+	}, {
+		name: "a slot backing off after PodsReady timeouts says until when",
+		in: Input{Stored: stored.render(), Edited: stored.render(), Live: upToDateReporting(v1alpha1.ModelRoleStatus{ReadyTimeouts: map[string]v1alpha1.ReadyTimeout{
+			"r1": {Count: 2, Until: metav1.NewTime(time.Date(2026, 12, 5, 16, 40, 5, 0, time.UTC))}}})},
+		action: ActionUnchanged, order: []int32{},
+		warnings: []string{"role server: r1 waits until 2026-12-05T16:40:05Z after 2 eviction(s) in a row at Kueue's waitForPodsReady timeout"},
 	}, {
 		name:   "rolls and scales",
 		in:     Input{Stored: stored.render(), Edited: edited(func(v *version) { image(v); v.replicas = 3 }).render()},

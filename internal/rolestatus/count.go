@@ -2,7 +2,6 @@ package rolestatus
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -39,6 +38,9 @@ type Observed struct {
 	// Preemptions are the role's status.preemptions as last written: a slot keeps its entry while
 	// its group waits for quota, after the preempted replica and Kueue's word are gone.
 	Preemptions map[string]string
+	// ReadyTimeouts are the role's status.readyTimeouts as last written: a slot keeps its entry
+	// until its replica is Ready.
+	ReadyTimeouts map[string]v1alpha1.ReadyTimeout
 }
 
 // Summary is a role's status without its conditions, and the two conditions it decides.
@@ -62,13 +64,17 @@ func Count(o Observed) Summary {
 	var flavors []string
 	quota := map[string]int32{}
 	preemptions := map[string]string{}
+	readyTimeouts := map[string]v1alpha1.ReadyTimeout{}
 	qualifications := make([]*v1alpha1.Qualification, 0, o.Spec.Replicas)
 	for n, r := range standing {
 		wl := o.Workloads[int32(n)]
-		state, why := slotAdmission(r, wl, leaving[int32(n)], cmp.Or(told[int32(n)], o.Preemptions[SlotKey(int32(n))]))
+		state, why := slotAdmission(r, wl, leaving[int32(n)], cmp.Or(told[int32(n)], o.Preemptions[v1alpha1.SlotKey(int32(n))]))
 		quota[state]++
 		if why != "" {
-			preemptions[SlotKey(int32(n))] = why
+			preemptions[v1alpha1.SlotKey(int32(n))] = why
+		}
+		if t, counted := o.ReadyTimeouts[v1alpha1.SlotKey(int32(n))]; counted && (r == nil || r.Status.GetCondition(xpv2.TypeReady).Status != corev1.ConditionTrue) {
+			readyTimeouts[v1alpha1.SlotKey(int32(n))] = t
 		}
 		if r != nil && r.Status.LostNode != "" {
 			lost[int32(n)] = r.Status.LostNode
@@ -105,10 +111,13 @@ func Count(o Observed) Summary {
 	if len(preemptions) == 0 {
 		preemptions = nil
 	}
+	if len(readyTimeouts) == 0 {
+		readyTimeouts = nil
+	}
 	s := Summary{Ready: ready == o.Spec.Replicas, Status: v1alpha1.ModelRoleStatus{
 		Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible,
 		QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, PreemptedBy: FirstPreemption(preemptions), Members: &live, Modes: &modes, AssignedFlavors: flavors, Preemptions: preemptions,
-		LostNode: firstLostNode(lost),
+		LostNode: firstLostNode(lost), ReadyTimeouts: readyTimeouts,
 	}}
 	s.Status.Eligible, s.Status.Eligibility, s.Status.EligibilityActive = RoleEligibility(qualifications)
 	s.PodsCreated, s.PodsCreatedKnown = RolePodsCreated(standing, o.Carried)
@@ -127,7 +136,7 @@ func firstLostNode(lost map[int32]string) string {
 	if first < 0 {
 		return ""
 	}
-	return SlotKey(first) + ": " + lost[first]
+	return v1alpha1.SlotKey(first) + ": " + lost[first]
 }
 
 // slots sorts a role's replicas by slot: the standing replica of each (the first by name), the
@@ -150,19 +159,10 @@ func slots(o Observed) (standing []*v1alpha1.ModelReplica, leaving map[int32]boo
 	return standing, leaving, told, lost
 }
 
-// SlotKey is a slot's key in status.preemptions: "r<ordinal>".
-func SlotKey(ordinal int32) string { return fmt.Sprintf("r%d", ordinal) }
-
 // FirstPreemption is a role's PreemptedBy: its lowest preempted slot's entry, "r<ordinal>: <who and
 // why>"; "" for none.
 func FirstPreemption(preemptions map[string]string) string {
-	first, key := int32(-1), ""
-	for k := range preemptions {
-		var n int32
-		if _, err := fmt.Sscanf(k, "r%d", &n); err == nil && (first < 0 || n < first) {
-			first, key = n, k
-		}
-	}
+	key := v1alpha1.LowestSlot(preemptions)
 	if key == "" {
 		return ""
 	}

@@ -107,6 +107,13 @@ func TestCount(t *testing.T) {
 		assert.True(t, s.Ready)
 		assert.EqualValues(t, 1, *s.Status.Ready)
 	})
+	t.Run("keeps a slot's PodsReady timeouts until its replica is Ready", func(t *testing.T) {
+		timeouts := map[string]v1alpha1.ReadyTimeout{"r0": {Count: 2}, "r1": {Count: 1}, "r2": {Count: 3}}
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, ReadyTimeouts: timeouts,
+			Replicas: []*v1alpha1.ModelReplica{replica("a", 0, "new", true), replica("b", 1, "new", false)}})
+		assert.Equal(t, map[string]v1alpha1.ReadyTimeout{"r1": {Count: 1}, "r2": {Count: 3}}, s.Status.ReadyTimeouts,
+			"r0 Ready drops its count; r1 loading and r2 vacant keep theirs")
+	})
 	t.Run("names the lowest slot standing on a node that stopped reporting, leaving replicas by their last report", func(t *testing.T) {
 		onLostNode := func(r *v1alpha1.ModelReplica, node string) *v1alpha1.ModelReplica {
 			r.Status.LostNode = "node " + node + " stopped reporting"

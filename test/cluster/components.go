@@ -489,6 +489,10 @@ func (s *Stack) KueueConfig() (KueueConfig, error) {
 	return c, err
 }
 
+// PodsReadyTimeout is the stack's Kueue waitForPodsReady timeout (its recoveryTimeout defaults to
+// the same): a group's Pods must all be Ready within it of admission, or Kueue evicts the group.
+const PodsReadyTimeout = 2 * time.Minute
+
 // kueueConfiguration is the Configuration Kueue's release installs (its manifests' and chart's
 // controller_manager_config.yaml: the controllers' concurrency, the client limit) with only what the
 // loopback stack needs changed: health, webhook and certificates on loopback, no metrics, no leader
@@ -525,6 +529,9 @@ func kueueConfiguration(module string, opts Options, healthPort int, webhook env
 		client["burst"] = opts.KueueBurst
 	}
 	config["clientConnection"] = client
+	// waitForPodsReady, which the release leaves commented out and newer Kueue releases turn on:
+	// every test runs under it, and TestAnEngineSlowerThanThePodsReadyTimeoutBacksOff outlasts it.
+	config["waitForPodsReady"] = map[string]any{"timeout": PodsReadyTimeout.String()}
 	return yaml.Marshal(config)
 }
 

@@ -36,6 +36,8 @@ var Deviations = []Deviation{
 		Why: "verbose logs, for a failing test's logs; no change of behaviour"},
 	{Component: "kueue", Flag: "",
 		Why: "its Configuration is the release's controller_manager_config.yaml with internal certificate management, metrics and leader election off, webhooks on loopback with envtest's certificate, and the Pod integration alone"},
+	{Component: "kueue", Flag: "",
+		Why: "waitForPodsReady on, timeout 2m (recoveryTimeout the same), which the release leaves commented out: mdplane is tested under it as clusters that turn it on run it; docs/operations.md sizes it"},
 	{Component: "kube-controller-manager", Flag: "--controllers", value: fixed("garbage-collector-controller,namespace-controller,endpoints-controller,endpointslice-controller,node-lifecycle-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,taint-eviction-controller,disruption-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,horizontal-pod-autoscaler-controller"),
 		Why: "only the controllers the tests rely on; a cluster runs them all"},
 	{Component: "kube-controller-manager", Flag: "",

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"strconv"
+	"strings"
+
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,6 +151,12 @@ type ModelRoleStatus struct {
 	// reads here why it waits.
 	// +optional
 	Preemptions map[string]string `json:"preemptions,omitempty"`
+	// ReadyTimeouts are, by slot ("r0"), the evictions of the slot's group at Kueue's
+	// waitForPodsReady timeout in a row: the slot is filled again only after a backoff that doubles
+	// with each, since Kueue's own requeue state goes with the Workload it deletes once the group's
+	// Pods are gone. A slot's entry goes once its replica is Ready.
+	// +optional
+	ReadyTimeouts map[string]ReadyTimeout `json:"readyTimeouts,omitempty"`
 	// LostNode is the LostNode of the role's lowest instance standing on a node that stopped
 	// reporting, prefixed with its slot: "r1: node gpu-7 ...".
 	// +optional
@@ -308,6 +317,33 @@ func (s ModelReplicaSpec) UpToDate(role ModelRoleSpec) bool {
 		return s.Revision == role.Revision
 	}
 	return s.ConfigDigest == role.ConfigDigest && s.RenderVersion >= role.MinRenderVersion
+}
+
+// SlotKey is a slot's key in a role's status maps (preemptions, readyTimeouts): "r<ordinal>".
+func SlotKey(ordinal int32) string { return "r" + strconv.Itoa(int(ordinal)) }
+
+// LowestSlot is the key of a slot map (SlotKey) with the lowest ordinal; "" for none.
+func LowestSlot[V any](slots map[string]V) string {
+	first, key := -1, ""
+	for k := range slots {
+		if n, err := strconv.Atoi(strings.TrimPrefix(k, "r")); err == nil && strings.HasPrefix(k, "r") && (first < 0 || n < first) {
+			first, key = n, k
+		}
+	}
+	return key
+}
+
+// ReadyTimeout is a slot's record of Kueue evicting its group at the waitForPodsReady timeout.
+type ReadyTimeout struct {
+	// Count is the evictions in a row, since the slot's replica was last Ready.
+	Count int32 `json:"count"`
+	// Evicted is when the last eviction's replica was rebuilt.
+	Evicted metav1.Time `json:"evicted"`
+	// Until is when the slot may be filled again: Evicted and the backoff after Count in a row.
+	Until metav1.Time `json:"until"`
+	// Message is Kueue's word on the last eviction.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ModelReplicaStatus reports an instance. The counts and flags are pointers: nil until the members
