@@ -289,6 +289,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 			Recorder: mgr.GetEventRecorder("model-deployment-joint"), Clock: clock.RealClock{}, ParkAfter: o.parkAfter}},
 		{"the AdmissionCheck reconciler", &admissioncheck.CheckReconciler{Client: mgr.GetClient()}},
 		{"the InstanceType queues", &queues.Reconciler{Client: mgr.GetClient(), Selector: o.queueTypes, Settings: mgr.GetAPIReader()}},
+		{"the InstanceType cohort report", &queues.CohortReporter{Client: mgr.GetClient()}},
 		// The node labels the queues' flavors select, whoever counts the types' capacity.
 		{"the InstanceType node labels", &inventory.Membership{Client: mgr.GetClient()}},
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Deletes: deletes}},

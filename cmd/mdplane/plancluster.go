@@ -134,9 +134,38 @@ func (s *clusterState) observe(ctx context.Context, in *plan.Input) error {
 		edited := in.Edited.Roles[i].DeepCopy()
 		in.Live[edited.Spec.RoleName] = liveRole(edited, roles.Items, replicas.Items, pods.Items, workloads.Items)
 	}
+	if err := s.borrowing(ctx, in); err != nil {
+		return err
+	}
 	free, err := s.freeQuota(ctx, in.Edited.QueueName(), workloads.Items)
 	in.Free = free
 	return err
+}
+
+// borrowing reads what the InstanceTypes of the edited deployment's roles say of borrowing from
+// their cohort (InstanceType.Borrowing), each type once.
+func (s *clusterState) borrowing(ctx context.Context, in *plan.Input) error {
+	if in.Edited.Deployment == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, role := range in.Edited.Deployment.Spec.Roles {
+		if seen[role.InstanceType] {
+			continue
+		}
+		seen[role.InstanceType] = true
+		it := &workerv1.InstanceType{}
+		if err := s.client.Get(ctx, client.ObjectKey{Name: role.InstanceType}, it); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading InstanceType %s: %w", role.InstanceType, err)
+		}
+		if b := it.Borrowing(); b != "" {
+			in.Borrowing = append(in.Borrowing, b)
+		}
+	}
+	return nil
 }
 
 // liveRole is a role as the rollout controller reads it, its slots judged against the edited

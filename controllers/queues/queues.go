@@ -382,4 +382,4 @@ func (r *Reconciler) apply(ctx context.Context, kind, name string, obj runtime.A
 }
 
 // managedLabels label an object mdplane creates, so a person can tell where it came from.
-var managedLabels = map[string]string{"app.kubernetes.io/managed-by": "mdplane"}
+var managedLabels = map[string]string{labelManagedBy: "mdplane"}

@@ -3,6 +3,7 @@ package renderroles
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,6 +170,9 @@ func planDeployment(o *deploymentObservation) (*deploymentPlan, error) {
 		}
 	}
 	p.quota = QuotaCondition(desiredReplicas, quotaStates, shortages, preempted)
+	if borrowing := borrowingTypes(p.roles, o.inputs.instanceTypes); borrowing != "" {
+		p.quota.Message += "; " + borrowing
+	}
 	p.upToDate = UpToDateCondition(rollouts, o.inputs.delivery.Held())
 	p.weights = WeightsCondition(o.inputs.delivery, live)
 	p.eligibility = Condition(rolestatus.EligibilityCondition(eligibility))
@@ -602,6 +606,18 @@ func deploymentPhase(md *workerv1.ModelDeployment, routerReady int64, statuses [
 		return workerv1.PhaseDegraded, strings.Join(short, "; ")
 	}
 	return workerv1.PhaseStarting, strings.Join(short, "; ")
+}
+
+// borrowingTypes are Borrowing of the roles' InstanceTypes, each once, sorted, joined.
+func borrowingTypes(roles []workerv1.ModelDeploymentRole, instanceTypes map[string]*workerv1.InstanceType) string {
+	var out []string
+	for _, role := range roles {
+		if b := instanceTypes[role.InstanceType].Borrowing(); b != "" && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // roleNotes say, by role name, what keeps an observed role's replicas from Ready that the count

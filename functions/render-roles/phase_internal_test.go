@@ -94,3 +94,15 @@ func TestRoleNotes(t *testing.T) {
 		"r1: Kueue evicted its group at the waitForPodsReady timeout 2 time(s) in a row (Kueue evicted its group: PodsReadyTimeout: Exceeded the PodsReady timeout ns/wl); " +
 		"its slot is filled again from 2026-12-05T16:40:05Z: a timeout shorter than the engine's load time evicts it again"}, roleNotes(roles))
 }
+
+// TestBorrowingTypes: each borrowing type of the deployment's roles is told once; near miss: a
+// lending type is not.
+func TestBorrowingTypes(t *testing.T) {
+	typed := func(name, reason string) *workerv1.InstanceType {
+		return &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: workerv1.InstanceTypeStatus{Conditions: []metav1.Condition{
+			{Type: workerv1.InstanceTypeCohort, Status: metav1.ConditionTrue, Reason: reason, Message: "in cohort pool: ..."}}}}
+	}
+	types := map[string]*workerv1.InstanceType{"h100": typed("h100", workerv1.ReasonBorrowing), "l4": typed("l4", workerv1.ReasonLending)}
+	roles := []workerv1.ModelDeploymentRole{{Name: "prefill", InstanceType: "h100"}, {Name: "decode", InstanceType: "h100"}, {Name: "encode", InstanceType: "l4"}}
+	assert.Equal(t, "InstanceType h100 in cohort pool: ...", borrowingTypes(roles, types))
+}

@@ -45,6 +45,9 @@ type Input struct {
 	Live map[string]LiveRole
 	// Free is what the deployment's queue has free now, per resource; nil when unknown (offline).
 	Free corev1.ResourceList
+	// Borrowing is what the roles' InstanceTypes say while their queues borrow from their cohort,
+	// one line per type; nil offline.
+	Borrowing []string
 }
 
 // LiveRole is a role as the rollout controller observes it on a cluster.
@@ -147,6 +150,9 @@ func Make(in Input) Plan {
 	}
 	if w := ascendWarning(in); w != "" {
 		p.Warnings = append(p.Warnings, w)
+	}
+	for _, b := range in.Borrowing {
+		p.Warnings = append(p.Warnings, "borrowed quota: "+b)
 	}
 	return p
 }

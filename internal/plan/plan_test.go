@@ -218,6 +218,11 @@ func TestMake(t *testing.T) {
 		action: ActionUnchanged, order: []int32{},
 		warnings: []string{"role server: a replica waits on a node that stopped reporting: r2: node gpu-7 stopped reporting"},
 	}, {
+		name:   "a type borrowing from its cohort is told",
+		in:     Input{Stored: stored.render(), Edited: stored.render(), Borrowing: []string{"InstanceType h100 in cohort pool: borrows 2 nvidia.com/gpu"}},
+		action: ActionUnchanged, order: []int32{},
+		warnings: []string{"borrowed quota: InstanceType h100 in cohort pool: borrows 2 nvidia.com/gpu"},
+	}, {
 		name: "a slot backing off after PodsReady timeouts says until when",
 		in: Input{Stored: stored.render(), Edited: stored.render(), Live: upToDateReporting(v1alpha1.ModelRoleStatus{ReadyTimeouts: map[string]v1alpha1.ReadyTimeout{
 			"r1": {Count: 2, Until: metav1.NewTime(time.Date(2026, 12, 5, 16, 40, 5, 0, time.UTC))}}})},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/test/cluster"
 )
 
@@ -103,6 +105,17 @@ spec:
 			return fmt.Errorf("Workload %s not admitted by %s yet (conditions %v)", wl.Name, batch, wl.Status.Conditions)
 		}
 		return jobPodOn(ctx, ns, nodeName)
+	})
+	eventually(t, time.Minute, "the type saying it lends the Job's GPUs to the cohort", func() error {
+		it := &workerv1.InstanceType{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: typeName}, it); err != nil {
+			return err
+		}
+		c := apimeta.FindStatusCondition(it.Status.Conditions, workerv1.InstanceTypeCohort)
+		if c == nil || c.Status != "True" || c.Reason != workerv1.ReasonLending || !strings.Contains(c.Message, "in cohort "+cohort+": lends 4 nvidia.com/gpu") {
+			return fmt.Errorf("Cohort condition %+v", c)
+		}
+		return nil
 	})
 
 	kubectlApply(t, placementDeployment(ns, "serve", typeName, 1, 4))

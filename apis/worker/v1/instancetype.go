@@ -30,6 +30,16 @@ const (
 	InstanceTypeCapacityFree = "CapacityFree"
 	// InstanceTypeDetailObserved says where status.detail comes from.
 	InstanceTypeDetailObserved = "DetailObserved"
+	// InstanceTypeCohort is, for a managed type in a Kueue cohort, True while its queue lends quota
+	// to the cohort's other queues or borrows from them, with how much; absent outside a cohort.
+	InstanceTypeCohort = "Cohort"
+)
+
+// Reasons of the Cohort condition.
+const (
+	ReasonOwnQuota  = "OwnQuota"
+	ReasonLending   = "Lending"
+	ReasonBorrowing = "Borrowing"
 )
 
 // Reasons of the NodesAvailable condition.
@@ -79,4 +89,19 @@ func InstanceTypeNodeLabel(instanceType string) string {
 	suffix := fmt.Sprintf("-%016x", h.Sum64())
 	head := strings.TrimRight(instanceType[:labelNameMaxLength-len(suffix)], "-.")
 	return LabelInstanceTypePrefix + head + suffix
+}
+
+// Borrowing is what the type's Cohort condition says while its queue borrows from its cohort,
+// naming the type; "" otherwise. Replicas admitted on borrowed quota are the first a lender taking
+// it back preempts, which a deployment and `mdplane plan` say.
+func (it *InstanceType) Borrowing() string {
+	if it == nil {
+		return ""
+	}
+	for _, c := range it.Status.Conditions {
+		if c.Type == InstanceTypeCohort && c.Reason == ReasonBorrowing {
+			return "InstanceType " + it.Name + " " + c.Message
+		}
+	}
+	return ""
 }
