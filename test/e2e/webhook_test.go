@@ -34,25 +34,30 @@ spec:
     - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64, resources: {accelerator: 64}, env: [{name: GPUSTACK_REPLICA_SIZE, value: "2"}]}
     - {name: prefill, kind: Prefill, instanceType: gpustack-nvidia-a10g-linux-amd64}
 `
-	out := applyRefused(t, manifest)
-
 	md := &workerv1.ModelDeployment{}
 	if err := yaml.Unmarshal([]byte(manifest), md); err != nil {
 		t.Fatal(err)
 	}
-	it := &workerv1.InstanceType{}
-	if err := stack.Client.Get(ctx, client.ObjectKey{Name: "gpustack-nvidia-a10g-linux-amd64"}, it); err != nil {
-		t.Fatal(err)
-	}
-	errs := validation.ValidateCreate(md, validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{it.Name: it}})
-	if len(errs) < 3 {
-		t.Fatalf("expected three refusals offline, got %v", errs)
-	}
-	for _, e := range errs {
-		if !strings.Contains(out, e.Error()) {
-			t.Errorf("kubectl did not print %q:\n%s", e.Error(), out)
+	// The type's capacity is in one refusal's words, and a parallel test adding or removing a node
+	// of its product moves it: the webhook and the offline validation each read the type, at two
+	// moments, so a pair read across such a move is read again.
+	eventually(t, time.Minute, "kubectl printing every refusal the offline validation gives", func() error {
+		out := applyRefused(t, manifest)
+		it := &workerv1.InstanceType{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: "gpustack-nvidia-a10g-linux-amd64"}, it); err != nil {
+			return err
 		}
-	}
+		errs := validation.ValidateCreate(md, validation.Cluster{InstanceTypes: map[string]*workerv1.InstanceType{it.Name: it}})
+		if len(errs) < 3 {
+			t.Fatalf("expected three refusals offline, got %v", errs)
+		}
+		for _, e := range errs {
+			if !strings.Contains(out, e.Error()) {
+				return fmt.Errorf("kubectl did not print %q:\n%s", e.Error(), out)
+			}
+		}
+		return nil
+	})
 }
 
 // TestDeletionIsNotBlockedByAGoneInstanceType: the rules that read an InstanceType decline while the
