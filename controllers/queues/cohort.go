@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -92,17 +93,23 @@ func (r *CohortReporter) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 	}
 	want := CohortCondition(cq, members)
-	was := apimeta.FindStatusCondition(it.Status.Conditions, workerv1.InstanceTypeCohort)
-	if (want == nil && was == nil) || (want != nil && was != nil && !conditionChanged(*was, *want)) {
+	// SetStatusCondition keeps the transition time of a condition whose status stays, and says
+	// whether anything changed; a type outside a cohort has its condition removed.
+	conditions := slices.Clone(it.Status.Conditions)
+	changed := apimeta.RemoveStatusCondition(&conditions, workerv1.InstanceTypeCohort)
+	applied := []any{}
+	if want != nil {
+		conditions = slices.Clone(it.Status.Conditions)
+		changed = apimeta.SetStatusCondition(&conditions, *want)
+		c := apimeta.FindStatusCondition(conditions, workerv1.InstanceTypeCohort)
+		applied = append(applied, map[string]any{"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339)})
+	}
+	if !changed {
 		return reconcile.Result{}, nil
 	}
-	conditions := []any{}
-	if want != nil {
-		conditions = append(conditions, map[string]any{"type": want.Type, "status": string(want.Status), "reason": want.Reason, "message": want.Message,
-			"lastTransitionTime": transitionTime(was, *want).UTC().Format("2006-01-02T15:04:05Z")})
-	}
 	status := &unstructured.Unstructured{Object: map[string]any{"apiVersion": workerv1.SchemeGroupVersion.String(), "kind": workerv1.InstanceTypeKind,
-		"metadata": map[string]any{"name": it.Name}, "status": map[string]any{"conditions": conditions}}}
+		"metadata": map[string]any{"name": it.Name}, "status": map[string]any{"conditions": applied}}}
 	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(CohortFieldOwner), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("applying the Cohort condition of InstanceType %s: %w", it.Name, err)
 	}
@@ -189,17 +196,4 @@ func quantities(q map[string]resource.Quantity) string {
 		out = append(out, v.String()+" "+n)
 	}
 	return strings.Join(out, ", ")
-}
-
-// conditionChanged reports whether a condition says something else than was.
-func conditionChanged(was, want metav1.Condition) bool {
-	return was.Status != want.Status || was.Reason != want.Reason || was.Message != want.Message
-}
-
-// transitionTime keeps the condition's transition time while its status stays.
-func transitionTime(was *metav1.Condition, want metav1.Condition) metav1.Time {
-	if was != nil && was.Status == want.Status && !was.LastTransitionTime.IsZero() {
-		return was.LastTransitionTime
-	}
-	return metav1.Now()
 }

@@ -21,7 +21,6 @@ import (
 // lending and borrowing limits a share of its nominal quota, and a queue in a cohort takes back what
 // it lends by preemption.
 func TestCohortSettings(t *testing.T) {
-	const typeName = "gpustack-nvidia-a10g-linux-amd64"
 	type limits struct{ lending, borrowing *string } // of nvidia.com/gpu, memory; nil: none
 	cases := []struct {
 		rule      string
@@ -44,12 +43,7 @@ func TestCohortSettings(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
-			cl := fakecluster.Builder(a10g()).Build()
-			r := &Reconciler{Client: cl, Settings: settingsData(c.data)}
-			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: typeName}})
-			require.NoError(t, err)
-			cq := &kueue.ClusterQueue{}
-			require.NoError(t, cl.Get(context.Background(), types.NamespacedName{Name: typeName}, cq))
+			cq := queueUnder(t, c.data)
 			assert.Equal(t, c.cohort, string(cq.Spec.CohortName))
 			quotas := map[corev1.ResourceName]kueue.ResourceQuota{}
 			for _, q := range cq.Spec.ResourceGroups[0].Flavors[0].Resources {
@@ -100,4 +94,16 @@ func TestShareNeverSplitsAUnit(t *testing.T) {
 			assert.Equal(t, want.String(), got.String())
 		})
 	}
+}
+
+// queueUnder is the A10G type's ClusterQueue as the reconciler applies it under the Settings data.
+func queueUnder(t *testing.T, data map[string]any) *kueue.ClusterQueue {
+	t.Helper()
+	cl := fakecluster.Builder(a10g()).Build()
+	r := &Reconciler{Client: cl, Settings: settingsData(data)}
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: a10g().Name}})
+	require.NoError(t, err)
+	cq := &kueue.ClusterQueue{}
+	require.NoError(t, cl.Get(context.Background(), types.NamespacedName{Name: a10g().Name}, cq))
+	return cq
 }

@@ -1,23 +1,18 @@
 package queues
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/mdplane/mdplane/apis/settings"
-	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 )
 
 // TestPreemptionSetting: instance-type-preemption is each type's ClusterQueue's preemption within
 // the queue; a cohort adds the reclaim of what the queue lent; by default a queue preempts nothing.
 func TestPreemptionSetting(t *testing.T) {
-	const typeName = "gpustack-nvidia-a10g-linux-amd64"
 	cases := []struct {
 		rule            string
 		data            map[string]any
@@ -38,12 +33,7 @@ func TestPreemptionSetting(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
-			cl := fakecluster.Builder(a10g()).Build()
-			r := &Reconciler{Client: cl, Settings: settingsData(c.data)}
-			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: typeName}})
-			require.NoError(t, err)
-			cq := &kueue.ClusterQueue{}
-			require.NoError(t, cl.Get(context.Background(), types.NamespacedName{Name: typeName}, cq))
+			cq := queueUnder(t, c.data)
 			if c.none {
 				assert.Nil(t, cq.Spec.Preemption)
 				return
