@@ -831,6 +831,13 @@ func TestInstanceTypeRefusals(t *testing.T) {
 		{"a whole-card count over the type's capacity names the capacity",
 			deployment(nil, role("s", "", cards("32"))), h100(nil), "spec.roles[0].resources.accelerator",
 			[]string{"16 whole accelerators in all"}, h100(func(it *workerv1.InstanceType) { it.Status.Accelerator.Capacity = ptr.To(resource.MustParse("32")) })},
+		{"a whole-card count over what an autoscaled type grows to names the annotation",
+			deployment(nil, role("s", "", cards("64"))), h100(func(it *workerv1.InstanceType) {
+				it.Annotations = map[string]string{workerv1.AnnotationAutoscaledCapacity: "32"}
+			}), "spec.roles[0].resources.accelerator",
+			[]string{"grows to 32 whole accelerators in all (annotation worker.gpustack.ai/autoscaled-capacity)"}, h100(func(it *workerv1.InstanceType) {
+				it.Annotations = map[string]string{workerv1.AnnotationAutoscaledCapacity: "64"}
+			})},
 		{"a slice on a type that offers no slicing",
 			deployment(nil, role("s", "", sliced)), h100(nil), "spec.roles[0].resources",
 			[]string{"offers no logical slicing"}, h100(slicing)},

@@ -1,6 +1,7 @@
 package admissioncheck
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -73,7 +74,8 @@ func roleCounts(short, declared map[string]int32) string {
 }
 
 // Judge decides the check of a whole set at now: Ready when every declared group holds a quota
-// reservation, else Pending with what is missing; a settled set (every group has its Workload) one of
+// reservation and every other admission check on them is Ready (an autoscaled pool has provisioned
+// their nodes), else Pending with what is missing; a settled set (every group has its Workload) one of
 // whose groups has held quota with the check Pending for parkAfter is parked. The check is never
 // Retry or Rejected: Retry would evict the reservations the set is assembling, Rejected would end
 // the deployment.
@@ -87,24 +89,32 @@ func Judge(set Set, check kueue.AdmissionCheckReference, now time.Time, parkAfte
 	}
 	t := count(set, check)
 	switch {
-	case t.nAssembling == 0 && t.nLacking == 0:
+	case t.nAssembling == 0 && t.nLacking == 0 && t.nWaiting == 0:
 		return Verdict{State: kueue.CheckStateReady, Admitted: true, FirstReserved: t.first,
 			Message: fmt.Sprintf("all %d replica groups of the deployment hold quota; admitted together", total)}
 	case t.nAssembling > 0:
 		return Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 			"held until the whole set has reserved quota: %d of %d replica groups are still assembling their Pods (%s)",
 			t.nAssembling, total, roleCounts(t.assembling, set.Declared))}
+	case t.nLacking == 0:
+		// Every group holds quota and some wait for another check (nodes being provisioned): the
+		// set is whole, so nothing is parked; it is admitted once every group may start.
+		return Verdict{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+			"held until every replica group's other admission checks are Ready: %d of %d replica groups wait (%s); %s",
+			t.nWaiting, total, roleCounts(t.waiting, set.Declared), t.firstWait)}
 	}
 	return lacking(t, total, set.Declared, now, parkAfter)
 }
 
 // tally is a set's declared groups counted: those still assembling (no Workload), those lacking
-// quota, the earliest reservation and the earliest time a group has held quota with the check
-// Pending.
+// quota, those holding quota while another admission check on them is not Ready yet, the earliest
+// reservation and the earliest time a group has held quota with the check Pending.
 type tally struct {
-	assembling, lacking   map[string]int32
-	nAssembling, nLacking int32
-	first, pendingSince   time.Time
+	assembling, lacking, waiting    map[string]int32
+	nAssembling, nLacking, nWaiting int32
+	first, pendingSince             time.Time
+	// firstWait is what the first group waiting for another check is told by it.
+	firstWait string
 }
 
 // latest is each declared (role, ordinal)'s Workload: of several groups in one slot, the one with a
@@ -129,7 +139,7 @@ func latest(set Set) map[string]map[int32]*kueue.Workload {
 // count tallies every declared group of a set.
 func count(set Set, check kueue.AdmissionCheckReference) tally {
 	seen := latest(set)
-	t := tally{assembling: map[string]int32{}, lacking: map[string]int32{}}
+	t := tally{assembling: map[string]int32{}, lacking: map[string]int32{}, waiting: map[string]int32{}}
 	for role, replicas := range set.Declared {
 		for ordinal := range replicas {
 			t.add(role, seen[role][ordinal], check)
@@ -155,7 +165,25 @@ func (t *tally) add(role string, wl *kueue.Workload, check kueue.AdmissionCheckR
 		if s := CheckState(wl, check); s != nil && s.State == kueue.CheckStatePending {
 			t.pendingSince = earliest(t.pendingSince, latestOf(reservedAt, s.LastTransitionTime.Time))
 		}
+		if other := otherCheckWaiting(wl, check); other != nil {
+			t.waiting[role]++
+			t.nWaiting++
+			if t.firstWait == "" {
+				t.firstWait = fmt.Sprintf("check %s on %s: %s", other.Name, wl.Name, cmp.Or(other.Message, string(other.State)))
+			}
+		}
 	}
+}
+
+// otherCheckWaiting is the first admission check on a Workload, other than check, that is not
+// Ready: Kueue admits a group only when all of them are.
+func otherCheckWaiting(wl *kueue.Workload, check kueue.AdmissionCheckReference) *kueue.AdmissionCheckState {
+	for i := range wl.Status.AdmissionChecks {
+		if s := &wl.Status.AdmissionChecks[i]; s.Name != check && s.State != kueue.CheckStateReady {
+			return s
+		}
+	}
+	return nil
 }
 
 // earliest is the earlier of a (zero: unset) and b.

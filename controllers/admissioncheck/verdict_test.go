@@ -26,6 +26,12 @@ func held(name string, at time.Time) *kueue.Workload { return pendingWorkload(na
 
 func queued(name string) *kueue.Workload { return pendingWorkload(name, time.Time{}, t0) }
 
+// provisioning adds a provisioning check in state to a Workload.
+func provisioning(wl *kueue.Workload, state kueue.CheckState, message string) *kueue.Workload {
+	wl.Status.AdmissionChecks = append(wl.Status.AdmissionChecks, kueue.AdmissionCheckState{Name: "mdplane-provisioning-x", State: state, Message: message})
+	return wl
+}
+
 func TestJudge(t *testing.T) {
 	pd := map[string]int32{"prefill": 2, "decode": 2}
 	cases := []struct {
@@ -52,6 +58,29 @@ func TestJudge(t *testing.T) {
 				{"decode", 0, held("d0", t0.Add(2*time.Second))}, {"decode", 1, held("d1", t0.Add(3*time.Second))},
 			}},
 			now:      t0.Add(4 * time.Second),
+			state:    kueue.CheckStateReady,
+			message:  "all 4 replica groups of the deployment hold quota; admitted together",
+			admitted: true,
+			first:    t0,
+		},
+		{
+			rule: "a whole set some of whose groups wait for their nodes to be provisioned is held, never parked",
+			set: Set{Declared: pd, Groups: []Group{
+				{"prefill", 0, held("p0", t0)}, {"prefill", 1, provisioning(held("p1", t0), kueue.CheckStatePending, "Waiting for capacity")},
+				{"decode", 0, provisioning(held("d0", t0), kueue.CheckStateReady, "")}, {"decode", 1, held("d1", t0)},
+			}},
+			now:   t0.Add(time.Hour),
+			state: kueue.CheckStatePending,
+			message: "held until every replica group's other admission checks are Ready: 1 of 4 replica groups wait (prefill 1 of 2); " +
+				"check mdplane-provisioning-x on p1: Waiting for capacity",
+		},
+		{
+			rule: "near miss: every group's nodes provisioned turns the set Ready",
+			set: Set{Declared: pd, Groups: []Group{
+				{"prefill", 0, provisioning(held("p0", t0), kueue.CheckStateReady, "")}, {"prefill", 1, provisioning(held("p1", t0), kueue.CheckStateReady, "")},
+				{"decode", 0, provisioning(held("d0", t0), kueue.CheckStateReady, "")}, {"decode", 1, provisioning(held("d1", t0), kueue.CheckStateReady, "")},
+			}},
+			now:      t0.Add(time.Hour),
 			state:    kueue.CheckStateReady,
 			message:  "all 4 replica groups of the deployment hold quota; admitted together",
 			admitted: true,

@@ -66,6 +66,15 @@ func (r *Reconciler) flavor(ctx context.Context, it *workerv1.InstanceType, topo
 			own = append(own, *n)
 		}
 	}
+	// An autoscaled pool's declared taints count as a node's: before its first node exists, the
+	// Pods (and the templates the autoscaler simulates) must already tolerate them.
+	poolTaints, err := it.NodePoolTaints()
+	if err != nil {
+		return nil, "", err
+	}
+	if len(poolTaints) > 0 {
+		own = append(own, corev1.Node{Spec: corev1.NodeSpec{Taints: poolTaints}})
+	}
 	tolerations, dropped := Tolerations(own, transient)
 	if len(dropped) > 0 {
 		ctrl.LoggerFrom(ctx).Info("the type's nodes carry more taints than a ResourceFlavor can tolerate: its Pods cannot reach the nodes tainted so; give the nodes fewer distinct taint keys",

@@ -195,6 +195,13 @@ func (r *Reconciler) applyClusterQueue(ctx context.Context, it *workerv1.Instanc
 	if err != nil {
 		return err
 	}
+	provisioning, err := r.applyProvisioning(ctx, it)
+	if err != nil {
+		return err
+	}
+	if provisioning != "" {
+		checks.WithAdmissionChecks(kueueac.AdmissionCheckStrategyRule().WithName(provisioning))
+	}
 	var topologyName string
 	if levels := topologyLevels(ctx, it); levels != nil {
 		tp := topology(it.Name, levels)
@@ -299,9 +306,14 @@ func share(q resource.Quantity, percent int64) resource.Quantity {
 
 // Quotas is the capacity an InstanceType's ClusterQueue offers: its whole accelerators, and CPU,
 // memory and local storage as the unit resources scaled by them (one unit on a type without
-// accelerators, scaled by its CPU capacity).
+// accelerators, scaled by its CPU capacity). An autoscaled type offers what its node pool grows to
+// (AnnotationAutoscaledCapacity), or its nodes' capacity where that is more.
 func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 	out := corev1.ResourceList{}
+	declared, autoscaled, err := it.AutoscaledCapacity()
+	if err != nil {
+		return nil, err
+	}
 	units := int64(1)
 	if it.Spec.Acceleratable {
 		vendor, err := it.AcceleratorVendor()
@@ -312,11 +324,17 @@ func Quotas(it *workerv1.InstanceType) (corev1.ResourceList, error) {
 		if v := it.Status.Accelerator; v != nil && v.Capacity != nil {
 			cards = v.Capacity.Value()
 		}
+		if autoscaled {
+			cards = max(cards, declared)
+		}
 		out[vendor.Resource] = *resource.NewQuantity(cards, resource.DecimalSI)
 		units = cards
 		sharedModes(it, vendor, cards, out)
 	} else if v := it.Status.CPU; v != nil && v.Capacity != nil {
 		units = v.Capacity.Value()
+	}
+	if autoscaled && !it.Spec.Acceleratable {
+		units = max(units, declared)
 	}
 	perUnit, err := it.UnitResourceList()
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/internal/replicas"
 	"github.com/mdplane/mdplane/internal/rolestatus"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // DefaultInterval is the least time between two status writes of one role that change its counts
@@ -138,7 +139,8 @@ func (r *Reporter) rolesOfGroup(ctx context.Context, o client.Object) []reconcil
 }
 
 // admission is the part of a Workload a role's status reads: its admission state (with no members
-// to count, what the Workload alone says) and the flavors it holds quota on.
+// to count, what the Workload alone says), the flavors it holds quota on and what its provisioning
+// check says.
 func admission(wl *kueue.Workload) string {
 	var flavors []string
 	if wl.Status.Admission != nil {
@@ -149,7 +151,7 @@ func admission(wl *kueue.Workload) string {
 		}
 	}
 	slices.Sort(flavors)
-	return replicas.InstanceQuota(wl, 1, 0, 1) + " " + strings.Join(flavors, ",")
+	return replicas.InstanceQuota(wl, 1, 0, 1) + " " + strings.Join(flavors, ",") + " " + workload.Provisioning(wl)
 }
 
 // observe reads the role's replicas, its slots' Workloads and the mode of each revision the

@@ -621,8 +621,9 @@ func borrowingTypes(roles []workerv1.ModelDeploymentRole, instanceTypes map[stri
 }
 
 // roleNotes say, by role name, what keeps an observed role's replicas from Ready that the count
-// alone does not: a node that stopped reporting (status.lostNode), and the lowest slot evicted at
-// Kueue's waitForPodsReady timeout (status.readyTimeouts) and when it is filled again.
+// alone does not: a node that stopped reporting (status.lostNode), nodes an autoscaled pool is
+// provisioning or refused (status.provisioning), and the lowest slot evicted at Kueue's
+// waitForPodsReady timeout (status.readyTimeouts) and when it is filled again.
 func roleNotes(roles map[string]*v1alpha1.ModelRole) map[string]string {
 	out := map[string]string{}
 	for name, role := range roles {
@@ -632,6 +633,9 @@ func roleNotes(roles map[string]*v1alpha1.ModelRole) map[string]string {
 		var notes []string
 		if role.Status.LostNode != "" {
 			notes = append(notes, role.Status.LostNode)
+		}
+		if role.Status.Provisioning != "" {
+			notes = append(notes, role.Status.Provisioning)
 		}
 		if note := readyTimeoutNote(role.Status.ReadyTimeouts); note != "" {
 			notes = append(notes, note)

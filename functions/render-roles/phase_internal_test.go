@@ -81,16 +81,18 @@ func TestDeploymentPhaseNamesALostNode(t *testing.T) {
 	assert.Equal(t, "every role has every declared replica Ready", message, "near miss: a role not short names no node")
 }
 
-// TestRoleNotes: a role's notes name the node that stopped reporting and its lowest slot evicted at
-// the PodsReady timeout, with when the slot is filled again; near miss: a role with neither has none.
+// TestRoleNotes: a role's notes name the node that stopped reporting, what its lowest slot waiting
+// for an autoscaled pool's nodes is told, and its lowest slot evicted at the PodsReady timeout, with
+// when the slot is filled again; near miss: a role with none of them has none.
 func TestRoleNotes(t *testing.T) {
 	until := metav1.NewTime(time.Date(2026, 12, 5, 16, 40, 5, 0, time.UTC))
 	roles := map[string]*v1alpha1.ModelRole{
 		"server": {Status: v1alpha1.ModelRoleStatus{LostNode: "r2: node gpu-7 stopped reporting", ReadyTimeouts: map[string]v1alpha1.ReadyTimeout{
 			"r3": {Count: 1}, "r1": {Count: 2, Until: until, Message: "Kueue evicted its group: PodsReadyTimeout: Exceeded the PodsReady timeout ns/wl"}}}},
-		"decode": {},
+		"decode":  {},
+		"prefill": {Status: v1alpha1.ModelRoleStatus{Provisioning: "r0: waiting for its nodes to be provisioned (check mdplane-provisioning-x)"}},
 	}
-	assert.Equal(t, map[string]string{"server": "r2: node gpu-7 stopped reporting; " +
+	assert.Equal(t, map[string]string{"prefill": "r0: waiting for its nodes to be provisioned (check mdplane-provisioning-x)", "server": "r2: node gpu-7 stopped reporting; " +
 		"r1: Kueue evicted its group at the waitForPodsReady timeout 2 time(s) in a row (Kueue evicted its group: PodsReadyTimeout: Exceeded the PodsReady timeout ns/wl); " +
 		"its slot is filled again from 2026-12-05T16:40:05Z: a timeout shorter than the engine's load time evicts it again"}, roleNotes(roles))
 }

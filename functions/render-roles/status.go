@@ -37,6 +37,9 @@ func TypeShortage(it *workerv1.InstanceType, cardsPerPod int64) string {
 	if it == nil {
 		return ""
 	}
+	if _, autoscaled, _ := it.AutoscaledCapacity(); autoscaled {
+		return "" // its nodes come when a replica group asks for them; the role's provisioning note says how that goes
+	}
 	if c := apimeta.FindStatusCondition(it.Status.Conditions, workerv1.InstanceTypeNodesAvailable); c != nil && c.Status == metav1.ConditionFalse {
 		return fmt.Sprintf("InstanceType %s has no nodes: %s", it.Name, c.Message)
 	}

@@ -90,6 +90,13 @@ func TestTypeShortage(t *testing.T) {
 		{"free cards, but not that many on one node", typeWith(nil), 8,
 			"no node of InstanceType h20 has 8 free cards (at most 4 on one node, 6 of 16 free in all)"},
 		{"room for the Pod", typeWith(nil), 4, ""},
+		{"an autoscaled pool without nodes lacks nothing: its nodes come with the request", func() *workerv1.InstanceType {
+			it := typeWith(func(s *workerv1.InstanceTypeStatus) {
+				s.Conditions = []metav1.Condition{{Type: workerv1.InstanceTypeNodesAvailable, Status: metav1.ConditionFalse, Reason: workerv1.ReasonNoMatchingNodes, Message: "no node offers accelerator group nvidia-h20"}}
+			})
+			it.Annotations = map[string]string{workerv1.AnnotationAutoscaledCapacity: "32"}
+			return it
+		}(), 8, ""},
 		{"a status nobody counted says nothing", &workerv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "h20"}, Spec: workerv1.InstanceTypeSpec{Acceleratable: true}}, 1, ""},
 		{"a slice asks no whole card", typeWith(func(s *workerv1.InstanceTypeStatus) { s.Accelerator.Remaining = ptr.To(resource.MustParse("0")) }), 0, ""},
 	} {

@@ -501,6 +501,9 @@ func liveWarnings(name string, live *v1alpha1.ModelRole) []string {
 	if live.Status.LostNode != "" {
 		out = append(out, fmt.Sprintf("role %s: a replica waits on a node that stopped reporting: %s", name, live.Status.LostNode))
 	}
+	if live.Status.Provisioning != "" {
+		out = append(out, fmt.Sprintf("role %s: a replica waits for its nodes: %s", name, live.Status.Provisioning))
+	}
 	return out
 }
 

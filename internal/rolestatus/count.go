@@ -65,6 +65,7 @@ func Count(o Observed) Summary {
 	quota := map[string]int32{}
 	preemptions := map[string]string{}
 	readyTimeouts := map[string]v1alpha1.ReadyTimeout{}
+	provisioning := map[int32]string{}
 	qualifications := make([]*v1alpha1.Qualification, 0, o.Spec.Replicas)
 	for n, r := range standing {
 		wl := o.Workloads[int32(n)]
@@ -76,9 +77,7 @@ func Count(o Observed) Summary {
 		if t, counted := o.ReadyTimeouts[v1alpha1.SlotKey(int32(n))]; counted && (r == nil || r.Status.GetCondition(xpv2.TypeReady).Status != corev1.ConditionTrue) {
 			readyTimeouts[v1alpha1.SlotKey(int32(n))] = t
 		}
-		if r != nil && r.Status.LostNode != "" {
-			lost[int32(n)] = r.Status.LostNode
-		}
+		noteSlot(int32(n), r, wl, lost, provisioning)
 		if r == nil {
 			qualifications = append(qualifications, nil)
 			continue
@@ -117,18 +116,29 @@ func Count(o Observed) Summary {
 	s := Summary{Ready: ready == o.Spec.Replicas, Status: v1alpha1.ModelRoleStatus{
 		Ready: &ready, UpToDate: &upToDate, OlderCompatible: &olderCompatible,
 		QuotaReserved: ptr.To(quota[replicas.QuotaReserved]), Quota: quota, PreemptedBy: FirstPreemption(preemptions), Members: &live, Modes: &modes, AssignedFlavors: flavors, Preemptions: preemptions,
-		LostNode: firstLostNode(lost), ReadyTimeouts: readyTimeouts,
+		LostNode: firstSlotNote(lost), ReadyTimeouts: readyTimeouts, Provisioning: firstSlotNote(provisioning),
 	}}
 	s.Status.Eligible, s.Status.Eligibility, s.Status.EligibilityActive = RoleEligibility(qualifications)
 	s.PodsCreated, s.PodsCreatedKnown = RolePodsCreated(standing, o.Carried)
 	return s
 }
 
-// firstLostNode is a role's LostNode: its lowest slot's, "r<ordinal>: <node and member>"; "" for
-// none.
-func firstLostNode(lost map[int32]string) string {
+// noteSlot notes what keeps slot n's replica r (nil: none stands) and its group's Workload from
+// Ready beyond the counts: a node that stopped reporting, nodes being provisioned or refused.
+func noteSlot(n int32, r *v1alpha1.ModelReplica, wl *kueue.Workload, lost, provisioning map[int32]string) {
+	if r != nil && r.Status.LostNode != "" {
+		lost[n] = r.Status.LostNode
+	}
+	if text := workload.Provisioning(wl); text != "" {
+		provisioning[n] = text
+	}
+}
+
+// firstSlotNote is the lowest slot's note of notes by slot, "r<ordinal>: <note>" (a role's LostNode,
+// its Provisioning); "" for none.
+func firstSlotNote(notes map[int32]string) string {
 	first := int32(-1)
-	for n, text := range lost {
+	for n, text := range notes {
 		if text != "" && (first < 0 || n < first) {
 			first = n
 		}
@@ -136,7 +146,7 @@ func firstLostNode(lost map[int32]string) string {
 	if first < 0 {
 		return ""
 	}
-	return v1alpha1.SlotKey(first) + ": " + lost[first]
+	return v1alpha1.SlotKey(first) + ": " + notes[first]
 }
 
 // slots sorts a role's replicas by slot: the standing replica of each (the first by name), the

@@ -125,6 +125,19 @@ func TestCount(t *testing.T) {
 		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: all(true)})
 		assert.Empty(t, s.Status.LostNode, "near miss: every node reporting names none")
 	})
+	t.Run("says what the provisioning check tells its lowest slot waiting for nodes", func(t *testing.T) {
+		waiting := func(message string) *kueue.Workload {
+			wl := workload("h100")
+			wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "mdplane-provisioning-x", State: kueue.CheckStatePending, Message: message}}
+			return wl
+		}
+		s := rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: all(false),
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: waiting("Capacity is not found"), 2: waiting("")}})
+		assert.Equal(t, "r1: waiting for its nodes to be provisioned (check mdplane-provisioning-x): Capacity is not found", s.Status.Provisioning)
+		s = rolestatus.Count(rolestatus.Observed{Spec: spec, Replicas: all(true),
+			Workloads: map[int32]*kueue.Workload{0: workload("h100"), 1: workload("h100"), 2: workload("h100")}})
+		assert.Empty(t, s.Status.Provisioning, "near miss: groups without a provisioning check say nothing")
+	})
 	t.Run("names who preempted its lowest preempted slot, from the replica's report", func(t *testing.T) {
 		preempted := func() *kueue.Workload {
 			wl := workload()

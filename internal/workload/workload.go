@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -9,6 +10,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
 // Admitted reports whether Kueue admitted the Workload: quota reserved and every check Ready. A
@@ -111,3 +114,42 @@ func PodPreemption(pod *corev1.Pod) (reason, preemptor string, ok bool) {
 	}
 	return "", "", false
 }
+
+// Provisioning is what the first of mdplane's provisioning checks (a ProvisioningRequest check, see
+// workerv1.ProvisioningCheckPrefix) that is not Ready says of the group's nodes: the provisioner's
+// refusal, or that they are being provisioned; "" when none waits, and while the group waits for
+// quota, before Kueue asks for nodes.
+func Provisioning(wl *kueue.Workload) string {
+	if wl == nil {
+		return ""
+	}
+	for _, c := range wl.Status.AdmissionChecks {
+		if !strings.HasPrefix(string(c.Name), workerv1.ProvisioningCheckPrefix) || c.State == kueue.CheckStateReady {
+			continue
+		}
+		refusal := strings.TrimPrefix(c.Message, retryingAfterFailure)
+		switch {
+		case c.State == kueue.CheckStateRetry || c.State == kueue.CheckStateRejected || refusal != c.Message:
+			return "the node provisioner refused the group's nodes: " + refusal
+		case c.RetryCount != nil && *c.RetryCount > 0:
+			again := ""
+			if rs := wl.Status.RequeueState; rs != nil && rs.RequeueAt != nil {
+				again = " at " + rs.RequeueAt.UTC().Format(time.RFC3339)
+			}
+			return fmt.Sprintf("the node provisioner refused the group's nodes %d time(s); Kueue asks again%s (check %s)", *c.RetryCount, again, c.Name)
+		case !QuotaReserved(wl):
+			continue
+		case c.Message != "" && !strings.HasPrefix(c.Message, resetAfterEviction):
+			return fmt.Sprintf("waiting for its nodes to be provisioned (check %s): %s", c.Name, c.Message)
+		}
+		return fmt.Sprintf("waiting for its nodes to be provisioned (check %s)", c.Name)
+	}
+	return ""
+}
+
+// Kueue's words on a provisioning check: a refused request it asks again, and a check it reset
+// when it evicted the group.
+const (
+	retryingAfterFailure = "Retrying after failure: "
+	resetAfterEviction   = "Reset to Pending after eviction."
+)

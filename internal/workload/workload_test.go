@@ -110,3 +110,49 @@ func TestPodPreemption(t *testing.T) {
 		})
 	}
 }
+
+// TestProvisioning: what a group's provisioning check says of its nodes, one row per state Kueue's
+// ProvisioningRequest controller gives it; near misses: another check, a Ready one, and a group
+// still waiting for quota.
+func TestProvisioning(t *testing.T) {
+	const check = "mdplane-provisioning-best-effort-atomic-scale-up-1a2b3c4d"
+	reserved := condition(kueue.WorkloadQuotaReserved, metav1.ConditionTrue)
+	with := func(wl *kueue.Workload, checks ...kueue.AdmissionCheckState) *kueue.Workload {
+		wl.Status.AdmissionChecks = checks
+		return wl
+	}
+	again := metav1.NewTime(time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC))
+	backingOff := with(withConditions(), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending,
+		Message: "Reset to Pending after eviction. Previously: Retry", RetryCount: ptrTo(int32(2))})
+	backingOff.Status.RequeueState = &kueue.RequeueState{RequeueAt: &again}
+	for _, row := range []struct {
+		rule string
+		wl   *kueue.Workload
+		want string
+	}{
+		{"a reserved group whose request is not answered waits for its nodes",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending}),
+			"waiting for its nodes to be provisioned (check " + check + ")"},
+		{"the provisioner's progress is quoted",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending, Message: "Capacity is not found, CA will try to find it later."}),
+			"waiting for its nodes to be provisioned (check " + check + "): Capacity is not found, CA will try to find it later."},
+		{"a refusal Kueue asks again quotes the provisioner",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateRetry, Message: "Retrying after failure: CA could not find requested capacity"}),
+			"the node provisioner refused the group's nodes: CA could not find requested capacity"},
+		{"between attempts, the refusals are counted and the next attempt told",
+			backingOff, "the node provisioner refused the group's nodes 2 time(s); Kueue asks again at 2026-12-05T20:00:00Z (check " + check + ")"},
+		{"near miss: a Ready check says nothing", with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateReady}), ""},
+		{"near miss: a group waiting for quota is not yet provisioning", with(withConditions(), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending}), ""},
+		{"near miss: another check is not a provisioning check",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: "gpustack-model-deployment-joint", State: kueue.CheckStatePending, Message: "held"}), ""},
+		{"near miss: no Workload", nil, ""},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			if got := Provisioning(row.wl); got != row.want {
+				t.Errorf("got %q\nwant %q", got, row.want)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

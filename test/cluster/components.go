@@ -16,6 +16,7 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	autoscalingv1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,7 +34,7 @@ import (
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, extv1.AddToScheme, kueuev1beta2.AddToScheme, workerv1.AddToScheme, v1alpha1.AddToScheme,
+		clientgoscheme.AddToScheme, extv1.AddToScheme, kueuev1beta2.AddToScheme, autoscalingv1.AddToScheme, workerv1.AddToScheme, v1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err
@@ -41,6 +42,10 @@ func Scheme() (*runtime.Scheme, error) {
 	}
 	return s, nil
 }
+
+// autoscalerAPIs is cluster-autoscaler's API module, the source of the ProvisioningRequest CRD, at
+// the version Kueue requires.
+const autoscalerAPIs = "k8s.io/autoscaler/cluster-autoscaler/apis"
 
 func (s *Stack) startAPIServer(ctx context.Context) error {
 	assets := filepath.Join(s.Dir, "assets")
@@ -65,6 +70,9 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		CRDDirectoryPaths: []string{
 			filepath.Join(kueue, "config", "components", "crd", "bases"),
 			filepath.Join(s.modules["github.com/crossplane/crossplane/v2"], "cluster", "crds"),
+			// cluster-autoscaler's ProvisioningRequest, installed before Kueue starts: Kueue runs its
+			// ProvisioningRequest admission check only when the API exists at its start.
+			filepath.Join(s.modules[autoscalerAPIs], "config", "crd"),
 		},
 	}
 	// Kueue serves its webhooks here, started a while after the API server and restarted by tests.

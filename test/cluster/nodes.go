@@ -129,6 +129,12 @@ func (s *Stack) kwokNode(opts NodeOptions) *corev1.Node {
 	}
 }
 
+// NodeTemplate is the node AddNode would create of opts, not created: what an autoscaler's node
+// group template is to its simulation of a scale-up.
+func (s *Stack) NodeTemplate(opts NodeOptions) *corev1.Node {
+	return s.kwokNode(opts)
+}
+
 // AddNode creates a fake node as the stack creates its own (KWOK keeps it Ready and runs the Pods
 // bound to it) and waits until it is Ready and carries no taint but opts.Taints. The caller deletes
 // it when done.

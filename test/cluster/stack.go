@@ -300,6 +300,7 @@ func (s *Stack) build() error {
 		"sigs.k8s.io/kueue":                   here,
 		"github.com/crossplane/crossplane/v2": here,
 		"sigs.k8s.io/kwok":                    filepath.Join(here, "tools", "kwok"),
+		autoscalerAPIs:                        here,
 	} {
 		if s.modules[module], err = moduleDir(dir, module); err != nil {
 			return err

@@ -161,6 +161,11 @@ type ModelRoleStatus struct {
 	// reporting, prefixed with its slot: "r1: node gpu-7 ...".
 	// +optional
 	LostNode string `json:"lostNode,omitempty"`
+	// Provisioning is, for the role's lowest instance whose group holds quota while an autoscaled
+	// pool provisions its nodes, what the provisioning check says, prefixed with its slot: "r0:
+	// waiting for its nodes to be provisioned ...", or the provisioner's refusal.
+	// +optional
+	Provisioning string `json:"provisioning,omitempty"`
 	// Members counts the live members of the role's standing instances, for WeightsReady.
 	// +optional
 	Members *MemberCounts `json:"members,omitempty"`
