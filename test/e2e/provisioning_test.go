@@ -229,21 +229,31 @@ func TestAnAutoscaledPoolGrowsForAWholeSet(t *testing.T) {
 	}
 	gated("before its nodes were provisioned")
 
-	// One group's nodes provisioned: the joint check holds both until the other's are.
+	// One group's nodes provisioned: the joint check holds both until the other's are. (Its message
+	// keeps the count it was first written with: a wait of the same kind is not rewritten.)
 	p.allow(1)
-	eventually(t, 2*time.Minute, "one request provisioned, the joint check holding the set for the other", func() error {
+	eventually(t, 2*time.Minute, "one group's nodes provisioned, the joint check holding it for its sibling's", func() error {
 		wls := &kueuev1beta2.WorkloadList{}
 		if err := stack.Client.List(ctx, wls, client.InNamespace(ns)); err != nil {
 			return err
 		}
+		var states []string
 		for _, wl := range wls.Items {
+			var joint, provisioned string
 			for _, c := range wl.Status.AdmissionChecks {
-				if c.Name == admissioncheck.CheckName && strings.Contains(c.Message, "held until every replica group's other admission checks are Ready: 1 of 2 replica groups wait") {
-					return nil
+				switch {
+				case c.Name == admissioncheck.CheckName:
+					joint = string(c.State) + ": " + c.Message
+				case strings.HasPrefix(string(c.Name), workerv1.ProvisioningCheckPrefix):
+					provisioned = string(c.State)
 				}
 			}
+			if provisioned == string(kueuev1beta2.CheckStateReady) && strings.HasPrefix(joint, "Pending: held until every replica group's other admission checks are Ready") {
+				return nil
+			}
+			states = append(states, fmt.Sprintf("%s: provisioning %q, joint %q", wl.Name, provisioned, joint))
 		}
-		return fmt.Errorf("no Workload of the set held for its sibling's nodes: %d Workloads", len(wls.Items))
+		return fmt.Errorf("no provisioned group held for its sibling: %v", states)
 	})
 	gated("while its sibling's nodes were not provisioned")
 
