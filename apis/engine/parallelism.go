@@ -62,6 +62,22 @@ var modeFlags = map[workerv1.Engine][]struct {
 	},
 }
 
+// commandLineDrivesDataParallel reports whether the degrees a vLLM command line declares drive data
+// parallelism: a --data-parallel-size above 1, or a headless front end's local count of 0.
+func commandLineDrivesDataParallel(d workerv1.ParallelDegrees) bool {
+	return ptrValue(d.DataParallel) > 1 || d.DataParallelLocal != nil && *d.DataParallelLocal == 0
+}
+
+// ShadowsDPSizeEnv reports whether a vLLM role's command line drives data parallelism, so that the
+// engine, and mdplane reading its degrees, ignore VLLM_DP_SIZE.
+func ShadowsDPSizeEnv(e workerv1.Engine, role workerv1.ModelDeploymentRole) bool {
+	if e != workerv1.EngineVLLM {
+		return false
+	}
+	role.Env = slices.DeleteFunc(slices.Clone(role.Env), func(env workerv1.ModelDeploymentEnvVar) bool { return env.Name == "VLLM_DP_SIZE" })
+	return commandLineDrivesDataParallel(ReadParallelism(e, role).Declared)
+}
+
 // ReadParallelism is the parallel layout a role's own command line and environment declare, as
 // status.roles[].parallelism reports it. A managed role is read
 // from its extraArgs; a take-over role from its command, because a take-over's degrees travel
@@ -102,8 +118,7 @@ func ReadParallelism(e workerv1.Engine, role workerv1.ModelDeploymentRole) worke
 		declare(degreeFlags[e].dp, &p.Declared.DataParallel, 1)
 		// VLLM_DP_SIZE supplies the degree only where the command line does not drive data parallelism;
 		// one past the status's 32 bits is unreadable, as a flag's is, not wrapped.
-		cliDrives := ptrValue(p.Declared.DataParallel) > 1 || p.Declared.DataParallelLocal != nil && *p.Declared.DataParallelLocal == 0
-		if dp, ok := envDegree(role.Env, "VLLM_DP_SIZE"); ok && !cliDrives {
+		if dp, ok := envDegree(role.Env, "VLLM_DP_SIZE"); ok && !commandLineDrivesDataParallel(p.Declared) {
 			if dp > math.MaxInt32 {
 				unreadable = append(unreadable, fmt.Sprintf("VLLM_DP_SIZE %d", dp))
 			} else {

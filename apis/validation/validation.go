@@ -394,9 +394,10 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 				role.Name, flag, v, why, path.Child("command"))))
 		}
 	}
-	// The spec refuses a malformed VLLM_DP_SIZE outright, even beside a --data-parallel-size that
-	// makes the engine ignore it: a later edit dropping the flag would make it the degree.
-	if e == workerv1.EngineVLLM {
+	// A malformed VLLM_DP_SIZE leaves the degree unreadable, unless the command line drives data
+	// parallelism: the engine then ignores it and the degree is the flag's. (An edit dropping the
+	// flag makes it the degree, and is refused then.)
+	if e == workerv1.EngineVLLM && !engine.ShadowsDPSizeEnv(e, role) {
 		for j, env := range role.Env {
 			if env.Name != "VLLM_DP_SIZE" {
 				continue

@@ -302,6 +302,13 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2"))),
 		},
 		{
+			rule:     "a malformed VLLM_DP_SIZE is read where no flag shadows it; a --data-parallel-size that does leaves it unread",
+			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"), args("--data-parallel-size", "1"))),
+			path:     "spec.roles[0].env[0].value",
+			parts:    []string{`role "s" sets VLLM_DP_SIZE`, `"two"`},
+			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"), args("--data-parallel-size", "2"))),
+		},
+		{
 			rule: "a fractional interface count",
 			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
 				r.Resources = &workerv1.ModelDeploymentRoleResources{Interface: ptr.To(resource.MustParse("1500m"))}
@@ -414,13 +421,6 @@ func TestRefusals(t *testing.T) {
 			path:     "spec.roles[0].extraArgs",
 			parts:    []string{`role "s" passes --nnodes "0"`, "at least 1", "spec.roles[0].command"},
 			admitted: deployment(nil, role("s", "", shape(1, 2), args("--nnodes", "2"))),
-		},
-		{
-			rule:     "a malformed VLLM_DP_SIZE even where --data-parallel-size makes it irrelevant",
-			refused:  deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "two"))),
-			path:     "spec.roles[0].env[0].value",
-			parts:    []string{`role "s" sets VLLM_DP_SIZE`, `"two"`, "spec.roles[0].command"},
-			admitted: deployment(nil, role("s", "", args("--data-parallel-size", "2"), env("VLLM_DP_SIZE", "2"))),
 		},
 		{
 			rule: "a slice or a partition for two or more cards",
