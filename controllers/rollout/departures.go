@@ -152,9 +152,10 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if lost == nil {
 		lost = d.goneOf(replica)
 	}
-	if lost == nil && role != nil && pacing.OutsideRollout(role) {
-		// An Elastic EP member that ended (Succeeded or Failed) is gone for good under restartPolicy
-		// Always: it leaves with its group's Workload and its ordinal is created again.
+	if lost == nil {
+		// A member that ended (Failed or Succeeded) is gone for good under restartPolicy Always: the
+		// kubelet evicted it (node pressure), shut it down with its node or refused it at admission,
+		// and nothing restarts it. It leaves as a deleted member does and its replica is rebuilt.
 		lost = terminalMember(own)
 	}
 	if lost == nil {
@@ -372,7 +373,11 @@ func (d *Departures) departureReason(ctx context.Context, replica *v1alpha1.Mode
 		}
 	}
 	if lost.DeletionTimestamp == nil {
-		return "ReplicaLeaving", "the Pod ended in phase " + string(lost.Status.Phase)
+		why := "the Pod ended in phase " + string(lost.Status.Phase)
+		if lost.Status.Reason != "" {
+			why += " (" + lost.Status.Reason + ": " + lost.Status.Message + ")"
+		}
+		return "ReplicaLeaving", why
 	}
 	return "ReplicaLeaving", "the Pod was deleted"
 }

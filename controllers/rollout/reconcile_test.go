@@ -523,8 +523,19 @@ func TestDeparturesReconcile(t *testing.T) {
 		{rule: "an Elastic EP member that ended in phase Failed retires its replica",
 			objs:    []client.Object{elasticRole(modelRole(3, "a", nil)), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
 			replica: r1, retired: true, events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod ended in phase Failed")}},
-		{rule: "a member of an ordinary role that ended is left as it is",
-			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), groupOf(1, true)},
+		{rule: "a member the kubelet evicted (phase Failed) retires its replica, saying why",
+			objs: []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) {
+				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet", Message: "The node was low on resource: memory."}}
+			}), groupOf(1, true)},
+			replica: r1, retired: true, events: []string{"Warning ReplicaEvicted " + rebuilt("evicted: TerminationByKubelet: The node was low on resource: memory.")}},
+		{rule: "a member that ended otherwise retires its replica, with the Pod's reason",
+			objs: []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) {
+				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "UnexpectedAdmissionError", "Allocate failed"
+			}), groupOf(1, true)},
+			replica: r1, retired: true, events: []string{"Warning ReplicaLeaving " + rebuilt("the Pod ended in phase Failed (UnexpectedAdmissionError: Allocate failed)")}},
+		{rule: "near miss: a member merely not Ready is left as it is",
+			objs:    []client.Object{modelRole(3, "a", nil), r1, memberOf(r1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), groupOf(1, true)},
 			replica: r1},
 		{rule: "a departing replica's own Pods are deleted at once, and a replacement's in the same slot are not touched",
 			objs: []client.Object{
