@@ -289,11 +289,13 @@ func (s *Stack) serveSecurely(ctx context.Context, name, bin, kubeconfig string,
 // the ServiceAccount and root CA publishers, Pod garbage collection and taint eviction (the list
 // is Deviations').
 //
-// It authenticates as system:kube-controller-manager, the name a cluster's controller manager has
-// without --use-service-account-credentials, which mdplane's internal-objects policy lets delete
-// what the garbage collector and namespace controller delete.
+// It runs as a cluster's does (kubeadm's flags): as system:kube-controller-manager, with the
+// bootstrap ClusterRole of that name alone, and each controller as its own ServiceAccount in
+// kube-system (--use-service-account-credentials) with its bootstrap role system:controller:<name>,
+// the identities mdplane's internal-objects policy lets delete what the garbage collector and the
+// namespace controller delete.
 func (s *Stack) startControllerManager(ctx context.Context) error {
-	kubeconfig, err := s.userKubeconfig("kube-controller-manager", "system:kube-controller-manager")
+	kubeconfig, err := s.identityKubeconfig("kube-controller-manager", "system:kube-controller-manager")
 	if err != nil {
 		return err
 	}
@@ -304,8 +306,14 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 		append([]string{"--root-ca-file=" + rootCA}, deviationFlags("kube-controller-manager", s.opts)...))
 }
 
+// startScheduler runs kube-scheduler as system:kube-scheduler, with the bootstrap ClusterRoles a
+// cluster binds that name to (system:kube-scheduler, system:volume-scheduler).
 func (s *Stack) startScheduler(ctx context.Context) error {
-	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), s.Kubeconfig, nil)
+	kubeconfig, err := s.identityKubeconfig("kube-scheduler", "system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), kubeconfig, nil)
 }
 
 // Fake nodes: KWOK manages the nodes carrying this label and plays kubelet for their Pods.
@@ -637,13 +645,6 @@ func compositionFunctions() []string {
 		}
 	}
 	return names
-}
-
-// userKubeconfig writes a kubeconfig of a client certificate for user in group system:masters: the
-// name admission sees, with every right (standing in for the ClusterRoles a cluster grants the
-// component: Deviations lists where), and returns its path.
-func (s *Stack) userKubeconfig(file, user string) (string, error) {
-	return s.identityKubeconfig(file, user, "system:masters")
 }
 
 // ConfigAs is a client configuration that authenticates as a ServiceAccount the stack runs a
