@@ -21,9 +21,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metricsv1 "github.com/mdplane/mdplane/apis/metrics/v1"
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/schemacheck"
 	"github.com/mdplane/mdplane/test/cluster"
 )
@@ -227,6 +229,32 @@ func TestTheRealNodeRunsWhatMdplaneRenders(t *testing.T) {
 		if sent.Load() < 20 {
 			t.Fatalf("only %d requests were sent during the rollout", sent.Load())
 		}
+	})
+
+	t.Run("a member the kubelet ends for good has its replica rebuilt", func(t *testing.T) {
+		// An active deadline shortened on a running Pod makes the real kubelet stop it and leave it
+		// in phase Failed (DeadlineExceeded), as a kubelet eviction leaves a Pod: nothing restarts it.
+		// (The rebuilt replica turning Ready is the KWOK test's; here the real kubelet's Pod counts.)
+		victim := realPodsReady(t, ctx, ns, name, 4, "--max-model-len 2048")[0]
+		if err := stack.Client.Patch(ctx, &victim, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"activeDeadlineSeconds":1}}`))); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "the ended member reported and a new member in its place", func() error {
+			if err := warningOn(ctx, ns, name, "ReplicaLeaving", "the Pod ended in phase Failed (DeadlineExceeded"); err != nil {
+				return err
+			}
+			all, err := pods(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			for _, p := range all {
+				if p.UID != victim.UID && p.DeletionTimestamp == nil && p.Labels[workerv1.LabelPodOrdinal] == victim.Labels[workerv1.LabelPodOrdinal] &&
+					p.Labels[workerv1.LabelMemberIndex] == victim.Labels[workerv1.LabelMemberIndex] {
+					return nil
+				}
+			}
+			return fmt.Errorf("no new member in %s's place yet", victim.Name)
+		})
 	})
 }
 
