@@ -389,9 +389,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			continue
 		}
 		if why := unreadableDegree(v, bounds[flag]); why != "" {
-			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf(
-				"role %q passes %s %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-				role.Name, flag, v, why, path.Child("command"))))
+			errs = append(errs, field.Invalid(argsField, v, fmt.Sprintf("role %q passes %s %q, %s; %s", role.Name, flag, v, why, degreeWayOut(role, path))))
 		}
 	}
 	// A malformed VLLM_DP_SIZE leaves the degree unreadable, unless the command line drives data
@@ -404,8 +402,7 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			}
 			if why := unreadableDegree(env.Value, 1); why != "" {
 				errs = append(errs, field.Invalid(path.Child("env").Index(j).Child("value"), env.Value, fmt.Sprintf(
-					"role %q sets VLLM_DP_SIZE to %q, %s; mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s",
-					role.Name, env.Value, why, path.Child("command"))))
+					"role %q sets VLLM_DP_SIZE to %q, %s; %s", role.Name, env.Value, why, degreeWayOut(role, path))))
 			}
 		}
 	}
@@ -417,6 +414,16 @@ func validateDegrees(e workerv1.Engine, role workerv1.ModelDeploymentRole, path 
 			role.Name, path.Child("command"))))
 	}
 	return errs
+}
+
+// degreeWayOut is the way out of an unreadable degree: fix the value, or, for a role mdplane
+// renders the command line of, take it over (a take-over role's degrees are read from its command
+// too, so it has only the first).
+func degreeWayOut(role workerv1.ModelDeploymentRole, path *field.Path) string {
+	if role.TakesOver() {
+		return "mdplane reads the parallel degrees, so fix the value"
+	}
+	return fmt.Sprintf("mdplane reads the parallel degrees, so fix the value or take the whole command line over with %s", path.Child("command"))
 }
 
 // unreadableDegree says why a degree's value is not one mdplane reads, "" when it is: a whole number
@@ -801,9 +808,11 @@ func noFabricPath(p fabricPath, role workerv1.ModelDeploymentRole) string {
 	case p.client:
 		why = "its only transfer path is its cache pool client, which uses " + clientUses
 	case role.TakesOver():
-		why = "its replaced command is given no transfer and no cache client"
+		// A protocol is no way out here: it reaches no replaced command.
+		return "its replaced command is given no transfer and no cache client; remove the interface request"
 	default:
-		why = "it is given no direct prefill/decode transfer and binds no cache pool"
+		// Nor for a role with neither leg: a protocol needs a transfer or a client to apply to.
+		return "it is given no direct prefill/decode transfer and binds no cache pool; remove the interface request, or bind a cache pool with spec.kvCache and set spec.kvTransfer.protocol to RDMA or EFA"
 	}
 	fix := "set spec.kvTransfer.protocol to RDMA or EFA for its transfer or cache client"
 	if p.client && p.clientSource != "spec.kvTransfer.protocol" {

@@ -302,6 +302,17 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(nil, role("s", "", env("VLLM_DP_SIZE", "2"))),
 		},
 		{
+			rule: "a take-over role's unreadable degree is fixed in its command, which it already owns",
+			refused: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Command = []string{"vllm", "serve", "/model", "--tensor-parallel-size", "two"}
+			})),
+			path:  "spec.roles[0].command",
+			parts: []string{`role "s" passes --tensor-parallel-size "two"`, "mdplane reads the parallel degrees, so fix the value"},
+			admitted: deployment(nil, role("s", "", func(r *workerv1.ModelDeploymentRole) {
+				r.Command = []string{"vllm", "serve", "/model", "--tensor-parallel-size", "1"}
+			})),
+		},
+		{
 			rule:     "a malformed VLLM_DP_SIZE is read where no flag shadows it; a --data-parallel-size that does leaves it unread",
 			refused:  deployment(nil, role("s", "", env("VLLM_DP_SIZE", "two"), args("--data-parallel-size", "1"))),
 			path:     "spec.roles[0].env[0].value",
@@ -325,11 +336,12 @@ func TestRefusals(t *testing.T) {
 			admitted: deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferRDMA)(md) }, role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
 		},
 		{
-			rule:     "an interface count on a role given no transfer and no pool",
-			refused:  deployment(nil, role("s", "", fabric("2"))),
-			path:     "spec.roles[0].resources.interface",
-			parts:    []string{"given no direct prefill/decode transfer and binds no cache pool", "remove the interface request"},
-			admitted: deployment(nil, role("s", "", fabric("0"))),
+			rule:    "an interface count on a role given no transfer and no pool",
+			refused: deployment(nil, role("s", "", fabric("2"))),
+			path:    "spec.roles[0].resources.interface",
+			parts:   []string{"given no direct prefill/decode transfer and binds no cache pool; remove the interface request, or bind a cache pool with spec.kvCache and set spec.kvTransfer.protocol to RDMA or EFA"},
+			// The second way out, followed.
+			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("2"))),
 		},
 		{
 			rule:     "a declared parallel width over the card request names the cards, the degrees and that size does not rescue it",
@@ -456,7 +468,7 @@ func TestRefusals(t *testing.T) {
 			refused: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) },
 				role("s", "", fabric("1"), func(r *workerv1.ModelDeploymentRole) { r.Command = []string{"serve"} })),
 			path:     "spec.roles[0].resources.interface",
-			parts:    []string{"its replaced command is given no transfer and no cache client"},
+			parts:    []string{"its replaced command is given no transfer and no cache client; remove the interface request"},
 			admitted: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("1"))),
 		},
 		{
@@ -1041,5 +1053,20 @@ func BenchmarkValidateTenRoles(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = validation.ValidateCreate(md, c)
+	}
+}
+
+// TestAWayOutIsOneTheRoleCanTake: a refusal never offers a role what it already has: a take-over
+// role is not told to take its command line over, nor a role with no transfer to set the
+// protocol alone.
+func TestAWayOutIsOneTheRoleCanTake(t *testing.T) {
+	takeOver := func(r *workerv1.ModelDeploymentRole) {
+		r.Command = []string{"vllm", "serve", "/model", "--tensor-parallel-size", "two"}
+	}
+	for _, e := range validation.ValidateCreate(deployment(nil, role("s", "", takeOver, env("VLLM_DP_SIZE", "x"))), validation.Cluster{}) {
+		assert.NotContains(t, e.Error(), "take the whole command line over", "a take-over role")
+	}
+	for _, e := range validation.ValidateCreate(deployment(nil, role("s", "", fabric("2"))), validation.Cluster{}) {
+		assert.NotContains(t, e.Error(), "RDMA or EFA for its transfer or cache client", "a lone role has neither")
 	}
 }
