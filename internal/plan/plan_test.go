@@ -220,9 +220,9 @@ func TestMake(t *testing.T) {
 	}, {
 		name: "a role waiting for an autoscaled pool's nodes says what the provisioner told",
 		in: Input{Stored: stored.render(), Edited: stored.render(),
-			Live: upToDateReporting(v1alpha1.ModelRoleStatus{Provisioning: "r0: the node provisioner refused the group's nodes: CA could not find requested capacity"})},
+			Live: upToDateReporting(v1alpha1.ModelRoleStatus{Provisioning: "r0: the node provisioner refused the group's nodes 1 time(s): CA could not find requested capacity"})},
 		action: ActionUnchanged, order: []int32{},
-		warnings: []string{"role server: a replica waits for its nodes: r0: the node provisioner refused the group's nodes: CA could not find requested capacity"},
+		warnings: []string{"role server: a replica waits for its nodes: r0: the node provisioner refused the group's nodes 1 time(s): CA could not find requested capacity"},
 	}, {
 		name:   "a type borrowing from its cohort is told",
 		in:     Input{Stored: stored.render(), Edited: stored.render(), Borrowing: []string{"InstanceType h100 in cohort pool: borrows 2 nvidia.com/gpu"}},

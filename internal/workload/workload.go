@@ -117,8 +117,10 @@ func PodPreemption(pod *corev1.Pod) (reason, preemptor string, ok bool) {
 
 // Provisioning is what the first of mdplane's provisioning checks (a ProvisioningRequest check, see
 // workerv1.ProvisioningCheckPrefix) that is not Ready says of the group's nodes: the provisioner's
-// refusal, or that they are being provisioned; "" when none waits, and while the group waits for
-// quota, before Kueue asks for nodes.
+// refusals and when Kueue asks again, or that they are being provisioned; "" when none waits, and
+// while the group waits for quota, before Kueue asks for nodes. Kueue holds a refused check in Retry
+// (quota kept) until its backoff ends, then evicts the group, resets the check and asks again at
+// once.
 func Provisioning(wl *kueue.Workload) string {
 	if wl == nil {
 		return ""
@@ -127,16 +129,24 @@ func Provisioning(wl *kueue.Workload) string {
 		if !strings.HasPrefix(string(c.Name), workerv1.ProvisioningCheckPrefix) || c.State == kueue.CheckStateReady {
 			continue
 		}
-		refusal := strings.TrimPrefix(c.Message, retryingAfterFailure)
+		refusal, refused := strings.CutPrefix(c.Message, retryingAfterFailure)
+		retries := int32(0)
+		if c.RetryCount != nil {
+			retries = *c.RetryCount
+		}
 		switch {
-		case c.State == kueue.CheckStateRetry || c.State == kueue.CheckStateRejected || refusal != c.Message:
-			return "the node provisioner refused the group's nodes: " + refusal
-		case c.RetryCount != nil && *c.RetryCount > 0:
-			again := ""
-			if rs := wl.Status.RequeueState; rs != nil && rs.RequeueAt != nil {
-				again = " at " + rs.RequeueAt.UTC().Format(time.RFC3339)
+		case c.State == kueue.CheckStateRejected:
+			return "the node provisioner refused the group's nodes and Kueue gave up (it deactivates the group): " + c.Message
+		case c.State == kueue.CheckStateRetry:
+			text := fmt.Sprintf("the node provisioner refused the group's nodes %d time(s): %s", retries+1, refusal)
+			if c.RequeueAfterSeconds != nil {
+				text += "; Kueue asks again at " + c.LastTransitionTime.Add(time.Duration(*c.RequeueAfterSeconds)*time.Second).UTC().Format(time.RFC3339)
 			}
-			return fmt.Sprintf("the node provisioner refused the group's nodes %d time(s); Kueue asks again%s (check %s)", *c.RetryCount, again, c.Name)
+			return text
+		case retries > 0 && refused:
+			return fmt.Sprintf("the node provisioner refused the group's nodes %d time(s): %s; Kueue is asking again", retries, refusal)
+		case retries > 0:
+			return fmt.Sprintf("the node provisioner refused the group's nodes %d time(s); Kueue is asking again (check %s)", retries, c.Name)
 		case !QuotaReserved(wl):
 			continue
 		case c.Message != "" && !strings.HasPrefix(c.Message, resetAfterEviction):

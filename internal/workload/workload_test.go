@@ -121,10 +121,7 @@ func TestProvisioning(t *testing.T) {
 		wl.Status.AdmissionChecks = checks
 		return wl
 	}
-	again := metav1.NewTime(time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC))
-	backingOff := with(withConditions(), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending,
-		Message: "Reset to Pending after eviction. Previously: Retry", RetryCount: ptrTo(int32(2))})
-	backingOff.Status.RequeueState = &kueue.RequeueState{RequeueAt: &again}
+	refusedAt := metav1.NewTime(time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC))
 	for _, row := range []struct {
 		rule string
 		wl   *kueue.Workload
@@ -136,11 +133,21 @@ func TestProvisioning(t *testing.T) {
 		{"the provisioner's progress is quoted",
 			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending, Message: "Capacity is not found, CA will try to find it later."}),
 			"waiting for its nodes to be provisioned (check " + check + "): Capacity is not found, CA will try to find it later."},
-		{"a refusal Kueue asks again quotes the provisioner",
-			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateRetry, Message: "Retrying after failure: CA could not find requested capacity"}),
-			"the node provisioner refused the group's nodes: CA could not find requested capacity"},
-		{"between attempts, the refusals are counted and the next attempt told",
-			backingOff, "the node provisioner refused the group's nodes 2 time(s); Kueue asks again at 2026-12-05T20:00:00Z (check " + check + ")"},
+		{"a refusal Kueue holds until its backoff ends quotes the provisioner, counts and tells when Kueue asks again",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateRetry, LastTransitionTime: refusedAt,
+				RequeueAfterSeconds: ptrTo(int32(120)), RetryCount: ptrTo(int32(1)), Message: "Retrying after failure: CA could not find requested capacity"}),
+			"the node provisioner refused the group's nodes 2 time(s): CA could not find requested capacity; Kueue asks again at 2026-12-05T20:02:00Z"},
+		{"asked again, the last refusal is still told",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending, RetryCount: ptrTo(int32(1)),
+				Message: "Retrying after failure: CA could not find requested capacity"}),
+			"the node provisioner refused the group's nodes 1 time(s): CA could not find requested capacity; Kueue is asking again"},
+		{"between eviction and the next reservation, the refusals are counted",
+			with(withConditions(), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending, RetryCount: ptrTo(int32(2)),
+				Message: "Reset to Pending after eviction. Previously: Retry"}),
+			"the node provisioner refused the group's nodes 2 time(s); Kueue is asking again (check " + check + ")"},
+		{"a rejected check says Kueue gave up",
+			with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateRejected, Message: "CA could not find requested capacity"}),
+			"the node provisioner refused the group's nodes and Kueue gave up (it deactivates the group): CA could not find requested capacity"},
 		{"near miss: a Ready check says nothing", with(withConditions(reserved), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStateReady}), ""},
 		{"near miss: a group waiting for quota is not yet provisioning", with(withConditions(), kueue.AdmissionCheckState{Name: check, State: kueue.CheckStatePending}), ""},
 		{"near miss: another check is not a provisioning check",

@@ -274,8 +274,10 @@ func TestAnAutoscaledPoolGrowsForAWholeSet(t *testing.T) {
 
 	kubectlApply(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+refusedNS+"}\n")
 	kubectlApply(t, placementDeployment(refusedNS, "refused", typeName, 1, 8))
-	eventually(t, 3*time.Minute, "the deployment the pool refused quoting the refusal", phase(refusedNS, "refused", "the node provisioner refused the group's nodes: CA could not find requested capacity"))
-	eventually(t, 3*time.Minute, "the deployment saying when Kueue asks again", phase(refusedNS, "refused", "the node provisioner refused the group's nodes 1 time(s); Kueue asks again at"))
+	// Kueue holds a refused check in Retry, the group's quota kept, until its backoff ends (a minute,
+	// doubling), then asks again at once: the deployment says so for all but a moment of it.
+	eventually(t, 3*time.Minute, "the deployment the pool refused quoting the refusal and when Kueue asks again",
+		phase(refusedNS, "refused", "the node provisioner refused the group's nodes ", " time(s): CA could not find requested capacity", "; Kueue asks again at "))
 	md := &workerv1.ModelDeployment{}
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: refusedNS, Name: "refused"}, md); err != nil {
 		t.Fatal(err)
