@@ -216,7 +216,9 @@ type KVCacheDomain struct {
 
 // KVCachePoolBindingQuota is a Binding's share of its pool.
 type KVCachePoolBindingQuota struct {
-	// Ceiling is the most of the pool this Binding may hold. Positive.
+	// Ceiling is the most of the pool this Binding asks to hold. Positive. mdplane reports it
+	// (status.requestedQuota, and capped by the pool's total, status.effectiveQuota); the store
+	// holds the Binding's clients to it, as mdplane runs no store.
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.quota.ceiling must be a positive quantity"
 	Ceiling resource.Quantity `json:"ceiling"`
 }
