@@ -257,13 +257,6 @@ func TestALostNodesReplicasAreRebuiltElsewhere(t *testing.T) {
 		if now["1"].UID != before["1"].UID {
 			return fmt.Errorf("r1 was rebuilt too")
 		}
-		md, err := modelDeployment(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		if md.Status.Phase != workerv1.PhaseReady {
-			return fmt.Errorf("phase %s: %s", md.Status.Phase, md.Status.PhaseMessage)
-		}
-		return nil
+		return phaseReady(ctx, ns, name)
 	})
 }

@@ -60,16 +60,21 @@ func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 		if after["1"].UID != before["1"].UID {
 			return fmt.Errorf("r1 was rebuilt too")
 		}
-		md, err := modelDeployment(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		if md.Status.Phase != workerv1.PhaseReady {
-			return fmt.Errorf("phase %s: %s", md.Status.Phase, md.Status.PhaseMessage)
-		}
-		return nil
+		return phaseReady(ctx, ns, name)
 	})
 	eventually(t, time.Minute, "a ReplicaEvicted event quoting the kubelet", func() error {
 		return eventSeen(ctx, ns, "ReplicaEvicted", "replica r0", "evicted: TerminationByKubelet: The node was low on resource: memory.")
 	})
+}
+
+// phaseReady passes once the deployment's phase is Ready, and says its phase and message otherwise.
+func phaseReady(ctx context.Context, namespace, name string) error {
+	md, err := modelDeployment(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	if md.Status.Phase != workerv1.PhaseReady {
+		return fmt.Errorf("phase %s: %s", md.Status.Phase, md.Status.PhaseMessage)
+	}
+	return nil
 }
