@@ -982,11 +982,14 @@ func validateCards(it *workerv1.InstanceType, accelerator *resource.Quantity, us
 	// A type with no capacity in any view has no nodes yet (or none schedulable): that is not a
 	// limit, the deployment waits for them and says so; a type whose nodes give none of it whole
 	// (partitions only) is.
-	// An autoscaled type has what its node pool grows to.
-	if grows, autoscaled, _ := it.AutoscaledCapacity(); autoscaled && cards > grows && (it.Status.Accelerator == nil || it.Status.Accelerator.Capacity == nil || cards > it.Status.Accelerator.Capacity.Value()) {
+	view := it.Status.Accelerator
+	overNodes := view != nil && view.Capacity != nil && cards > view.Capacity.Value()
+	switch grows, autoscaled, _ := it.AutoscaledCapacity(); {
+	case autoscaled && cards > grows && (overNodes || view == nil || view.Capacity == nil):
+		// An autoscaled type has what its node pool grows to, or its nodes' capacity where more.
 		errs = append(errs, field.Invalid(path, cards, fmt.Sprintf(
 			"InstanceType %q grows to %d whole accelerators in all (annotation %s); request at most that many per Pod", it.Name, grows, workerv1.AnnotationAutoscaledCapacity)))
-	} else if view := it.Status.Accelerator; !autoscaled && view != nil && view.Capacity != nil && cards > view.Capacity.Value() && hasCapacity(it) {
+	case !autoscaled && overNodes && hasCapacity(it):
 		errs = append(errs, field.Invalid(path, cards, fmt.Sprintf(
 			"InstanceType %q has %d whole accelerators in all; request at most that many per Pod", it.Name, view.Capacity.Value())))
 	}

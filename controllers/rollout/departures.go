@@ -257,13 +257,22 @@ func (d *Departures) keepPreemption(ctx context.Context, replica *v1alpha1.Model
 		}
 		text = found
 	}
-	entry, err := json.Marshal(map[string]any{"status": map[string]any{"preemptions": map[string]string{v1alpha1.SlotKey(replica.Spec.Ordinal): text}}})
+	if err := d.keepForSlot(ctx, replica, "preemptions", text); err != nil {
+		return fmt.Errorf("keeping that replica %s was preempted: %w", replica.Name, err)
+	}
+	return nil
+}
+
+// keepForSlot merges value into the replica's role's status map field under the replica's slot
+// ("r<ordinal>"), leaving the other slots' entries; a role that is gone keeps nothing.
+func (d *Departures) keepForSlot(ctx context.Context, replica *v1alpha1.ModelReplica, field string, value any) error {
+	entry, err := json.Marshal(map[string]any{"status": map[string]any{field: map[string]any{v1alpha1.SlotKey(replica.Spec.Ordinal): value}}})
 	if err != nil {
 		return err
 	}
 	role := &v1alpha1.ModelRole{ObjectMeta: metav1.ObjectMeta{Namespace: replica.Namespace, Name: naming.RoleServiceName(replica.Spec.DeploymentName, replica.Spec.RoleName)}}
 	if err := d.Client.Status().Patch(ctx, role, client.RawPatch(types.MergePatchType, entry)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("keeping on ModelRole %s/%s that replica %s was preempted: %w", role.Namespace, role.Name, replica.Name, err)
+		return fmt.Errorf("patching status.%s of ModelRole %s/%s: %w", field, role.Namespace, role.Name, err)
 	}
 	return nil
 }
@@ -287,12 +296,8 @@ func (d *Departures) countReadyTimeout(ctx context.Context, replica *v1alpha1.Mo
 	}
 	now := metav1.Now()
 	record := v1alpha1.ReadyTimeout{Count: count, Evicted: now, Until: metav1.NewTime(now.Add(pacing.ReadyTimeoutBackoff(count))), Message: why}
-	entry, err := json.Marshal(map[string]any{"status": map[string]any{"readyTimeouts": map[string]v1alpha1.ReadyTimeout{slot: record}}})
-	if err != nil {
-		return "", err
-	}
-	if err := d.Client.Status().Patch(ctx, role, client.RawPatch(types.MergePatchType, entry)); err != nil && !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("counting on ModelRole %s/%s that replica %s outlasted the PodsReady timeout: %w", role.Namespace, role.Name, replica.Name, err)
+	if err := d.keepForSlot(ctx, replica, "readyTimeouts", record); err != nil {
+		return "", fmt.Errorf("counting that replica %s outlasted the PodsReady timeout: %w", replica.Name, err)
 	}
 	return fmt.Sprintf("%s (%d PodsReady timeouts in a row)", pacing.ReadyTimeoutBackoff(count), count), nil
 }
