@@ -241,13 +241,19 @@ func (r *Reconciler) slotHeld(ctx context.Context, replica *v1alpha1.ModelReplic
 }
 
 // waits reports whether the replica's members must not be created now, and when to look again. A
-// slot's departing replica keeps it until its last Pod is gone: the slot's Pods share one Kueue pod
-// group name, and a new member must not join the old group. No Pod is created while the role's
-// weights cannot be delivered, a lost member's replacement neither (the members that exist are still
-// reported); the role's hold lifting brings the replica back (revisionReplicas).
+// slot's departing replica keeps it until its last Pod is gone, and then until its group's Workload
+// is gone too: the slot's Pods share one Kueue pod group name, and a new member must join neither the
+// old group nor a Workload Kueue still accounts for under that name. No Pod is created while the
+// role's weights cannot be delivered, a lost member's replacement neither (the members that exist are
+// still reported); the role's hold lifting brings the replica back (revisionReplicas).
 func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, pods []*corev1.Pod) (reconcile.Result, bool, error) {
 	if held, err := r.slotHeld(ctx, replica); err != nil || held {
 		return reconcile.Result{RequeueAfter: slotBusyRetry}, true, err
+	}
+	if len(pods) == 0 {
+		if held, err := r.previousGroupStands(ctx, replica); err != nil || held {
+			return reconcile.Result{RequeueAfter: slotBusyRetry}, true, err
+		}
 	}
 	held, err := r.weightsHeld(ctx, replica)
 	if err != nil || !held {
@@ -255,6 +261,25 @@ func (r *Reconciler) waits(ctx context.Context, replica *v1alpha1.ModelReplica, 
 	}
 	_, err = r.report(ctx, replica, pods, int(max(ptr.Deref(replica.Status.Size, 1), 1)), false)
 	return reconcile.Result{}, true, err
+}
+
+// previousGroupStands reports whether the Workload of the slot's previous group still stands once
+// its Pods are gone: one the garbage collector has not deleted yet, or one Kueue has not released
+// (its finalizer stays while Kueue is down). Pods created under the name meanwhile would join that
+// Workload, and a Kueue restarting then may still count the old one admitted under the name and
+// skip the new one for minutes. A Workload nothing owns and nobody deletes does not hold the slot:
+// nothing would ever remove it.
+func (r *Reconciler) previousGroupStands(ctx context.Context, replica *v1alpha1.ModelReplica) (bool, error) {
+	wl := &kueue.Workload{}
+	name := workerv1.GroupName(replica.Namespace, replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal)
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: replica.Namespace, Name: name}, wl); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if wl.DeletionTimestamp == nil && len(wl.OwnerReferences) == 0 {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("the slot's previous group's Workload still stands; its members wait", "workload", wl.Name, "uid", wl.UID)
+	return true, nil
 }
 
 // weightsHeld reports whether the replica's role carries the weights hold.

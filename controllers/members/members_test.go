@@ -227,6 +227,29 @@ func TestMaterialize(t *testing.T) {
 		assert.Len(t, podsOf(t, c), 1)
 		assert.True(t, metav1.IsControlledBy(&podsOf(t, c)[0], replica(1)))
 	})
+	t.Run("a slot whose previous group's Workload still stands gets no Pods until it is gone", func(t *testing.T) {
+		previous := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns, UID: "old-wl",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "md-server-r1-m0", UID: "old-pod"}}}}
+		r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), previous)
+		assert.Equal(t, slotBusyRetry, reconcileReplica(t, r).RequeueAfter)
+		assert.Empty(t, podsOf(t, c), "Kueue may still count the old Workload under the group's name")
+		require.NoError(t, c.Delete(ctx, previous))
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 1)
+	})
+	t.Run("near miss: a Workload of the name that nothing owns or deletes does not hold the slot", func(t *testing.T) {
+		orphan := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns}}
+		r, c, _ := newReconciler(t, writes{}, replica(1), revision(t, "rev1", 1), orphan)
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 1)
+	})
+	t.Run("near miss: a replica whose members exist is not held by its own group's Workload", func(t *testing.T) {
+		own := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: workerv1.GroupName(ns, "md", "server", 1), Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "md-server-r1-m0", UID: "pod-uid"}}}}
+		r, c, _ := newReconciler(t, writes{}, replica(2), revision(t, "rev1", 2), leader("vllm"), own)
+		reconcileReplica(t, r)
+		assert.Len(t, podsOf(t, c), 2, "the missing member joins the replica's own group")
+	})
 	t.Run("a member whose create the cache has not shown yet is not created again", func(t *testing.T) {
 		w := writes{}
 		r, c, _ := newReconciler(t, w, replica(1), revision(t, "rev1", 1))
