@@ -94,9 +94,9 @@ func (v *BindingValidator) claim(ctx context.Context, b *workerv1.KVCachePoolBin
 // taken says who holds the claim and the ways out.
 func taken(c tenantclaim.Claim, out tenantclaim.Outcome) string {
 	if out.InFlight {
-		return fmt.Sprintf("KVCachePoolBinding %s took domain %q on KVCacheBackend %q moments ago (claim Lease %s/%s) and its create may still be stored; "+
-			"a domain name is the tenant the backend's master keys blocks by, so two Bindings would share one tenant; name another domain, "+
-			"or create this one again after %s if that create failed", out.Holder, c.Domain, c.Backend, c.Namespace, out.Lease, tenantclaim.InFlight)
+		return fmt.Sprintf("KVCachePoolBinding %s took domain %q on KVCacheBackend %q moments ago (claim Lease %s/%s), and its create may still be stored: "+
+			"two Bindings would share one tenant; name another domain, or create this one again after %s if that create failed",
+			out.Holder, c.Domain, c.Backend, c.Namespace, out.Lease, tenantclaim.InFlight)
 	}
 	return fmt.Sprintf("KVCachePoolBinding %s already claims domain %q on KVCacheBackend %q (claim Lease %s/%s), and a domain name is the tenant the backend's master keys blocks by, "+
 		"so two Bindings would share one tenant; name another domain, or reference Binding %s to share its blocks", out.Holder, c.Domain, c.Backend, c.Namespace, out.Lease, out.Holder)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/internal/tenantclaim"
 	"github.com/mdplane/mdplane/webhooks"
@@ -119,6 +120,7 @@ func TestBindingValidatorClaimsTheDomainAcrossReplicas(t *testing.T) {
 				require.NotNil(t, rsp.Result.Details)
 				assert.Equal(t, "spec.domain.name", rsp.Result.Details.Causes[0].Field)
 				assert.Contains(t, rsp.Result.Message, row.message)
+				refusaltest.Cause(t, rsp.Result.Details.Causes[0].Field, rsp.Result.Details.Causes[0].Message)
 			}
 			assert.Equal(t, row.claims, claims(t, c))
 		})

@@ -53,7 +53,7 @@ func TestSettingsValidator(t *testing.T) {
 	assert.Equal(t, metav1.StatusReasonInvalid, rsp.Result.Reason)
 	require.Len(t, rsp.Result.Details.Causes, 1)
 	assert.Equal(t, "data[model-artifact-delivery-mode]", rsp.Result.Details.Causes[0].Field)
-	assert.Contains(t, rsp.Result.Message, `want Engine or Node, got "node"; or remove the key for the default Engine`)
+	assert.Contains(t, rsp.Result.Message, `want Engine or Node, got "node", or remove the key for the default Engine`)
 	require.Len(t, rsp.Warnings, 1)
 	assert.Contains(t, rsp.Warnings[0], `"model-deployment-router-imag" is not a Setting mdplane reads`)
 

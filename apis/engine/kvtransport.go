@@ -155,8 +155,8 @@ func ValidateBindingTransport(e ClientEngine, offers []string) error {
 	if len(distinct) < 2 {
 		return nil
 	}
-	return fmt.Errorf("%s: %s's cache client uses one transport, but the pool's backend groups offer %s; "+
-		"a read from a group on another transport fails with NotSupportedTransport; "+
-		"set one common protocol on the backend's spec.transport.protocol and every group that overrides it, or bind a pool whose backend has one effective transport",
+	return fmt.Errorf("%s: %s's cache client uses one transport, but the pool's backend groups offer %s "+
+		"(a read from a group on another transport fails with NotSupportedTransport); "+
+		"set one common protocol on the backend's spec.transport.protocol and every group that overrides it, or bind a pool with one effective transport",
 		ReasonTransportUnsupported, e, strings.Join(distinct, ", "))
 }

@@ -90,7 +90,7 @@ func TestValidateBindingTransport(t *testing.T) {
 		refusal []string
 	}{
 		{"mixed group protocols are refused for an engine without a required transport", engine.ClientVLLM, []string{"tcp", "rdma", "tcp"},
-			[]string{"TransportUnsupported", "vLLM's cache client", "offer tcp, rdma", "NotSupportedTransport", "spec.transport.protocol", "one effective transport"}},
+			[]string{"TransportUnsupported", "vLLM's cache client", "offer tcp, rdma", "NotSupportedTransport", "spec.transport.protocol", "or bind a pool with one effective transport"}},
 		{"mixed group protocols are refused for SGLang too", engine.ClientSGLang, []string{"efa", "tcp"}, []string{"SGLang's cache client", "offer efa, tcp"}},
 		{"near miss: groups repeating one protocol are admitted", engine.ClientVLLM, []string{"rdma", "rdma"}, nil},
 		{"near miss: an empty offer does not count as a second", engine.ClientVLLM, []string{"rdma", ""}, nil},

@@ -197,7 +197,7 @@ var rules = []rule{
 	{ArtifactCABundle, text(true, func(s *Settings, v string) string {
 		if v != "" {
 			if msgs := k8svalidation.IsDNS1123Subdomain(v); len(msgs) > 0 {
-				return "not a ConfigMap name (" + strings.Join(msgs, "; ") + "); write the name of a ConfigMap in mdplane's namespace, or blank for none"
+				return "not a ConfigMap name (not a lowercase RFC 1123 subdomain); write the name of a ConfigMap in mdplane's namespace, or blank for none"
 			}
 		}
 		s.ArtifactCABundle = v
@@ -227,7 +227,7 @@ var rules = []rule{
 	{InstanceTypeCohort, text(true, func(s *Settings, v string) string {
 		if v != "" {
 			if msgs := k8svalidation.IsDNS1123Subdomain(v); len(msgs) > 0 {
-				return "not a cohort name (" + strings.Join(msgs, "; ") + "); write a Kueue cohort name (e.g. gpus), or blank for none"
+				return "not a cohort name (not a lowercase RFC 1123 subdomain); write a Kueue cohort name (e.g. gpus), or blank for none"
 			}
 		}
 		s.InstanceTypeCohort = v
@@ -288,7 +288,7 @@ func Parse(data map[string]any) (Settings, []string, field.ErrorList) {
 			continue
 		}
 		if msg := r.parse(&s, v); msg != "" {
-			errs = append(errs, field.Invalid(p.Key(r.name), v, msg+"; or remove the key for the default "+defaultText(r.name)))
+			errs = append(errs, field.Invalid(p.Key(r.name), v, msg+", or remove the key for the default "+defaultText(r.name)))
 		}
 	}
 	var warnings []string
@@ -565,7 +565,7 @@ func parseTaintKeys(v string) ([]string, string) {
 				return nil, fmt.Sprintf("%q is not a taint key prefix (a DNS subdomain followed by /); write e.g. example.com/ or example.com/draining, comma-separated without spaces", entry)
 			}
 		} else if msgs := k8svalidation.IsQualifiedName(entry); len(msgs) > 0 {
-			return nil, fmt.Sprintf("%q is not a taint key (%s); write e.g. example.com/draining or example.com/, comma-separated without spaces", entry, strings.Join(msgs, "; "))
+			return nil, fmt.Sprintf("%q is not a taint key (not a qualified name); write e.g. example.com/draining or example.com/, comma-separated without spaces", entry)
 		}
 		keys = append(keys, entry)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 )
 
 func TestDefaultsWhenAbsent(t *testing.T) {
@@ -36,17 +38,17 @@ func TestParse(t *testing.T) {
 	}{
 		{KVCacheDtypeOwned, "false", func(s Settings) bool { return !s.KVCacheDtypeOwned }, ""},
 		{KVCacheDtypeOwned, false, func(s Settings) bool { return !s.KVCacheDtypeOwned }, ""},
-		{KVCacheDtypeOwned, "yes", nil, `data[model-deployment-kv-cache-dtype-owned]: Invalid value: "yes": want true or false; or remove the key for the default true`},
+		{KVCacheDtypeOwned, "yes", nil, `data[model-deployment-kv-cache-dtype-owned]: Invalid value: "yes": want true or false, or remove the key for the default true`},
 		{KVCacheDtypeOwned, 1.0, nil, "want true or false, got a number"},
 		{KVCacheDtypeOwned, nil, nil, "want true or false, got null"},
 		{TCPTWReuse, "true", func(s Settings) bool { return s.TCPTWReuse }, ""},
-		{TCPTWReuse, "", nil, "want true or false; or remove the key for the default false"},
+		{TCPTWReuse, "", nil, "want true or false, or remove the key for the default false"},
 		{InstancePrivilegedAllowed, true, func(s Settings) bool { return s.InstancePrivilegedAllowed }, ""},
 		{InstancePrivilegedAllowed, "sure", nil, "want true or false"},
 		{InstanceHostPathVolumeAllowed, "TRUE", func(s Settings) bool { return s.InstanceHostPathVolumeAllowed }, ""},
 		{InstanceHostPathVolumeAllowed, []any{}, nil, "got a list"},
 		{RouterImage, "registry.local/llm-router:v2", func(s Settings) bool { return s.RouterImage == "registry.local/llm-router:v2" }, ""},
-		{RouterImage, "", nil, "must not be blank; or remove the key for the default gpustack/llm-router:v0.1.0"},
+		{RouterImage, "", nil, "must not be blank, or remove the key for the default gpustack/llm-router:v0.1.0"},
 		{RouterImage, "Bad Image", nil, "not an image reference"},
 		{RouterImage, " gpustack/llm-router:v1", nil, "leading or trailing white space"},
 		{RouterProxyImage, "envoy@sha256:" + strings.Repeat("a", 64), func(s Settings) bool { return strings.HasPrefix(s.RouterProxyImage, "envoy@") }, ""},
@@ -56,7 +58,7 @@ func TestParse(t *testing.T) {
 		{KVCacheBackendImage, "", func(s Settings) bool { return s.KVCacheBackendImage == "" }, ""},
 		{KVCacheBackendImage, "UPPER:case", nil, "not an image reference"},
 		{ArtifactDeliveryMode, "Node", func(s Settings) bool { return s.ArtifactDeliveryMode == DeliveryNode }, ""},
-		{ArtifactDeliveryMode, "node", nil, `want Engine or Node, got "node"; or remove the key for the default Engine`},
+		{ArtifactDeliveryMode, "node", nil, `want Engine or Node, got "node", or remove the key for the default Engine`},
 		{ArtifactDeliveryMode, "", nil, "must not be blank"},
 		{ArtifactHuggingFaceEndpoint, "http://hf-mirror.local:8080", func(s Settings) bool { return s.ArtifactHuggingFaceEndpoint == "http://hf-mirror.local:8080" }, ""},
 		{ArtifactHuggingFaceEndpoint, "huggingface.co", nil, "not a URL with a scheme and a host"},
@@ -75,7 +77,7 @@ func TestParse(t *testing.T) {
 		{ArtifactRevalidateInterval, "7d", func(s Settings) bool { return s.ArtifactRevalidateInterval == 7*24*time.Hour }, ""},
 		{ArtifactRevalidateInterval, "1m", func(s Settings) bool { return s.ArtifactRevalidateInterval == time.Minute }, ""},
 		{ArtifactRevalidateInterval, "365d", func(s Settings) bool { return s.ArtifactRevalidateInterval == MaxRevalidateInterval }, ""},
-		{ArtifactRevalidateInterval, "59s", nil, "out of range; write a duration between 1m and 365d (e.g. 24h); or remove the key for the default 24h"},
+		{ArtifactRevalidateInterval, "59s", nil, "out of range; write a duration between 1m and 365d (e.g. 24h), or remove the key for the default 24h"},
 		{ArtifactRevalidateInterval, "366d", nil, "out of range"},
 		{ArtifactRevalidateInterval, "daily", nil, "not a duration"},
 		{InstanceTypeTransientTaints, "example.com/draining,health.example.com/", func(s Settings) bool {
@@ -108,6 +110,7 @@ func TestParse(t *testing.T) {
 		{ContainerNamespace, "mirror/", nil, "not a repository namespace"},
 	} {
 		s, _, errs := Parse(map[string]any{c.key: c.value})
+		refusaltest.Checked(t, errs)
 		switch {
 		case c.err == "" && len(errs) > 0:
 			t.Errorf("%s=%v: refused: %v", c.key, c.value, errs)

@@ -2,7 +2,6 @@ package validation
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -58,10 +57,9 @@ func validateBindingName(md, old *workerv1.ModelDeployment) field.ErrorList {
 	if len(problems) == 0 {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(field.NewPath("spec", "kvCache", "poolRef", "name"), name, fmt.Sprintf(
-		"not the name of a KVCachePoolBinding (%s): poolRef names a Binding in this namespace, never a pool's "+
-			"endpoint or URL; an administrator creates the Binding that grants this namespace a pool",
-		strings.Join(problems, "; ")))}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "kvCache", "poolRef", "name"), name,
+		"not the name of a KVCachePoolBinding (not a lowercase RFC 1123 subdomain): poolRef names a Binding in this namespace, never a pool's "+
+			"endpoint or URL; name the Binding an administrator created to grant this namespace a pool")}
 }
 
 // validateBindingTransport refuses a new or changed binding whose backend groups offer more than

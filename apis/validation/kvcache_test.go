@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -55,7 +56,7 @@ func TestCacheChainRefusals(t *testing.T) {
 		{rule: "mixed group protocols are refused for an engine without a required transport",
 			md: deployment(kvCache, role("s", "")), refusedIn: validation.Cluster{KVCache: mixed},
 			path:       "spec.kvCache.poolRef.name",
-			parts:      []string{"Forbidden", `KVCachePoolBinding "team"`, `KVCachePool "dram"`, `KVCacheBackend "mooncake"`, "TransportUnsupported", "vLLM's cache client", "tcp, rdma", "NotSupportedTransport", "one common protocol", "one effective transport"},
+			parts:      []string{"Forbidden", `KVCachePoolBinding "team"`, `KVCachePool "dram"`, `KVCacheBackend "mooncake"`, "TransportUnsupported", "vLLM's cache client", "tcp, rdma", "NotSupportedTransport", "one common protocol", "or bind a pool with one effective transport"},
 			admittedIn: validation.Cluster{KVCache: chain(workerv1.TransportRDMA, "", workerv1.TransportRDMA)}},
 		{rule: "mixed group protocols: vLLM-Ascend is judged at render, not admission",
 			md: deployment(kvCache, role("s", "")), refusedIn: validation.Cluster{KVCache: mixed},
@@ -102,7 +103,7 @@ func TestCacheChainRefusals(t *testing.T) {
 				role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
 			refusedIn:  validation.Cluster{KVCache: chain(workerv1.TransportTCP)},
 			path:       "spec.roles[0].resources.interface",
-			parts:      []string{"its direct prefill/decode transfer uses protocol TCP (spec.kvTransfer.protocol) and its cache pool client uses protocol TCP"},
+			parts:      []string{"its prefill/decode transfer uses protocol TCP (spec.kvTransfer.protocol) and its cache client uses protocol TCP"},
 			admittedIn: validation.Cluster{KVCache: chain(workerv1.TransportTCP)},
 			admittedMD: deployment(func(md *workerv1.ModelDeployment) { kvCache(md); llmd(md); transfer(workerv1.TransferRDMA)(md) },
 				role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode))},
@@ -112,13 +113,13 @@ func TestCacheChainRefusals(t *testing.T) {
 			refusedIn: onAscend(validation.Cluster{}),
 			path:      "spec.roles[0].resources.interface",
 			parts: []string{`Invalid value: "1"`, `role "p"`, "no effective RDMA or EFA transfer leg uses the requested interfaces",
-				`it runs vLLM-Ascend (InstanceType "h100" reports manufacturer ascend)`, "ignores spec.kvTransfer.protocol", "speaks only CANN", "remove the interface request"},
+				`vLLM-Ascend (InstanceType "h100") picks its own transfer transport`, "speaks only CANN", "remove the interface request"},
 			admittedIn: validation.Cluster{InstanceTypes: h100(nil)}},
 		{rule: "interfaces on vLLM-Ascend: its cache client speaks CANN, never RDMA or EFA",
 			md:         deployment(func(md *workerv1.ModelDeployment) { kvCache(md); transfer(workerv1.TransferRDMA)(md) }, role("s", "", fabric("1"))),
 			refusedIn:  onAscend(validation.Cluster{KVCache: chain(workerv1.TransportRDMA, "", workerv1.TransportCANN)}),
 			path:       "spec.roles[0].resources.interface",
-			parts:      []string{`role "s"`, "it runs vLLM-Ascend", "remove the interface request"},
+			parts:      []string{`role "s"`, "vLLM-Ascend", "remove the interface request"},
 			admittedIn: validation.Cluster{InstanceTypes: h100(nil), KVCache: chain(workerv1.TransportRDMA)}},
 	}
 	for _, tc := range cases {
@@ -141,7 +142,7 @@ func TestBindingTransportExemptions(t *testing.T) {
 		assert.Empty(t, validation.ValidateUpdate(edited, stored, mixed))
 	})
 	t.Run("the binding check waits for every other rule", func(t *testing.T) {
-		errs := validation.ValidateCreate(deployment(kvCache, role("s", "", fabric("0.5"))), mixed)
+		errs := refusaltest.Checked(t, validation.ValidateCreate(deployment(kvCache, role("s", "", fabric("0.5"))), mixed))
 		for _, e := range errs {
 			assert.NotEqual(t, "spec.kvCache.poolRef.name", e.Field)
 		}
@@ -177,7 +178,7 @@ func TestAscendLegRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs := validation.ValidateCreate(tc.md, tc.in)
+			errs := refusaltest.Checked(t, validation.ValidateCreate(tc.md, tc.in))
 			if tc.path == "" {
 				assert.Empty(t, errs)
 				return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -107,6 +108,7 @@ func TestBackendRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			errs, _ := validation.ValidateBackend(tc.refused, tc.old, defaultBackendImage)
+			refusaltest.Checked(t, errs)
 			if assert.NotEmpty(t, errs) { // a swap moves two groups: the first is named first
 				assert.Equal(t, tc.path, errs[0].Field)
 				for _, part := range tc.parts {
@@ -185,6 +187,7 @@ func TestBackendWarnings(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			errs, warnings := validation.ValidateBackend(tc.backend, nil, defaultBackendImage)
+			refusaltest.Checked(t, errs)
 			assert.Empty(t, errs)
 			assert.Equal(t, tc.want, warnings)
 		})

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -45,7 +46,7 @@ func TestBindingDomainsAreUniquePerMaster(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs := validation.ValidateBinding(&tc.binding, stored, backendOf)
+			errs := refusaltest.Checked(t, validation.ValidateBinding(&tc.binding, stored, backendOf))
 			if tc.parts == nil {
 				assert.Empty(t, errs)
 				return

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -97,7 +98,7 @@ func TestArtifactRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs := validation.ValidateArtifact(tc.refused, nil)
+			errs := refusaltest.Checked(t, validation.ValidateArtifact(tc.refused, nil))
 			if assert.Len(t, errs, 1) {
 				assert.Equal(t, tc.path, errs[0].Field)
 				for _, part := range tc.parts {

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -50,9 +51,9 @@ func TestPriorityClassRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
-			errs := validation.ValidateCreate(tc.md, tc.cluster)
+			errs := refusaltest.Checked(t, validation.ValidateCreate(tc.md, tc.cluster))
 			if tc.stored != nil {
-				errs = validation.ValidateUpdate(tc.md, tc.stored, tc.cluster)
+				errs = refusaltest.Checked(t, validation.ValidateUpdate(tc.md, tc.stored, tc.cluster))
 			}
 			if tc.parts == nil {
 				assert.Empty(t, errs)

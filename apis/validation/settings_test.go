@@ -7,6 +7,7 @@ import (
 
 	"github.com/mdplane/mdplane/apis/settings"
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -54,7 +55,7 @@ func TestSettingsDecideHostAccess(t *testing.T) {
 	if errs := validation.ValidateCreate(hp, allowHostPath); len(errs) > 0 {
 		t.Errorf("hostPath with the Setting on: %v", errs)
 	}
-	if errs := validation.ValidateCreate(hp, allowPrivileged); len(errs) != 1 {
+	if errs := refusaltest.Checked(t, validation.ValidateCreate(hp, allowPrivileged)); len(errs) != 1 {
 		t.Errorf("one Setting does not allow the other: %v", errs)
 	}
 	if errs := validation.ValidateUpdate(hp, deployment(nil, role("s", "", hostPath("/cache", "/mnt/nvme"))), validation.Cluster{}); len(errs) > 0 {

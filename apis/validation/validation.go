@@ -486,8 +486,8 @@ func validatePortArg(md *workerv1.ModelDeployment, role workerv1.ModelDeployment
 		}
 		if slices.Contains(taken, own) {
 			errs = append(errs, field.Invalid(argsField, "--port "+portArg, fmt.Sprintf(
-				"role %q is a decoder behind llm-d-router's routing proxy, which listens on %d; its engine's --port %s would share a port the proxy or a declared port takes (%v); pass another --port, or none and mdplane puts the engine on %d",
-				role.Name, service, portArg, taken, engine.PortBehindProxy(taken))))
+				"decoder %q's engine --port %s would share a port llm-d-router's routing proxy (on %d) or a declared port takes (%v); pass another --port, or none and mdplane puts the engine on %d",
+				role.Name, portArg, service, taken, engine.PortBehindProxy(taken))))
 		}
 	}
 	return errs
@@ -530,19 +530,19 @@ func validateReservedPorts(md *workerv1.ModelDeployment, role workerv1.ModelDepl
 	set := fmt.Sprint(reserved)
 	where := ""
 	if md.Spec.Router != nil {
-		where = fmt.Sprintf(" (spec.router names %s)", md.Spec.Router.Name)
+		where = fmt.Sprintf("; spec.router names %s", md.Spec.Router.Name)
 	}
 	for k, p := range role.Ports {
 		if slices.Contains(reserved, p.Port) {
 			errs = append(errs, field.Invalid(path.Child("ports").Index(k).Child("port"), p.Port, fmt.Sprintf(
-				"port %d is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; declare another port",
-				p.Port, role.Name, where, set)))
+				"port %d is reserved for a listener mdplane synthesizes onto role %q (reserved: %s%s); declare another port",
+				p.Port, role.Name, set, where)))
 		}
 	}
 	if portArg, collides := reservedPortArg(md, role); collides && portArg != stored {
 		errs = append(errs, field.Invalid(path.Child(role.EngineArgsField()), "--port "+portArg, fmt.Sprintf(
-			"port %s is reserved for a listener mdplane synthesizes onto role %q%s; the reserved ports are %s; pass another port",
-			portArg, role.Name, where, set)))
+			"port %s is reserved for a listener mdplane synthesizes onto role %q (reserved: %s%s); pass another port",
+			portArg, role.Name, set, where)))
 	}
 	return errs
 }
@@ -775,7 +775,7 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 			p.unresolved, role.Name, count, md.Spec.KVCache.PoolRef.Name))}
 	case p.conflict != "":
 		return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
-			"cache member groups use conflicting protocols: %s; role %q cannot be given interfaces for one of them; set one common protocol on %s and every group that overrides it, or remove the interface request",
+			"cache member groups use conflicting protocols: %s, so role %q cannot be given interfaces for one of them; set one common protocol on %s and every group that overrides it, or remove the interface request",
 			p.conflict, role.Name, p.clientSource))}
 	case p.leg && p.client && engine.IsFabric(p.legProtocol) && engine.IsFabric(p.clientProtocol) && p.legProtocol != p.clientProtocol:
 		return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
@@ -785,7 +785,7 @@ func validateInterface(md *workerv1.ModelDeployment, role workerv1.ModelDeployme
 		return nil
 	}
 	return field.ErrorList{field.Invalid(at, count, fmt.Sprintf(
-		"role %q requests fabric interfaces but has no RDMA or EFA path to allocate them for (no effective RDMA or EFA transfer leg uses the requested interfaces): %s",
+		"no effective RDMA or EFA transfer leg uses the requested interfaces (role %q): %s",
 		role.Name, noFabricPath(p, role)))}
 }
 
@@ -795,14 +795,14 @@ func noFabricPath(p fabricPath, role workerv1.ModelDeploymentRole) string {
 	clientUses := fmt.Sprintf("protocol %s (%s)", p.clientProtocol, p.clientSource)
 	legUses := fmt.Sprintf("protocol %s (spec.kvTransfer.protocol)", p.legProtocol)
 	if p.ascend {
-		return fmt.Sprintf("it runs vLLM-Ascend (InstanceType %q reports manufacturer ascend), whose direct prefill/decode transfer picks its own Ascend transport and ignores spec.kvTransfer.protocol, and whose cache client speaks only CANN; "+
+		return fmt.Sprintf("vLLM-Ascend (InstanceType %q) picks its own transfer transport and its cache client speaks only CANN; "+
 			"remove the interface request, or move the role to an InstanceType whose engine transfers over RDMA or EFA", role.InstanceType)
 	}
 	switch {
 	case p.leg && p.client && p.clientProtocol == p.legProtocol && p.clientSource == "spec.kvTransfer.protocol":
 		why = "its direct prefill/decode transfer and its cache pool client both use " + legUses
 	case p.leg && p.client:
-		why = "its direct prefill/decode transfer uses " + legUses + " and its cache pool client uses " + clientUses
+		why = "its prefill/decode transfer uses " + legUses + " and its cache client uses " + clientUses
 	case p.leg:
 		why = "its direct prefill/decode transfer uses " + legUses
 	case p.client:
@@ -849,7 +849,7 @@ func validateWidth(md *workerv1.ModelDeployment, role workerv1.ModelDeploymentRo
 		return nil
 	}
 	return field.ErrorList{field.Invalid(widthField(role, path), width.Cards.String(), fmt.Sprintf(
-		"role %q declares a parallel width of %s (%s) over its %d accelerator(s) per Pod; the width is per member, each member a Pod with its own cards, so size does not rescue it; request at least %s in %s, declare smaller degrees, or spread one engine over hosts with the engine's --nnodes",
+		"role %q declares a parallel width of %s (%s) per member, over its %d accelerator(s) per Pod (size does not rescue it: each member has its own cards); request at least %s in %s, declare smaller degrees, or spread one engine over hosts with the engine's --nnodes",
 		role.Name, width.Cards, width.Degrees, cards, width.Cards, path.Child("resources", "accelerator")))}
 }
 

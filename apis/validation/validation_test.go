@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mdplane/mdplane/apis/validation"
+	"github.com/mdplane/mdplane/apis/validation/refusaltest"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
@@ -93,7 +94,7 @@ func transfer(p workerv1.TransferProtocol) func(*workerv1.ModelDeployment) {
 // refused asserts an error at path whose message carries every part.
 func refused(t *testing.T, errs field.ErrorList, path string, parts ...string) {
 	t.Helper()
-	for _, e := range errs {
+	for _, e := range refusaltest.Checked(t, errs) {
 		if e.Field != path {
 			continue
 		}
@@ -200,7 +201,7 @@ func TestRefusals(t *testing.T) {
 				md.Spec.KVCache.PoolRef.Name = "mooncake-master.team-b:50051"
 			}, role("s", "")),
 			path:     "spec.kvCache.poolRef.name",
-			parts:    []string{`"mooncake-master.team-b:50051"`, "not the name of a KVCachePoolBinding", "never a pool's endpoint or URL", "an administrator creates the Binding"},
+			parts:    []string{`"mooncake-master.team-b:50051"`, "not the name of a KVCachePoolBinding", "never a pool's endpoint or URL", "name the Binding an administrator created"},
 			admitted: deployment(kvCache, role("s", "")),
 		},
 		{
@@ -235,14 +236,14 @@ func TestRefusals(t *testing.T) {
 			rule:     "user arguments are appended, never merged: a direct decoder's own --port may not be the routing proxy's",
 			refused:  deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=8000"))),
 			path:     "spec.roles[1].extraArgs",
-			parts:    []string{`role "d" is a decoder behind llm-d-router's routing proxy, which listens on 8000`, "--port 8000", "pass another --port, or none and mdplane puts the engine on 8200"},
+			parts:    []string{`decoder "d"'s engine --port 8000 would share a port llm-d-router's routing proxy (on 8000)`, "--port 8000", "pass another --port, or none and mdplane puts the engine on 8200"},
 			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill), role("d", workerv1.RoleKindDecode, args("--port=9000"))),
 		},
 		{
 			rule:     "user arguments are appended, never merged: nor a declared port, in an abbreviation",
 			refused:  deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080, 9000), args("--por", "9000"))),
 			path:     "spec.roles[1].extraArgs",
-			parts:    []string{"which listens on 8080", "--port 9000", "[8080 9000]"},
+			parts:    []string{"routing proxy (on 8080)", "--port 9000", "[8080 9000]"},
 			admitted: deployment(llmd, role("p", workerv1.RoleKindPrefill, ports(8080)), role("d", workerv1.RoleKindDecode, ports(8080, 9000), args("--por", "9100"))),
 		},
 		{
@@ -332,7 +333,7 @@ func TestRefusals(t *testing.T) {
 			rule:     "an interface count with no RDMA or EFA path names the protocol that prevents allocation",
 			refused:  deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferTCP)(md) }, role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
 			path:     "spec.roles[0].resources.interface",
-			parts:    []string{`role "p"`, "no RDMA or EFA path", "protocol TCP (spec.kvTransfer.protocol)", "set spec.kvTransfer.protocol to RDMA or EFA"},
+			parts:    []string{`role "p"`, "no effective RDMA or EFA transfer leg uses the requested interfaces", "protocol TCP (spec.kvTransfer.protocol)", "set spec.kvTransfer.protocol to RDMA or EFA"},
 			admitted: deployment(func(md *workerv1.ModelDeployment) { llmd(md); transfer(workerv1.TransferRDMA)(md) }, role("p", workerv1.RoleKindPrefill, fabric("1")), role("d", workerv1.RoleKindDecode)),
 		},
 		{
@@ -347,7 +348,7 @@ func TestRefusals(t *testing.T) {
 			rule:     "a declared parallel width over the card request names the cards, the degrees and that size does not rescue it",
 			refused:  deployment(nil, role("s", "", shape(1, 2), cards("8"), args("--tensor-parallel-size", "8", "-pp", "2"))),
 			path:     "spec.roles[0].extraArgs",
-			parts:    []string{"parallel width of 16 (tensor-parallel 8 × pipeline-parallel 2)", "over its 8 accelerator(s) per Pod", "the width is per member", "size does not rescue it"},
+			parts:    []string{"parallel width of 16 (tensor-parallel 8 × pipeline-parallel 2)", "per member, over its 8 accelerator(s) per Pod", "size does not rescue it"},
 			admitted: deployment(nil, role("s", "", shape(1, 2), cards("16"), args("--tensor-parallel-size", "8", "-pp", "2"))),
 		},
 		{
@@ -949,7 +950,7 @@ func TestExemptions(t *testing.T) {
 		assert.Empty(t, validation.ValidateUpdate(scaled, stored, validation.Cluster{}))
 		raised := stored.DeepCopy()
 		raised.Spec.Roles[0].Resources.Interface = ptr.To(resource.MustParse("4"))
-		refused(t, validation.ValidateUpdate(raised, stored, validation.Cluster{}), "spec.roles[0].resources.interface", "no RDMA or EFA path")
+		refused(t, validation.ValidateUpdate(raised, stored, validation.Cluster{}), "spec.roles[0].resources.interface", "no effective RDMA or EFA transfer leg uses the requested interfaces")
 	})
 	t.Run("a stored width is judged again only when its arguments or cards move", func(t *testing.T) {
 		stored := deployment(nil, role("s", "", cards("4"), args("-tp", "8")))

@@ -55,5 +55,5 @@ func TestABadSettingFailsTheRender(t *testing.T) {
 	require.Len(t, rsp.GetResults(), 1)
 	assert.Equal(t, fnv1.Severity_SEVERITY_FATAL, rsp.GetResults()[0].GetSeverity())
 	assert.Contains(t, rsp.GetResults()[0].GetMessage(),
-		"EnvironmentConfig mdplane-settings: data[model-deployment-router-image]: Invalid value: \"\": must not be blank; or remove the key for the default gpustack/llm-router:v0.1.0")
+		"EnvironmentConfig mdplane-settings: data[model-deployment-router-image]: Invalid value: \"\": must not be blank, or remove the key for the default gpustack/llm-router:v0.1.0")
 }
