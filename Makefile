@@ -136,7 +136,7 @@ $(GOLANGCI_LINT):
 	GOBIN=$(dir $@)tmp.$$$$ $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) && \
 	  mv $(dir $@)tmp.$$$$/golangci-lint $@ && rmdir $(dir $@)tmp.$$$$
 
-## generate: deepcopy, CRDs, XRDs and Compositions from the Go types in apis/.
+## generate: deepcopy, CRDs, XRDs, Compositions and docs/reference.md from the Go types in apis/.
 generate:
 	$(GO) run ./cmd/mdplane-generate
 

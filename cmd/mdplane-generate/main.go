@@ -1,5 +1,6 @@
 // Command mdplane-generate writes every generated file of the repository (deepcopy, CRDs, XRDs,
-// Compositions) from the Go types in apis/. Run it through `make generate`.
+// Compositions, the API reference page docs/reference.md) from the Go types in apis/. Run it through
+// `make generate`.
 package main
 
 import (

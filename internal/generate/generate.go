@@ -1,7 +1,8 @@
 // Package generate produces every generated file of the repository from the Go types in apis/:
-// deepcopy functions, the CRDs of the plain kinds, the Crossplane XRDs of the composite kinds and
-// their Compositions. It returns the files instead of writing them, so a test can compare a fresh
-// generation with what is committed.
+// deepcopy functions, the CRDs of the plain kinds, the Crossplane XRDs of the composite kinds, their
+// Compositions, and the API reference page (docs/reference.md) rendered from those CRDs and XRDs. It
+// returns the files instead of writing them, so a test can compare a fresh generation with what is
+// committed.
 package generate
 
 import (
@@ -75,7 +76,8 @@ func (f Files) Paths() []string {
 	return paths
 }
 
-// Generate runs controller-tools over root/apis/... and derives the XRDs and Compositions.
+// Generate runs controller-tools over root/apis/... and derives the XRDs, the Compositions and the
+// API reference page.
 func Generate(root string) (Files, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -97,40 +99,53 @@ func Generate(root string) (Files, error) {
 		return nil, fmt.Errorf("controller-tools failed: %s", strings.TrimSpace(errs.String()))
 	}
 
-	files := Files{}
+	files, kinds := Files{}, []referenceKind(nil)
 	for path, content := range out.files {
 		if strings.HasSuffix(path, ".go") {
 			files[path] = content
 			continue
 		}
-		var c extv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(content, &c); err != nil {
-			return nil, fmt.Errorf("reading generated CRD %s: %w", path, err)
-		}
-		comp, isComposite := compositeFor(c.Spec.Group, c.Spec.Names.Plural)
-		if !isComposite {
-			if files[CRDDir+"/"+path], err = withoutGeneratorVersion(content); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		xrd, err := xrdFor(&c)
+		kind, err := files.addKind(path, content)
 		if err != nil {
 			return nil, err
 		}
-		if files[XRDDir+"/"+path], err = marshal(xrd); err != nil {
-			return nil, err
-		}
-		if files[CompositionDir+"/"+path], err = marshal(compositionFor(&c, comp)); err != nil {
-			return nil, err
-		}
+		kinds = append(kinds, kind)
 	}
 	for _, c := range composites {
 		if _, ok := files[XRDDir+"/"+c.group+"_"+c.plural+".yaml"]; !ok {
 			return nil, fmt.Errorf("no CRD was generated for composite %s.%s", c.plural, c.group)
 		}
 	}
+	files[ReferencePage] = referencePage(kinds)
 	return files, nil
+}
+
+// addKind adds the files of one CRD controller-tools generated: the CRD itself for a plain kind, an
+// XRD and a Composition for a composite one. It returns the kind as the reference page shows it.
+func (f Files) addKind(path string, content []byte) (referenceKind, error) {
+	var c extv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(content, &c); err != nil {
+		return referenceKind{}, fmt.Errorf("reading generated CRD %s: %w", path, err)
+	}
+	comp, isComposite := compositeFor(c.Spec.Group, c.Spec.Names.Plural)
+	var err error
+	if !isComposite {
+		if f[CRDDir+"/"+path], err = withoutGeneratorVersion(content); err != nil {
+			return referenceKind{}, err
+		}
+		return crdReference(&c)
+	}
+	xrd, err := xrdFor(&c)
+	if err != nil {
+		return referenceKind{}, err
+	}
+	if f[XRDDir+"/"+path], err = marshal(xrd); err != nil {
+		return referenceKind{}, err
+	}
+	if f[CompositionDir+"/"+path], err = marshal(compositionFor(&c, comp)); err != nil {
+		return referenceKind{}, err
+	}
+	return xrdReference(xrd)
 }
 
 func compositeFor(group, plural string) (composite, bool) {

@@ -74,6 +74,43 @@ func TestEveryCompositeHasAnXRDAndAComposition(t *testing.T) {
 		"a ModelDeployment renders its roles before the kv-cache step amends them")
 }
 
+// TestReferencePageFollowsTheSchemas: the page lists ModelDeployment first, the other user-facing
+// kinds alphabetically, then the internal kinds without their fields, and a field's row states its
+// type, whether it is required and the validation its schema declares.
+func TestReferencePageFollowsTheSchemas(t *testing.T) {
+	files, err := generate.Generate(root)
+	require.NoError(t, err)
+	page := string(files[generate.ReferencePage])
+	require.NotEmpty(t, page)
+
+	at := -1
+	for _, heading := range []string{
+		"## ModelDeployment\n", "## InstanceType\n", "## KVCacheBackend\n", "## KVCachePool\n",
+		"## KVCachePoolBinding\n", "## ModelArtifact\n", "## Internal kinds\n", "### ModelReplica\n", "### ModelRole\n",
+	} {
+		i := strings.Index(page, "\n"+heading)
+		if assert.Greater(t, i, at, "%q is missing or out of order", heading) {
+			at = i
+		}
+	}
+	_, internal, _ := strings.Cut(page, "\n## Internal kinds\n")
+	assert.NotContains(t, internal, "| `", "the internal kinds are listed without their fields")
+
+	rows := map[string]string{}
+	for _, line := range strings.Split(page, "\n") {
+		if cells := strings.Split(line, " | "); len(cells) == 4 && strings.HasPrefix(line, "| `") {
+			rows[strings.Trim(cells[0], "| `")] = line
+		}
+	}
+	replicas := rows["spec.roles[].replicas"]
+	assert.True(t, strings.HasPrefix(replicas, "| `spec.roles[].replicas` | integer |  | "), replicas)
+	assert.True(t, strings.HasSuffix(replicas, " (default `1`; 1–1024) |"), replicas)
+	assert.True(t, strings.HasPrefix(rows["spec.engine.name"], "| `spec.engine.name` | string | yes | "), rows["spec.engine.name"])
+	assert.Contains(t, rows["status.domains[].hitRate"], `pattern `+"`"+`^(0(\.[0-9]{1,4})?\|1(\.0{1,4})?)$`+"`", "a | in a cell is escaped")
+	assert.NotContains(t, rows, "status.conditions[].type", "conditions are the standard type, not walked")
+	assert.NotContains(t, rows, "metadata")
+}
+
 // TestEveryFieldIsDocumented: descriptions are what kubectl explain prints, so a field without one is
 // a field users cannot look up.
 func TestEveryFieldIsDocumented(t *testing.T) {
