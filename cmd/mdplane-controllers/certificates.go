@@ -22,16 +22,29 @@ import (
 // (package/webhooks/manifests.yaml); the certificate rotator keeps their CA bundles.
 const webhookConfiguration = "mdplane"
 
-// certificates says where the webhook serving certificate comes from: files someone else puts into
-// the certificate directory (cert-manager, a mounted Secret), or, with a Secret name, a CA and
-// certificate this process issues, stores in that Secret, renews, and injects into the webhook
-// configurations (the way Kueue and Gatekeeper manage theirs). The Secret and the Service live in
+// certificates says where a serving certificate (the webhooks' or the aggregated API's) comes from:
+// files someone else puts into the certificate directory (cert-manager, a mounted Secret), or, with
+// a Secret name, a CA and certificate this process issues, stores in that Secret, renews, and
+// injects into the webhook configurations or APIServices it is for (the way Kueue and Gatekeeper
+// manage theirs). The Secret and the Service live in
 // the process's own namespace (--namespace). With a Secret, the process also writes the Secret's
 // certificate into the directory itself, so a new replica serves as soon as the Secret is complete
 // rather than at the kubelet's next sync of a projected volume.
 type certificates struct {
 	secret, namespace, service string
 	extraNames                 string
+	// caName names the issued CA and the rotator; secretFlag is the flag that names the Secret.
+	caName, secretFlag string
+	// injectInto are the objects whose caBundle the issued CA is written into.
+	injectInto []rotator.WebhookInfo
+}
+
+// webhookCertificates is the webhooks' certificate, its CA in both webhook configurations.
+func webhookCertificates() certificates {
+	return certificates{caName: "mdplane-webhook-ca", secretFlag: "--webhook-cert-secret", injectInto: []rotator.WebhookInfo{
+		{Name: webhookConfiguration, Type: rotator.Validating},
+		{Name: webhookConfiguration, Type: rotator.Mutating},
+	}}
 }
 
 func (c *certificates) bindFlags(fs *flag.FlagSet) {
@@ -48,7 +61,7 @@ func (c *certificates) manage(mgr manager.Manager, certDir string) (<-chan struc
 		return ready, nil
 	}
 	if c.namespace == "" {
-		return nil, fmt.Errorf("--webhook-cert-secret=%s needs --namespace (or $POD_NAMESPACE): the namespace of the Secret and the webhook Service", c.secret)
+		return nil, fmt.Errorf("%s=%s needs --namespace (or $POD_NAMESPACE): the namespace of the Secret and the Service", c.secretFlag, c.secret)
 	}
 	var extra []string
 	for _, n := range strings.Split(c.extraNames, ",") {
@@ -63,15 +76,13 @@ func (c *certificates) manage(mgr manager.Manager, certDir string) (<-chan struc
 	return ready, rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:      key,
 		CertDir:        certDir,
-		CAName:         "mdplane-webhook-ca",
+		CAName:         c.caName,
+		ControllerName: c.caName + "-rotator",
 		CAOrganization: "mdplane",
 		DNSName:        fmt.Sprintf("%s.%s.svc", c.service, c.namespace),
 		ExtraDNSNames:  extra,
 		IsReady:        ready,
-		Webhooks: []rotator.WebhookInfo{
-			{Name: webhookConfiguration, Type: rotator.Validating},
-			{Name: webhookConfiguration, Type: rotator.Mutating},
-		},
+		Webhooks:       c.injectInto,
 	})
 }
 
@@ -101,7 +112,7 @@ func (w *secretFiles) Start(ctx context.Context) error {
 		// Not found is the normal wait for the rotator's first certificate; anything else (a
 		// missing right, an unreachable API server) is logged once while it lasts.
 		if err != nil && !apierrors.IsNotFound(err) && err.Error() != failing {
-			log.FromContext(ctx).Error(err, "reading the webhook certificate Secret", "secret", w.key.String())
+			log.FromContext(ctx).Error(err, "reading the certificate Secret", "secret", w.key.String())
 		}
 		failing = ""
 		if err != nil {
@@ -111,7 +122,7 @@ func (w *secretFiles) Start(ctx context.Context) error {
 			if secret.ResourceVersion == written {
 				wait = secretFilesResync
 			} else if err := w.write(secret); err != nil {
-				log.FromContext(ctx).Error(err, "writing the webhook certificate", "dir", w.dir)
+				log.FromContext(ctx).Error(err, "writing the certificate", "dir", w.dir)
 			} else {
 				written, wait = secret.ResourceVersion, secretFilesResync
 			}

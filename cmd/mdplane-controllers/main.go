@@ -3,8 +3,10 @@
 // a certificate directory, optionally issued and rotated by the process itself) and the controllers:
 // the joint admission check that holds a deployment's replica groups until the whole set has
 // reserved quota, the Kueue queues behind each InstanceType, the rollout, the ModelArtifact
-// resolver and the KVCachePool endpoints. An installation runs the webhooks and the controllers as
-// two Deployments with their own ServiceAccounts (--enable-controllers=false, --enable-webhooks=false).
+// resolver and the KVCachePool endpoints; and the aggregated API (the metrics snapshot, the roles'
+// scale, custom metrics). An installation runs the webhooks, the controllers and the API as three
+// Deployments with their own ServiceAccounts (--enable-controllers=false, --enable-webhooks=false,
+// both false with --metrics-api-bind-address).
 package main
 
 import (
@@ -86,6 +88,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 0, "requests allowed at once above --kube-api-qps")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace this process runs in: its leader-election lease, the webhook Service and certificate Secret (default $POD_NAMESPACE)")
 	fs.DurationVar(&o.controllers.artifacts.RetryInterval, "model-artifact-retry-interval", artifacts.DefaultRetryInterval, "how long a ModelArtifact the hub refused (not found, access denied, ...) waits before it is tried again")
+	o.certs = webhookCertificates()
 	o.certs.bindFlags(fs)
 	o.metricsAPI.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -128,7 +131,7 @@ func run(o options) error {
 			return err
 		}
 	}
-	if err := o.metricsAPI.add(mgr); err != nil {
+	if err := o.metricsAPI.add(mgr, o.namespace); err != nil {
 		return err
 	}
 	if o.enableControllers {

@@ -31,10 +31,17 @@ func TestTheControllersWaitForEveryCompositeKind(t *testing.T) {
 }
 
 func TestAnIssuedCertificateNeedsItsNamespace(t *testing.T) {
-	c := certificates{secret: "mdplane-webhook-cert", service: "mdplane-webhook"}
+	c := webhookCertificates()
+	c.secret, c.service = "mdplane-webhook-cert", "mdplane-webhook"
 	_, err := c.manage(nil, t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "--webhook-cert-secret=mdplane-webhook-cert needs --namespace") {
 		t.Fatalf("error = %v, want one naming the flag and the way out", err)
+	}
+	var api metricsAPI
+	api.bindFlags(flag.NewFlagSet("mdplane-controllers", flag.ContinueOnError))
+	api.addr, api.certs.secret = ":6443", "mdplane-api-cert"
+	if err := api.add(nil, ""); err == nil || !strings.Contains(err.Error(), "--metrics-api-cert-secret=mdplane-api-cert needs --namespace") {
+		t.Fatalf("error = %v, want one naming the API's flag", err)
 	}
 	ready, err := (&certificates{}).manage(nil, t.TempDir())
 	if err != nil {
@@ -57,7 +64,7 @@ func TestTheMetricsSnapshotAPIIsOffUnlessItsAddressIsSet(t *testing.T) {
 	if o.metricsAPI.addr != "" {
 		t.Fatalf("defaults %+v: the webhooks Deployment runs the same binary and must not serve it", o.metricsAPI)
 	}
-	if err := o.metricsAPI.add(nil); err != nil {
+	if err := o.metricsAPI.add(nil, ""); err != nil {
 		t.Fatalf("an unset address adds nothing: %v", err)
 	}
 }

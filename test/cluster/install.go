@@ -82,7 +82,7 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := waitFor(ctx, nil, 60*time.Second, "Crossplane granted mdplane's composites", s.crossplaneServesComposites); err != nil {
 		return err
 	}
-	for _, d := range []string{"mdplane-webhooks", "mdplane-controllers"} {
+	for _, d := range []string{"mdplane-webhooks", "mdplane-controllers", "mdplane-api"} {
 		if err := waitFor(ctx, nil, 2*time.Minute, d, func() error { return s.deploymentAvailable(ctx, Namespace, d) }); err != nil {
 			return err
 		}

@@ -64,7 +64,7 @@ func hpaSays(ctx context.Context, namespace, name string) string {
 // and up again past the queue's quota, where Kueue holds the replica it cannot admit.
 func TestARoleIsScaledByKubectlAndByAnAutoscaler(t *testing.T) {
 	// Parallel although it registers and removes the cluster's custom metrics APIService: until the
-	// controllers answer for it (seconds), discovery of its group fails, and the namespace controller
+	// API answers for it (seconds), discovery of its group fails, and the namespace controller
 	// still deletes everything it can discover and tries the namespace again.
 	parallelLong(t)
 	needsOwnStack(t, "sets the bodies the metrics exporter serves for its Pods")

@@ -88,8 +88,8 @@ func TestStandbyFinishesARollout(t *testing.T) {
 		return runningWith(ctx, ns, name, 4, "--max-model-len 8192")
 	})
 	t.Logf("the standby finished the rollout %s after the leader was killed", time.Since(killedAt).Round(time.Second))
-	// Every replica serves the metrics snapshot API: with the leader gone the APIService stays
-	// available (an unavailable one would stall discovery, and with it every namespace deletion).
+	// The aggregated API is mdplane-api's, not the controllers': with the leader gone the APIService
+	// stays available (an unavailable one would stall discovery, and with it every namespace deletion).
 	if out, err := stack.Kubectl("get", "--raw", "/apis/metrics.worker.gpustack.ai/v1"); err != nil {
 		t.Fatalf("the metrics API with the leader gone: %v\n%s", err, out)
 	}

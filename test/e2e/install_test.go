@@ -164,7 +164,7 @@ func TestInstallationAsDocumented(t *testing.T) {
 	})
 
 	t.Run("each ServiceAccount may do its job and no more", func(t *testing.T) {
-		const controllers, webhooks = "mdplane-controllers", "mdplane-webhooks"
+		const controllers, webhooks, api = "mdplane-controllers", "mdplane-webhooks", "mdplane-api"
 		for _, row := range []struct {
 			rule, account, verb, group, resource, name, namespace string
 			allowed                                               bool
@@ -197,6 +197,15 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the webhooks never update another Secret", webhooks, "update", "", "secrets", "other", cluster.Namespace, false},
 			{"the webhooks never touch another webhook configuration", webhooks, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "kueue", "", false},
 			{"the webhooks never delete Pods", webhooks, "delete", "", "pods", "", "team-a", false},
+			{"the API writes a role's count (patch)", api, "patch", "worker.gpustack.ai", "modeldeployments", "", "team-a", true},
+			{"the API never updates a deployment", api, "update", "worker.gpustack.ai", "modeldeployments", "", "team-a", false},
+			{"the API authorizes each reader", api, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
+			{"the API injects its CA into its APIServices", api, "update", "apiregistration.k8s.io", "apiservices", "v1.roles.worker.gpustack.ai", "", true},
+			{"the API never touches another APIService", api, "update", "apiregistration.k8s.io", "apiservices", "v1beta1.metrics.k8s.io", "", false},
+			{"the API keeps its own certificate", api, "update", "", "secrets", "mdplane-api-cert", cluster.Namespace, true},
+			{"the API never updates the webhooks' certificate", api, "update", "", "secrets", "mdplane-webhook-cert", cluster.Namespace, false},
+			{"the API never deletes Pods", api, "delete", "", "pods", "", "team-a", false},
+			{"the controllers serve no API: no SubjectAccessReviews", controllers, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", false},
 		} {
 			t.Run(row.rule, func(t *testing.T) {
 				resource, subresource, _ := strings.Cut(row.resource, "/")

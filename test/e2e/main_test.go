@@ -56,11 +56,11 @@ func TestMain(m *testing.M) {
 	if proven.claims != nil {
 		summarize(conformanceSummary())
 	}
-	// The controllers and webhooks run with their install manifest's RBAC, Crossplane and its RBAC
+	// The controllers, webhooks and API run with their install manifest's RBAC, Crossplane and its RBAC
 	// manager with their chart's and mdplane's package's, Kueue with its own manifests': an RBAC
 	// refusal anywhere in the suite is a rule an install lacks.
 	// Every replica and restart counts (mdplane-controllers-standby-3, mdplane-webhooks-1, ...).
-	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks", "crossplane", "crossplane-rbac-manager", "kueue"} {
+	for _, component := range []string{"mdplane-controllers", "mdplane-webhooks", "mdplane-api", "crossplane", "crossplane-rbac-manager", "kueue"} {
 		logs, _ := filepath.Glob(strings.TrimSuffix(stack.LogFile(component), ".log") + "*.log")
 		for _, log := range logs {
 			if refused := forbidden(log); refused != "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
@@ -410,7 +411,7 @@ func recordedReplacement(ctx context.Context, namespace, deployment, role string
 
 // TestRolloutResumesAfterRestart: mdplane-controllers killed while a replacement waits for quota
 // remembers it in the deployment's rollout record; started again, it finishes that replacement before the next
-// replica leaves.
+// replica leaves. Meanwhile a namespace is deleted without waiting for them.
 func TestRolloutResumesAfterRestart(t *testing.T) {
 	sequential(t, "stops and restarts the controllers")
 	ctx := context.Background()
@@ -448,6 +449,19 @@ func TestRolloutResumesAfterRestart(t *testing.T) {
 	if err := stack.KillControllers(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// No namespace deletion waits on the controllers: mdplane's aggregated groups stay discoverable.
+	bystander := ownName(t, "bystander")
+	kubectlApply(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: left, namespace: %[1]s}\n", bystander))
+	if err := stack.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bystander}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "a namespace deleted while the controllers are down", func() error {
+		left := &corev1.Namespace{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: bystander}, left); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		return fmt.Errorf("namespace %s is %s: %v", bystander, left.Status.Phase, left.Status.Conditions)
+	})
 	setQuota(t, ctx, "rollout-restart", 3)
 	eventually(t, time.Minute, "Kueue admitting r2's replacement while mdplane is down", func() error {
 		ps, err := standing(ctx, ns, name)
