@@ -3,6 +3,7 @@ package mdplane_test
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/modfile"
+
+	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/qualification"
 )
 
 // TestTheCompatibilityTableIsWhatTheTestsRun: docs/install.md's compatibility table names the
@@ -18,11 +22,12 @@ import (
 func TestTheCompatibilityTableIsWhatTheTestsRun(t *testing.T) {
 	page, err := os.ReadFile("docs/install.md")
 	require.NoError(t, err)
-	table := map[string]string{}
+	table, engineRows := map[string]string{}, map[string]string{}
 	for _, line := range strings.Split(string(page), "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) == 5 && strings.HasPrefix(strings.TrimSpace(cells[2]), "v") {
 			table[strings.TrimSpace(cells[1])] = strings.Fields(strings.TrimSpace(cells[2]))[0]
+			engineRows[strings.TrimSpace(cells[1])] = strings.TrimSpace(cells[2])
 		}
 	}
 	build, err := os.ReadFile("test/cluster/build.sh")
@@ -64,6 +69,40 @@ func TestTheCompatibilityTableIsWhatTheTestsRun(t *testing.T) {
 		assert.Equal(t, row.pin, table[row.component], "docs/install.md, Compatibility: %s", row.component)
 	}
 	assert.Equal(t, "v0"+strings.TrimPrefix(pinned("K8S"), "v1"), required("go.mod", "k8s.io/api"), "the Kubernetes libraries are the tested release's")
+
+	// The engines' rows: the examples run them, and the qualification probe reads their answers.
+	for _, row := range []struct {
+		component, image string
+		engine           workerv1.Engine
+	}{
+		{"vLLM", "vllm/vllm-openai", workerv1.EngineVLLM},
+		{"SGLang", "lmsysorg/sglang", workerv1.EngineSGLang},
+	} {
+		for _, tag := range exampleTags(t, row.image) {
+			assert.Contains(t, engineRows[row.component], tag, "docs/install.md, Compatibility: the examples run %s:%s", row.image, tag)
+			assert.Contains(t, qualification.ProbedVersions(row.engine), strings.TrimPrefix(tag, "v"), "the qualification probe reads no %s %s", row.component, tag)
+		}
+	}
+}
+
+// exampleTags are the tags of image the examples run, each once.
+func exampleTags(t *testing.T, image string) []string {
+	t.Helper()
+	files, err := filepath.Glob("examples/*.yaml")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var tags []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(regexp.QuoteMeta(image)+`:(v[0-9][^\s"',}]*)`).FindAllSubmatch(data, -1) {
+			if tag := string(m[1]); !seen[tag] {
+				seen[tag], tags = true, append(tags, tag)
+			}
+		}
+	}
+	require.NotEmpty(t, tags, "no example runs %s", image)
+	return tags
 }
 
 // TestNoReplaceDirectives: go.mod replaces nothing; a replace directive is ignored by modules that

@@ -32,6 +32,11 @@ var probedVersions = map[workerv1.Engine][]string{
 	workerv1.EngineSGLang: {"0.5.18", "0.5.21"},
 }
 
+// ProbedVersions are the versions of engine e (without a leading v) whose answers the probe binds.
+func ProbedVersions(e workerv1.Engine) []string {
+	return slices.Clone(probedVersions[e])
+}
+
 // ProbeSupport reports why a replica's group forwarding cannot be probed, "" when it can: only a
 // Server role's managed members, of an engine version whose answer is known. The version is read
 // from the tag of the member's own engine image (spec.engine.image: the API has no engine version

@@ -30,7 +30,7 @@ kind: ModelDeployment
 metadata: {name: chat, namespace: team-a}
 spec:
   model: {name: Qwen/Qwen3-8B}
-  engine: {name: SGLang, image: lmsysorg/sglang:v0.5.4}
+  engine: {name: SGLang, image: lmsysorg/sglang:v0.5.21}
   router: {name: sglang-gateway}
   roles:
   - {name: server, kind: Server, replicas: 2, size: 1, instanceType: a10g}

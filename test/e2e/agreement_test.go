@@ -86,7 +86,7 @@ spec:
 func agreementManifest(name, engine, router, roles string) string {
 	image := "vllm/vllm-openai:v0.25.1"
 	if engine == "SGLang" {
-		image = "lmsysorg/sglang:v0.5.4"
+		image = "lmsysorg/sglang:v0.5.21"
 	}
 	return fmt.Sprintf(agreementDeployment, name, engine, image, router, roles)
 }

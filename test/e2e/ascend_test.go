@@ -108,7 +108,7 @@ func TestAscendRoles(t *testing.T) {
 		}
 	})
 
-	kubectlApply(t, deployment("sgl", "SGLang", "lmsysorg/sglang:v0.5.4-cann8.2.rc1-910b", "", role("server", "Server", 2)))
+	kubectlApply(t, deployment("sgl", "SGLang", "lmsysorg/sglang:v0.5.21-cann8.2.rc1-910b", "", role("server", "Server", 2)))
 	kubectlApply(t, deployment("vasc", "vLLM", "quay.io/ascend/vllm-ascend:v0.11.0", llmdRouter, role("prefill", "Prefill", 2)+role("decode", "Decode", 2)))
 	server := runningPods(t, ctx, ns, "sgl", "server", 1)
 	prefill := runningPods(t, ctx, ns, "vasc", "prefill", 1)

@@ -110,7 +110,7 @@ spec:
     - {name: server, instanceType: gpustack-nvidia-a10g-linux-amd64%s}
 `, ns, engine, kvCache, roleExtra)
 		}
-		const vllm, sglang = "{name: vLLM, image: vllm/vllm-openai:v0.25.1}", "{name: SGLang, image: lmsysorg/sglang:v0.5.4}"
+		const vllm, sglang = "{name: vLLM, image: vllm/vllm-openai:v0.25.1}", "{name: SGLang, image: lmsysorg/sglang:v0.5.21}"
 		const ownBinding = "{poolRef: {name: team-a-dram}}" // applyCluster keeps the Binding's name
 		cases := []struct {
 			rule, manifest, field, words string
