@@ -60,10 +60,11 @@ func TestReplicaEventsFollowTheirTriggers(t *testing.T) {
 		if err := running(ctx, ns, name, 1); err != nil {
 			return err
 		}
-		if now := memberAt(t, ctx, ns, name, "0"); now.UID == member.UID {
+		now, err := leaderOf(ctx, ns, name, "0")
+		if err == nil && now.UID == member.UID {
 			return fmt.Errorf("r0 still runs Pod %s", now.UID)
 		}
-		return nil
+		return err
 	})
 	for _, reason := range []string{"ReplicaLeaving", "ReplicaRestarted"} {
 		if err := toldOnce(ctx, ns, reason, member.Name); err != nil {

@@ -99,17 +99,26 @@ func TestAScaleDownRetiresASeatedReplicaThroughTheProtocol(t *testing.T) {
 // memberAt is the deployment's leader Pod of the ordinal.
 func memberAt(t *testing.T, ctx context.Context, namespace, deployment, ordinal string) corev1.Pod {
 	t.Helper()
-	ps, err := pods(ctx, namespace, deployment)
+	p, err := leaderOf(ctx, namespace, deployment, ordinal)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// leaderOf is the leader of replica r<ordinal>, or an error while it has none: inside an eventually,
+// where a replica between two Pods is a state to wait through.
+func leaderOf(ctx context.Context, namespace, deployment, ordinal string) (corev1.Pod, error) {
+	ps, err := pods(ctx, namespace, deployment)
+	if err != nil {
+		return corev1.Pod{}, err
+	}
 	for _, p := range ps {
 		if p.Labels[workerv1.LabelPodOrdinal] == ordinal && p.Labels[workerv1.LabelMemberIndex] == "0" {
-			return p
+			return p, nil
 		}
 	}
-	t.Fatalf("no leader of r%s among %d Pods", ordinal, len(ps))
-	return corev1.Pod{}
+	return corev1.Pod{}, fmt.Errorf("no leader of r%s among %d Pods", ordinal, len(ps))
 }
 
 // retirementOf reads a deployment's status.retirement; an error when it is absent.
