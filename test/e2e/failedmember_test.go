@@ -19,18 +19,8 @@ import (
 func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := ownName(t, "ns")
 	const name = "pressed"
-	applyCluster(t, ctx, ns)
-	addNode := ownPool(t, ctx, ownName(t, "cq"), a10gEntrance, ns, 8)
-	addNode(ownName(t, "node"))
-	kubectlApply(t, placementDeployment(ns, name, a10gType, 2, 1))
-	t.Cleanup(func() { tearDown(t, ctx, ns) })
-	eventually(t, 3*time.Minute, "both replicas running", func() error { return running(ctx, ns, name, 2) })
-	before, err := standing(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, before := runOnOwnNode(t, ctx, name, 2)
 
 	evicted := before["0"]
 	now := metav1.Now()
@@ -65,6 +55,24 @@ func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 	eventually(t, time.Minute, "a ReplicaEvicted event quoting the kubelet", func() error {
 		return eventSeen(ctx, ns, "ReplicaEvicted", "replica r0", "evicted: TerminationByKubelet: The node was low on resource: memory.")
 	})
+}
+
+// runOnOwnNode runs a one-role deployment of replicas one-card replicas on a node, pool and queue
+// of the test's own, and returns its namespace and its Pods by ordinal once each runs.
+func runOnOwnNode(t *testing.T, ctx context.Context, name string, replicas int) (string, map[string]corev1.Pod) {
+	t.Helper()
+	ns := ownName(t, "ns")
+	applyCluster(t, ctx, ns)
+	addNode := ownPool(t, ctx, ownName(t, "cq"), a10gEntrance, ns, 8)
+	addNode(ownName(t, "node"))
+	kubectlApply(t, placementDeployment(ns, name, a10gType, replicas, 1))
+	t.Cleanup(func() { tearDown(t, ctx, ns) })
+	eventually(t, 3*time.Minute, "every replica running", func() error { return running(ctx, ns, name, replicas) })
+	before, err := standing(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, before
 }
 
 // phaseReady passes once the deployment's phase is Ready, and says its phase and message otherwise.

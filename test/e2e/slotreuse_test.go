@@ -25,18 +25,8 @@ const testHold = "e2e.mdplane.io/hold"
 func TestARebuiltReplicaWaitsForItsSlotsOldWorkload(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := ownName(t, "ns")
 	const name = "reused"
-	applyCluster(t, ctx, ns)
-	addNode := ownPool(t, ctx, ownName(t, "cq"), a10gEntrance, ns, 8)
-	addNode(ownName(t, "node"))
-	kubectlApply(t, placementDeployment(ns, name, a10gType, 1, 1))
-	t.Cleanup(func() { tearDown(t, ctx, ns) })
-	eventually(t, 3*time.Minute, "the replica running", func() error { return running(ctx, ns, name, 1) })
-	before, err := standing(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, before := runOnOwnNode(t, ctx, name, 1)
 	member := before["0"]
 	group := member.Labels[workerv1.LabelPodGroupName]
 	old := &kueue.Workload{}
