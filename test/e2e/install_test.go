@@ -190,6 +190,8 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the controllers never edit a KVCachePool's spec", controllers, "update", "worker.gpustack.ai", "kvcachepools", "", "", false},
 			{"the controllers label a Node as one of an InstanceType's (patch)", controllers, "patch", "", "nodes", "", "", true},
 			{"the controllers never update a Node", controllers, "update", "", "nodes", "", "", false},
+			{"the controllers write a ModelRole's status", controllers, "patch", "internal.mdplane.io", "modelroles/status", "", "team-a", true},
+			{"the controllers never edit a ModelRole, which Crossplane composes", controllers, "patch", "internal.mdplane.io", "modelroles", "", "team-a", false},
 			{"the controllers never delete a Node", controllers, "delete", "", "nodes", "", "", false},
 			{"the webhooks read InstanceTypes", webhooks, "get", "worker.gpustack.ai", "instancetypes", "", "", true},
 			{"the webhooks keep their own certificate", webhooks, "update", "", "secrets", "mdplane-webhook-cert", cluster.Namespace, true},
