@@ -13,7 +13,7 @@ import (
 )
 
 type renderCmd struct {
-	Files []string `short:"f" name:"filename" required:"" help:"Manifests holding ModelDeployments and the InstanceTypes, KVCachePools, KVCachePoolBindings and ModelArtifacts they reference; a directory means its .yaml, .yml and .json files."`
+	Files []string `short:"f" name:"filename" required:"" help:"Manifests holding ModelDeployments and the InstanceTypes, KVCachePools, KVCachePoolBindings, ModelArtifacts and RuntimeClasses they reference; a directory means its .yaml, .yml and .json files."`
 }
 
 // errRefused makes the command exit 1 after printing every error line.

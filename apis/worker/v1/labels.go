@@ -58,8 +58,9 @@ const (
 	// admission check parked its set at; a new generation queues the set again.
 	AnnotationParkedGeneration = "worker.gpustack.ai/parked-generation"
 	// AnnotationRolloutHeld on a ModelRole says why its outdated replicas are not replaced now (a
-	// reason, a colon, a message); the cache step writes it in the same apply as the configuration
-	// that made them outdated, so the rollout controller never sees one without the other.
+	// reason, a colon, a message); the render step (weights that cannot be delivered) or the cache
+	// step writes it in the same apply as the configuration that made them outdated, so the rollout
+	// controller never sees one without the other.
 	AnnotationRolloutHeld = "worker.gpustack.ai/rollout-held"
 	// ReasonRolloutHeldByCache opens the rollout-held value the cache step writes while a
 	// deployment's KV cache connection is unresolved; ReplicasUpToDate reports it as its reason.
