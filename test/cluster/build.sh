@@ -17,6 +17,8 @@ bin=$cache/bin
 mkdir -p "$bin"
 
 K8S=v1.35.3
+# The one switch to another Kubernetes (docs/testing.md, "Another Kubernetes"): MDPLANE_KUBERNETES.
+K8S=${MDPLANE_KUBERNETES:-$K8S}
 ETCD=v3.6.5
 KUEUE=v0.17.0
 KWOK=v0.8.0
@@ -51,7 +53,41 @@ build() {
   echo "built $out in $((SECONDS - start)) s"
 }
 
-k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35"
+k8s_minor=${K8S#v1.}
+k8s_minor=${k8s_minor%%.*}
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
+
+# kubernetes_module prints the directory of a wrapper module that builds Kubernetes $K8S: the
+# committed one for its pinned version, else a copy in the cache whose k8s.io/kubernetes and staging
+# replace directives name $K8S (the staging modules are the ones that version's go.mod replaces).
+kubernetes_module() {
+  local pinned
+  pinned=$(sed -n 's/^require k8s.io\/kubernetes //p' "$here/tools/kubernetes/go.mod")
+  if [ "$pinned" = "$K8S" ]; then
+    echo "$here/tools/kubernetes"
+    return
+  fi
+  local dir=$cache/src/kubernetes-$K8S
+  if [ ! -f "$dir/go.sum" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp "$here/tools/kubernetes/tools.go" "$dir/"
+    local gomod staging=v0.${K8S#v1.}
+    gomod=$(cd "$here/tools/kubernetes" && go mod download -json "k8s.io/kubernetes@$K8S" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+    {
+      echo "module github.com/mdplane/mdplane/test/cluster/tools/kubernetes"
+      echo
+      echo "go $(sed -n 's/^go //p' "$gomod")"
+      echo
+      echo "require k8s.io/kubernetes $K8S"
+      echo
+      echo "replace ("
+      sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
+      echo ")"
+    } > "$dir/go.mod"
+    (cd "$dir" && go mod tidy) >&2
+  fi
+  echo "$dir"
+}
 
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=(node-packages etcd kubernetes kueue kwok crossplane crossplane-cli function-patch-and-transform coredns inference-sim containerd runc cni-plugins)
@@ -60,8 +96,9 @@ for c in "${components[@]}"; do
     node-packages) "$here/node-packages.sh" ;;
     etcd) build etcd $ETCD "$here/tools/etcd" go.etcd.io/etcd/server/v3 ;;
     kubernetes)
+      k8s_dir=$(kubernetes_module)
       for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
-        build $cmd $K8S "$here/tools/kubernetes" k8s.io/kubernetes/cmd/$cmd "$k8s_ldflags"
+        build $cmd $K8S "$k8s_dir" k8s.io/kubernetes/cmd/$cmd "$k8s_ldflags"
       done ;;
     kueue) build kueue $KUEUE "$here/tools/kueue" sigs.k8s.io/kueue/cmd/kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" ;;
     kwok) build kwok $KWOK "$here/tools/kwok" sigs.k8s.io/kwok/cmd/kwok ;;

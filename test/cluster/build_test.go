@@ -15,7 +15,7 @@ func TestTheStackRunsWhatBuildShBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for variable, version := range map[string]string{
-		"K8S": KubernetesVersion, "ETCD": EtcdVersion, "KUEUE": KueueVersion, "KWOK": KWOKVersion,
+		"K8S": PinnedKubernetesVersion, "ETCD": EtcdVersion, "KUEUE": KueueVersion, "KWOK": KWOKVersion,
 		"CROSSPLANE": CrossplaneVersion, "CROSSPLANE_CLI": CrossplaneCLIVersion, "PATCH_AND_TRANSFORM": PatchAndTransformVersion,
 		"COREDNS": CoreDNSVersion, "INFERENCE_SIM": InferenceSimVersion, "CONTAINERD": ContainerdVersion, "RUNC": RuncVersion,
 		"CNI_PLUGINS": CNIPluginsVersion,

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -36,13 +37,17 @@ import (
 	"github.com/mdplane/mdplane/internal/hubtest"
 )
 
+// KubernetesVersion is the Kubernetes the stack runs: build.sh's pin, or MDPLANE_KUBERNETES, the one
+// switch to another release (docs/testing.md, "Another Kubernetes"), which build.sh reads too.
+var KubernetesVersion = cmp.Or(os.Getenv("MDPLANE_KUBERNETES"), PinnedKubernetesVersion)
+
 // Versions of the programs the stack runs; build.sh pins the same.
 const (
-	KubernetesVersion = "v1.35.3"
-	EtcdVersion       = "v3.6.5"
-	KueueVersion      = "v0.17.0"
-	KWOKVersion       = "v0.8.0"
-	CrossplaneVersion = "v2.4.0"
+	PinnedKubernetesVersion = "v1.35.3"
+	EtcdVersion             = "v3.6.5"
+	KueueVersion            = "v0.17.0"
+	KWOKVersion             = "v0.8.0"
+	CrossplaneVersion       = "v2.4.0"
 	// CrossplaneCLIVersion is the Crossplane CLI (crossplane xpkg, crossplane render) a user runs.
 	CrossplaneCLIVersion = "v2.5.0"
 	// PatchAndTransformVersion is function-patch-and-transform, the team API example's Function.
