@@ -106,11 +106,13 @@ func kubeProxyRules(ctx context.Context) (string, error) {
 	return string(out), nil
 }
 
-// routesTo says whether kube-proxy's ruleset sends connections to an address: an endpoint's rule
-// translates to it ("dnat to 10.244.0.5:9443"). The chain of an endpoint gone is emptied at once
-// but keeps its name, the address in it, until a later sync deletes it.
+// routesTo says whether kube-proxy's ruleset sends connections to an address: a rule translates to
+// it ("dnat to 10.244.0.5:9443"), or, from Kubernetes v1.37, an element of a Service's map of
+// endpoints does ("dnat ip addr . port to numgen random mod 2 map { 0 : 10.244.0.5 . 9443, ... }").
+// The chain of an endpoint gone is emptied at once but keeps its name, the address in it, until a
+// later sync deletes it.
 func routesTo(ruleset, ip string) bool {
-	return strings.Contains(ruleset, "dnat to "+ip+":")
+	return strings.Contains(ruleset, "dnat to "+ip+":") || strings.Contains(ruleset, ": "+ip+" . ")
 }
 
 // scaleDown kills a Deployment's Pods and scales it to zero, and scaleUp scales it back and waits

@@ -18,8 +18,11 @@ func TestRoutesTo(t *testing.T) {
 		ip saddr 10.244.0.50 jump mark-for-masquerade
 		meta l4proto tcp dnat to 10.244.0.50:9443
 	}
+	chain service-ULMVA6XW-mdplane-system/mdplane-metrics-api/tcp/metrics-api {
+		meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.244.0.8 . 6443, 1 : 10.244.0.9 . 6443 }
+	}
 }`
-	for ip, want := range map[string]bool{"10.244.0.50": true, "10.244.0.5": false, "10.244.0.7": false} {
+	for ip, want := range map[string]bool{"10.244.0.50": true, "10.244.0.5": false, "10.244.0.7": false, "10.244.0.8": true, "10.244.0.9": true, "10.244.0.80": false} {
 		if got := routesTo(ruleset, ip); got != want {
 			t.Errorf("routesTo(%s) = %v, want %v", ip, got, want)
 		}
