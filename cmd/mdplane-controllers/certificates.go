@@ -26,10 +26,10 @@ const webhookConfiguration = "mdplane"
 // files someone else puts into the certificate directory (cert-manager, a mounted Secret), or, with
 // a Secret name, a CA and certificate this process issues, stores in that Secret, renews, and
 // injects into the webhook configurations or APIServices it is for (the way Kueue and Gatekeeper
-// manage theirs). The Secret and the Service live in
-// the process's own namespace (--namespace). With a Secret, the process also writes the Secret's
-// certificate into the directory itself, so a new replica serves as soon as the Secret is complete
-// rather than at the kubelet's next sync of a projected volume.
+// manage theirs). The Secret and the Service live in the process's own namespace (--namespace).
+// With a Secret, the process also writes the Secret's certificate into the directory itself, so a
+// new replica serves as soon as the Secret is complete rather than at the kubelet's next sync of a
+// projected volume.
 type certificates struct {
 	secret, namespace, service string
 	extraNames                 string
