@@ -37,7 +37,8 @@ var Commands = map[string]string{
 
 // Materializers returns, keyed by apiVersion/kind, what mdplane's controllers create for a composite
 // beyond its composition: a ModelRole's ModelReplicas, which the rollout controller creates with the
-// same replicas.NewReplica, and a ModelReplica's Pods and instance Service, which the members
+// same replicas.NewReplica, its PodDisruptionBudget (replicas.DisruptionBudget, the budgets
+// controller's), and a ModelReplica's Pods and instance Service, which the members
 // controller creates with the same replicas.Materialize.
 func Materializers() map[string]pipeline.Materializer {
 	return map[string]pipeline.Materializer{
@@ -46,8 +47,8 @@ func Materializers() map[string]pipeline.Materializer {
 	}
 }
 
-// materializeRole renders what the rollout controller creates for a new role: the revision of its
-// current configuration, then one replica per slot on it.
+// materializeRole renders what the controllers create for a new role: the revision of its current
+// configuration, its disruption budget, then one replica per slot on it.
 func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	role := &v1alpha1.ModelRole{}
 	if err := xfn.Decode(xr.Object, role); err != nil {
@@ -58,6 +59,9 @@ func materializeRole(xr *unstructured.Unstructured, _ []*unstructured.Unstructur
 		return nil, err
 	}
 	objs := []any{revision}
+	if budget := replicas.DisruptionBudget(role); budget != nil {
+		objs = append(objs, budget)
+	}
 	if renderroles.HeldByWeights(role.Annotations[workerv1.AnnotationRolloutHeld]) {
 		return owned(objs, role.UID) // the rollout controller creates no replica while the weights cannot be delivered
 	}

@@ -50,9 +50,6 @@ func RoleResource(role string) string { return "role-" + role }
 // pipeline, which kv-cache adds the KV event ports to.
 func RoleServiceResource(role string) string { return "service-" + role }
 
-// RoleDisruptionBudgetResource is the composition resource name of a role's PodDisruptionBudget.
-func RoleDisruptionBudgetResource(role string) string { return "disruption-budget-" + role }
-
 // RouterDeploymentResource is the composition resource name of the router's Deployment: kv-cache
 // composes it, and render-roles counts its ready Pods into roleSummary.
 const RouterDeploymentResource = "router-deployment"

@@ -20,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -42,6 +43,7 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/admissioncheck"
 	"github.com/mdplane/mdplane/controllers/artifacts"
+	"github.com/mdplane/mdplane/controllers/budgets"
 	"github.com/mdplane/mdplane/controllers/elastic"
 	"github.com/mdplane/mdplane/controllers/expectations"
 	"github.com/mdplane/mdplane/controllers/index"
@@ -169,9 +171,10 @@ func newManager(o options) (manager.Manager, error) {
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster, and
 		// without their managed fields, which no controller reads (a tenth of the heap with 1,000 Pods).
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                {Label: labels.SelectorFromSet(naming.Managed())},
-			&corev1.Service{}:            {Label: labels.SelectorFromSet(naming.Managed())},
-			&appsv1.ControllerRevision{}: {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Pod{}:                   {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Service{}:               {Label: labels.SelectorFromSet(naming.Managed())},
+			&appsv1.ControllerRevision{}:    {Label: labels.SelectorFromSet(naming.Managed())},
+			&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromSet(naming.Managed())},
 			// Nodes are read for the images they hold only (Image delivery's placement).
 			&corev1.Node{}: {Transform: members.CachedNode},
 		}},
@@ -298,6 +301,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 		{"the Workload reaper", &rollout.WorkloadReaper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Deletes: deletes}},
 		{"the replica departures", &rollout.Departures{Client: mgr.GetClient(), Recorder: rolloutEvents, Deletes: deletes, Retirements: retirements}},
 		{"the instance Services", &rollout.InstanceServices{Client: mgr.GetClient()}},
+		{"the roles' disruption budgets", &budgets.Reconciler{Client: mgr.GetClient()}},
 		{"the transfer pairing", &pairing.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("model-deployment-pairing")}},
 		{"the role status", &roles.Reporter{Client: mgr.GetClient(), Retirements: retirements}},
 		{"the rollout pacer", &rollout.Pacer{Client: mgr.GetClient(), Recorder: rolloutEvents, Reader: mgr.GetAPIReader(), Scraper: o.drain, Retirements: retirements, Deletes: deletes}},

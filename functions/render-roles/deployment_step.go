@@ -243,7 +243,7 @@ func writeDeployment(req *fnv1.RunFunctionRequest, rsp *fnv1.RunFunctionResponse
 	return xfn.SetDesiredStatus(req, rsp, xr, &p.status)
 }
 
-// composeRoles adds each role's ModelRole, Service and PodDisruptionBudget to the desired resources.
+// composeRoles adds each role's ModelRole and Service to the desired resources.
 func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploymentObservation, p *deploymentPlan) error {
 	md := o.md
 	ns, name := md.Namespace, md.Name
@@ -271,13 +271,6 @@ func composeRoles(desired map[resource.Name]*resource.DesiredComposed, o *deploy
 		svcResource := resource.Name(naming.RoleServiceResource(role.Name))
 		svc := RenderRoleService(ns, naming.RoleServiceName(name, role.Name), name, role.Name, r, o.eligibilityActive(svcResource, role.Name))
 		if desired[svcResource], err = xfn.Composed(svc, o.exists[svcResource]); err != nil {
-			return err
-		}
-		if r.Elastic != nil {
-			continue // an Elastic EP role's width moves under it: no fixed count of members to keep
-		}
-		budget := resource.Name(naming.RoleDisruptionBudgetResource(role.Name))
-		if desired[budget], err = xfn.Composed(RenderDisruptionBudget(ns, name, role), o.exists[budget]); err != nil {
 			return err
 		}
 	}

@@ -112,6 +112,9 @@ func TestADrainTakesOneReplicaAtATime(t *testing.T) {
 		if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-server"}, budget); err != nil {
 			return err
 		}
+		if owner := metav1.GetControllerOf(budget); owner == nil || owner.Kind != "ModelRole" {
+			return fmt.Errorf("the budget is controlled by %v, not by its ModelRole", owner)
+		}
 		if budget.Spec.MinAvailable == nil || budget.Spec.MinAvailable.IntValue() != 2*size-1 || budget.Status.DisruptionsAllowed != 1 {
 			return fmt.Errorf("minAvailable %v, disruptions allowed %d; want %d and 1", budget.Spec.MinAvailable, budget.Status.DisruptionsAllowed, 2*size-1)
 		}

@@ -192,6 +192,8 @@ func TestInstallationAsDocumented(t *testing.T) {
 			{"the controllers never update a Node", controllers, "update", "", "nodes", "", "", false},
 			{"the controllers write a ModelRole's status", controllers, "patch", "internal.mdplane.io", "modelroles/status", "", "team-a", true},
 			{"the controllers never edit a ModelRole, which Crossplane composes", controllers, "patch", "internal.mdplane.io", "modelroles", "", "team-a", false},
+			{"the controllers keep a role's disruption budget (patch)", controllers, "patch", "policy", "poddisruptionbudgets", "", "team-a", true},
+			{"the controllers never delete a disruption budget: it leaves with its role", controllers, "delete", "policy", "poddisruptionbudgets", "", "team-a", false},
 			{"the controllers never delete a Node", controllers, "delete", "", "nodes", "", "", false},
 			{"the webhooks read InstanceTypes", webhooks, "get", "worker.gpustack.ai", "instancetypes", "", "", true},
 			{"the webhooks keep their own certificate", webhooks, "update", "", "secrets", "mdplane-webhook-cert", cluster.Namespace, true},
