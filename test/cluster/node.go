@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -263,8 +264,19 @@ func nft(script string) error {
 	return nil
 }
 
+// nodeCPUShares is the CPU weight of the node's cgroup root, in cgroup v1 shares (cgroup v2's
+// cpu.weight is a hundredth of the shares of a thread of the root cgroup, 1024): four busy
+// processes' worth. The stack's own programs (API server, etcd, Kueue, KWOK, the scheduler and the
+// controller manager) run as processes of the root cgroup, where each busy one weighs a full
+// 1024 against the whole node's; at the default weight, every Pod of the node together (mdplane's
+// controllers and webhooks, Crossplane, the engines) got about as much CPU as one of those
+// processes when the machine was busy, where on a cluster the control plane and a worker are
+// machines of their own. Four processes' worth splits a loaded machine about evenly between them.
+const nodeCPUShares = 4 * 1024
+
 // cgroups makes the node's cgroup root in every hierarchy, as the kubelet's cgroupRoot must exist;
-// a new cpuset gets its parent's CPUs and memory nodes, without which nothing can join it.
+// a new cpuset gets its parent's CPUs and memory nodes, without which nothing can join it; the cpu
+// controller's weight is nodeCPUShares.
 func (n *realNode) cgroups() error {
 	entries, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
@@ -283,6 +295,13 @@ func (n *realNode) cgroups() error {
 			if v, err := os.ReadFile(filepath.Join(parent, f)); err == nil {
 				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
 					return err
+				}
+			}
+		}
+		for f, v := range map[string]int{"cpu.shares": nodeCPUShares, "cpu.weight": nodeCPUShares * 100 / 1024} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(strconv.Itoa(v)), 0o644); err != nil {
+					return fmt.Errorf("weighing the node's cgroup %s: %w", dir, err)
 				}
 			}
 		}
