@@ -10,7 +10,7 @@ MDPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mdplane
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(MDPLANE_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all help render programs test test-checks test-checks-beside test-stack conformance conformance-on-stack test-unit test-e2e test-e2e-on-stack chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks
+.PHONY: all help render programs test test-checks test-checks-beside test-stack conformance conformance-on-stack test-unit test-e2e test-e2e-on-stack chaos fuzz bench-scale lint generate build xpkg vet fmt-check cluster-up cluster-down bench-webhooks bench-cold-start
 
 all: build
 
@@ -180,19 +180,29 @@ chaos:
 
 ## bench-scale: a 500 × 2 (1,000-Pod) deployment on a fresh stack with an audit log, timed from the
 ## objects' own timestamps, against the same Pods created straight through client-go, the same
-## pod groups admitted by Kueue without mdplane's check, and those groups held together by a
-## check of the harness's own; writes per Pod
-## by client, then scaled to half and back and a 20-replica deployment rolled (writes per replica
-## changed), with profiles of mdplane's processes (docs/performance.md). Not part of `make test`.
-## BENCH_ARGS="--replicas 50 --size 2" for a quick run.
+## pod groups admitted by Kueue without mdplane's check, those groups held together by a check of
+## the harness's own, and those again with a ModelReplica and headless Service each; writes per Pod
+## by client, the programs' peak memory and CPU, then scaled to half and back and a 20-replica
+## deployment rolled (writes per replica changed), then deleted; each target's ratio printed
+## (docs/performance.md). Not part of `make test`. BENCH_ARGS="--replicas 50 --size 2" for a quick
+## run, "--roles 2 --replicas 250" for a prefill/decode deployment.
 bench-scale:
 	cd test && $(GO) run ./cmd/mdplane-bench-scale $(BENCH_ARGS)
 
 ## bench-webhooks: server-side dry-run creates of examples/qwen-chat.yaml at 200 a second for 30 s
-## on a fresh stack, as a namespace user, with and without mdplane's webhooks, and ConfigMaps:
-## refusals and p50/p99 of each (docs/performance.md). Not part of `make test`.
+## on a fresh stack, as a namespace user, through mdplane's webhooks, through a no-op webhook
+## registered the same way, through none, and ConfigMaps: refusals and p50/p99 of each, and each
+## webhook's own time one review at a time and under the load (docs/performance.md). Not part of
+## `make test`.
 bench-webhooks:
 	cd test && $(GO) run ./cmd/mdplane-bench-webhooks $(BENCH_ARGS)
+
+## bench-cold-start: on a fresh stack, examples/on-the-stack.yaml's deployment as one Pod on the
+## real node, from its create to its first chat completion through its Service, step by step,
+## beside a bare Pod of the same spec behind a Service of its own (docs/performance.md). Not part
+## of `make test`.
+bench-cold-start:
+	cd test && $(GO) run ./cmd/mdplane-bench-cold-start $(BENCH_ARGS)
 
 ## cluster-up: start the test control plane in the background, with its real node (as root), and print
 ## its kubeconfig. STACK_ARGS=--e2e starts it as the e2e suite's, for make test-e2e-on-stack.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/test/cluster"
 )
@@ -45,7 +46,10 @@ const (
 
 // Config is one run.
 type Config struct {
+	// Replicas of each role, Pods of each replica.
 	Replicas, Size int
+	// Roles is 1 (a Server role) or 2 (a Prefill and a Decode role, admitted as one set).
+	Roles int
 	// Rolling is the replicas of the deployment the rolling-edit phase edits; 0 skips the phase.
 	Rolling int
 	// Timeout bounds each wait: the deployment's Pods Ready, its deletion, the floor's Pods Ready.
@@ -62,6 +66,10 @@ type Runner struct {
 	// template is a rendered member Pod of the deployment without Kueue's fields, kept for the
 	// client-go floor; source is the member as the API server held it, for the Kueue floor.
 	template, source *corev1.Pod
+	// sourceReplica and sourceService are the source member's ModelReplica and headless Service
+	// (nil for a replica of one Pod, which has none), for the replica floor.
+	sourceReplica *v1alpha1.ModelReplica
+	sourceService *corev1.Service
 }
 
 // NewRunner prepares a run; the stack must have been started with Options.Audit and the controllers
@@ -85,7 +93,10 @@ func NewRunner(cfg Config, stack *cluster.Stack) (*Runner, error) {
 	return &Runner{cfg: cfg, stack: stack, cs: cs, c: c}, nil
 }
 
-func (r *Runner) pods() int { return r.cfg.Replicas * r.cfg.Size }
+func (r *Runner) pods() int { return r.cfg.Groups() * r.cfg.Size }
+
+// Groups is the pod groups of the deployment: its replicas of every role.
+func (c Config) Groups() int { return c.Replicas * max(1, c.Roles) }
 
 func (r *Runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.cfg.Out, "%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
@@ -131,13 +142,17 @@ func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
 	if err := r.c.Create(ctx, md); err != nil {
 		return nil, fmt.Errorf("creating the ModelDeployment: %w", err)
 	}
-	r.logf("ModelDeployment %s/%s created: %d replicas of %d Pods", namespace, deployment, r.cfg.Replicas, r.cfg.Size)
+	r.logf("ModelDeployment %s/%s created: %d replicas of %d Pods in each of its %d role(s)", namespace, deployment, r.cfg.Replicas, r.cfg.Size, max(1, r.cfg.Roles))
 	var res CreateResult
 	deadline := start.Add(r.cfg.Timeout)
 	var mdReady time.Time
 	var wl workloadCounts
 	for {
-		time.Sleep(10 * time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Second):
+		}
 		c := t.counts()
 		// A List the loaded API server answers late is a missed poll, not a failed run: the
 		// counts of the last poll stand until the next one.
@@ -162,14 +177,17 @@ func (r *Runner) Create(ctx context.Context) (*CreateResult, error) {
 	}
 	res.Milestones = []Milestone{
 		milestone("all Pods created", c.created, n, start, c.lastCreated),
-		milestone("all Workloads QuotaReserved", wl.reserved, r.cfg.Replicas, start, wl.lastReserved),
-		milestone("all Workloads Admitted", wl.admitted, r.cfg.Replicas, start, wl.lastAdmitted),
+		milestone("all Workloads QuotaReserved", wl.reserved, r.cfg.Groups(), start, wl.lastReserved),
+		milestone("all Workloads Admitted", wl.admitted, r.cfg.Groups(), start, wl.lastAdmitted),
 		milestone("all Pods ungated", c.ungated, n, start, c.lastUngated),
 		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
 		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
 		milestone("deployment Ready", readyDone, 1, start, mdReady),
 	}
 	if r.template, r.source, err = r.member(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.replicaOf(ctx, r.source); err != nil {
 		return nil, err
 	}
 	if res.Writes, err = countWrites(r.stack.AuditLog(), start, end); err != nil {
@@ -314,16 +332,49 @@ func (r *Runner) member(ctx context.Context) (*corev1.Pod, *corev1.Pod, error) {
 	return p, src.DeepCopy(), nil
 }
 
-// Delete deletes the deployments and waits until none of their Pods and Workloads is left.
-func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	if err := r.c.Delete(ctx, r.deployment()); err != nil {
-		return 0, err
+// replicaOf keeps the ModelReplica that controls member and the replica's headless Service.
+func (r *Runner) replicaOf(ctx context.Context, member *corev1.Pod) error {
+	owner := metav1.GetControllerOf(member)
+	if owner == nil || owner.Kind != v1alpha1.ModelReplicaKind {
+		return fmt.Errorf("member %s is controlled by %v, not a ModelReplica", member.Name, owner)
 	}
-	if r.cfg.Rolling > 0 { // the rolling-edit phase's deployment goes too
+	r.sourceReplica = &v1alpha1.ModelReplica{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: member.Namespace, Name: owner.Name}, r.sourceReplica); err != nil {
+		return fmt.Errorf("reading the member's ModelReplica: %w", err)
+	}
+	if member.Spec.Subdomain == "" {
+		return nil
+	}
+	r.sourceService = &corev1.Service{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: member.Namespace, Name: member.Spec.Subdomain}, r.sourceService); err != nil {
+		return fmt.Errorf("reading the member's headless Service: %w", err)
+	}
+	return nil
+}
+
+// Delete deletes the deployment and waits until none of its Pods and Workloads is left. The rolling
+// phase's deployment goes first, untimed, so the time is the main deployment's alone.
+func (r *Runner) Delete(ctx context.Context) (time.Duration, error) {
+	if r.cfg.Rolling > 0 {
 		if err := client.IgnoreNotFound(r.c.Delete(ctx, r.deploymentOf(rolling, r.cfg.Rolling))); err != nil {
 			return 0, err
 		}
+		if err := poll(ctx, r.cfg.Timeout, "the rolling deployment's Pods gone", func() error {
+			pods := &corev1.PodList{}
+			if err := r.c.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{workerv1.LabelInstance: rolling}); err != nil {
+				return err
+			}
+			if len(pods.Items) > 0 {
+				return fmt.Errorf("%d Pods left", len(pods.Items))
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	if err := r.c.Delete(ctx, r.deployment()); err != nil {
+		return 0, err
 	}
 	logged := start
 	err := poll(ctx, r.cfg.Timeout, "the deployment's Pods and Workloads gone", func() error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -12,12 +14,16 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
+	"github.com/mdplane/mdplane/apis/composite/v1alpha1"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/test/cluster"
 )
 
 // groupFloor is a floor of the deployment's pod groups created straight through client-go: its name
@@ -25,12 +31,19 @@ import (
 // ClusterQueue asks for ("" for none).
 type groupFloor struct {
 	name, namespace, check string
+	// replicas: each group is also a ModelReplica owning its Pods and headless Service, as
+	// mdplane's replicas are, and the floor's delete is timed.
+	replicas bool
 }
 
 var (
-	kueueFloor = groupFloor{name: "Kueue floor", namespace: "bench-kueue-floor"}
-	jointFloor = groupFloor{name: "joint floor", namespace: "bench-joint-floor", check: "bench-joint"}
+	kueueFloor   = groupFloor{name: "Kueue floor", namespace: "bench-kueue-floor"}
+	jointFloor   = groupFloor{name: "joint floor", namespace: "bench-joint-floor", check: "bench-joint"}
+	replicaFloor = groupFloor{name: "replica floor", namespace: "bench-replica-floor", check: "bench-replica", replicas: true}
 )
+
+// DeletedMilestone names the time from a delete to the last of its Pods and Workloads gone.
+const DeletedMilestone = "deleted: Pods, Workloads gone"
 
 // jointController is the controller name of the joint floor's admission check: the harness's own.
 const jointController = "bench.mdplane.io/joint"
@@ -55,8 +68,18 @@ func (r *Runner) JointFloor(ctx context.Context) (*FloorResult, error) {
 	return r.groupFloor(ctx, jointFloor)
 }
 
+// ReplicaFloor is the joint floor with the rest of what mdplane creates per replica, through
+// client-go: each group a ModelReplica, which owns the group's Pods and its headless Service (a
+// group of more than one Pod), created the way mdplane's members controller does, the replica
+// first, then its Service and Pods at once. Its Pods created is what creating a replica's objects
+// costs on this stack. Its delete, timed, deletes the ModelReplicas and the Workloads, and the
+// garbage collector the rest, as a deployment's delete does.
+func (r *Runner) ReplicaFloor(ctx context.Context) (*FloorResult, error) {
+	return r.groupFloor(ctx, replicaFloor)
+}
+
 func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, error) {
-	if r.source == nil {
+	if r.source == nil || f.replicas && r.sourceReplica == nil {
 		return nil, errors.New("no member Pod was kept from the create phase")
 	}
 	if err := r.floorQueue(ctx, f); err != nil {
@@ -67,13 +90,18 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		return nil, err
 	}
 	defer t.close()
-	groups, size := r.cfg.Replicas, r.cfg.Size
+	groups, size := r.cfg.Groups(), r.cfg.Size
 	held := make(chan error, 1)
 	if f.check != "" {
 		go func() { held <- r.holdTogether(ctx, f, groups) }()
 	}
 	start := time.Now()
-	requests, err := r.createPods(ctx, f.namespace, groups*size, func(i int) *corev1.Pod { return r.groupMember(f.namespace, i/size, i%size) })
+	var requests time.Duration
+	if f.replicas {
+		requests, err = r.createReplicas(ctx, f.namespace, groups, size)
+	} else {
+		requests, err = r.createPods(ctx, f.namespace, groups*size, func(i int) *corev1.Pod { return r.groupMember(f.namespace, i/size, i%size) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s's Pods: %w", f.name, err)
 	}
@@ -113,7 +141,115 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		milestone("all Pods scheduled", c.scheduled, n, start, c.lastScheduled),
 		milestone("all Pods Ready", c.ready, n, start, c.lastReady),
 	}}
-	return res, r.deleteGroupFloor(ctx, f)
+	deleteStart := time.Now()
+	if err := r.deleteGroupFloor(ctx, f); err != nil {
+		return res, err
+	}
+	if f.replicas {
+		deleted := time.Since(deleteStart)
+		r.logf("%s: deleted in %s", f.name, deleted.Round(time.Second))
+		res.Milestones = append(res.Milestones, Milestone{Name: DeletedMilestone, Done: 1, Want: 1, After: deleted})
+	}
+	return res, nil
+}
+
+// createReplicas creates a replica floor's groups, floorWorkers at once: each group's ModelReplica,
+// then its headless Service and Pods side by side, owned by it.
+func (r *Runner) createReplicas(ctx context.Context, namespace string, groups, size int) (time.Duration, error) {
+	asControllers, err := r.asControllers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, floorWorkers)
+	start := time.Now()
+	for range floorWorkers {
+		wg.Go(func() {
+			for g := int(next.Add(1)) - 1; g < groups; g = int(next.Add(1)) - 1 {
+				if err := r.createReplica(ctx, asControllers, namespace, g, size); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return time.Since(start), <-errs
+}
+
+// asControllers is a client as mdplane-controllers' ServiceAccount, without a client-side limit:
+// mdplane's admission policy lets only its controllers and Crossplane write ModelReplicas, so the
+// replica floor writes them as the controllers would.
+func (r *Runner) asControllers(ctx context.Context) (client.Client, error) {
+	cfg, err := r.stack.ConfigAs(ctx, "system:serviceaccount:"+cluster.Namespace+":mdplane-controllers")
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.UserAgent = -1, -1, "mdplane-bench"
+	scheme, err := cluster.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// deleteReplicas deletes a replica floor's ModelReplicas one by one, floorWorkers at once, as the
+// controllers delete a departed replica's (their role grants no collection delete).
+func (r *Runner) deleteReplicas(ctx context.Context, namespace string) error {
+	asControllers, err := r.asControllers(ctx)
+	if err != nil {
+		return err
+	}
+	list := &v1alpha1.ModelReplicaList{}
+	if err := asControllers.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	var eg errgroup.Group
+	eg.SetLimit(floorWorkers)
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp != nil {
+			continue
+		}
+		eg.Go(func() error { return client.IgnoreNotFound(asControllers.Delete(ctx, &list.Items[i])) })
+	}
+	return eg.Wait()
+}
+
+func (r *Runner) createReplica(ctx context.Context, asControllers client.Client, namespace string, g, size int) error {
+	name := fmt.Sprintf("floor-%04d", g)
+	replica := &v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: *r.sourceReplica.Spec.DeepCopy()}
+	replica.Spec.DeploymentName, replica.Spec.Ordinal = "floor", int32(g%1024)
+	if err := asControllers.Create(ctx, replica); err != nil {
+		return fmt.Errorf("creating ModelReplica %s: %w", name, err)
+	}
+	owner := []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelReplicaKind,
+		Name: name, UID: replica.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	var eg errgroup.Group
+	if r.sourceService != nil {
+		eg.Go(func() error {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, OwnerReferences: owner},
+				Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: r.sourceService.Spec.Ports,
+					PublishNotReadyAddresses: r.sourceService.Spec.PublishNotReadyAddresses,
+					Selector:                 map[string]string{workerv1.LabelPodGroupName: name}}}
+			_, err := r.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		})
+	}
+	for m := range size {
+		eg.Go(func() error {
+			p := r.groupMember(namespace, g, m)
+			p.OwnerReferences = owner
+			if r.sourceService != nil {
+				p.Spec.Hostname, p.Spec.Subdomain = p.Name, name
+			}
+			_, err := r.cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{})
+			return err
+		})
+	}
+	return eg.Wait()
 }
 
 // holdTogether is the joint floor's admission check: it watches the floor's Workloads and, once
@@ -250,7 +386,11 @@ func (r *Runner) deleteGroupFloor(ctx context.Context, f groupFloor) error {
 	// A collection of thousands may outlast the API server's request timeout, which leaves the
 	// deletes running on the server; the next attempt picks up what is left.
 	if err := poll(ctx, r.cfg.Timeout, "the "+f.name+"'s Pods and Workloads deleted", func() error {
-		if err := r.cs.CoreV1().Pods(f.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		if f.replicas {
+			if err := r.deleteReplicas(ctx, f.namespace); err != nil {
+				return err
+			}
+		} else if err := r.cs.CoreV1().Pods(f.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return err
 		}
 		return r.c.DeleteAllOf(ctx, &kueuev1beta2.Workload{}, client.InNamespace(f.namespace))

@@ -227,10 +227,25 @@ func (r *Runner) deploymentOf(name string, replicas int) *unstructured.Unstructu
 		"spec": map[string]any{
 			"model":  map[string]any{"name": "Qwen/Qwen3-8B"},
 			"engine": map[string]any{"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
-			"roles": []any{map[string]any{
-				"name": "server", "replicas": int64(replicas), "size": int64(r.cfg.Size),
-				"instanceType": instanceType, "resources": map[string]any{"accelerator": int64(1)},
-			}},
+			"roles":  r.roles(replicas),
 		},
 	}}
+}
+
+// roles are the deployment's roles of replicas each: one Server, or a Prefill and a Decode role.
+func (r *Runner) roles(replicas int) []any {
+	role := func(name, kind string) any {
+		role := map[string]any{
+			"name": name, "replicas": int64(replicas), "size": int64(r.cfg.Size),
+			"instanceType": instanceType, "resources": map[string]any{"accelerator": int64(1)},
+		}
+		if kind != "" {
+			role["kind"] = kind
+		}
+		return role
+	}
+	if r.cfg.Roles == 2 {
+		return []any{role("prefill", "Prefill"), role("decode", "Decode")}
+	}
+	return []any{role("server", "")} // a Server, the default kind
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // profiled are mdplane's processes whose profiles a run takes.
-var profiled = []string{"mdplane-controllers", "mdplane-function-render-roles", "mdplane-function-kv-cache"}
+var profiled = []string{"mdplane-controllers", "mdplane-webhooks", "mdplane-function-render-roles", "mdplane-function-kv-cache"}
 
 // Profiles are the CPU and heap profiles of mdplane's processes taken during a phase.
 type Profiles struct {

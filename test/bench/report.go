@@ -18,8 +18,8 @@ func Report(out io.Writer, cfg Config, create *CreateResult, floors ...*FloorRes
 		}
 		return fmt.Sprintf("%.1f s", m.After.Seconds())
 	}
-	fmt.Fprintf(out, "\n%d replicas × %d Pods = %d Pods (times from the objects' own timestamps, 1 s resolution; ungated as first seen by a watch)\n\n",
-		cfg.Replicas, cfg.Size, cfg.Replicas*cfg.Size)
+	fmt.Fprintf(out, "\n%d roles × %d replicas × %d Pods = %d Pods (times from the objects' own timestamps, 1 s resolution; ungated as first seen by a watch)\n\n",
+		max(1, cfg.Roles), cfg.Replicas, cfg.Size, cfg.Groups()*cfg.Size)
 	header := fmt.Sprintf("  %-30s %-22s", "milestone", "mdplane")
 	for _, f := range floors {
 		if f != nil {
@@ -50,7 +50,7 @@ func Report(out io.Writer, cfg Config, create *CreateResult, floors ...*FloorRes
 	}
 	for _, f := range floors {
 		if f != nil {
-			fmt.Fprintf(out, "  (%s: Pods created when the last of the %d create requests of %d workers returned)\n", f.Name, cfg.Replicas*cfg.Size, floorWorkers)
+			fmt.Fprintf(out, "  (%s: Pods created when the last of the %d create requests of %d workers returned)\n", f.Name, cfg.Groups()*cfg.Size, floorWorkers)
 		}
 	}
 	if created := create.Milestones[0]; created.After > 0 {
@@ -69,4 +69,54 @@ func (f *FloorResult) milestone(name string) (Milestone, bool) {
 		}
 	}
 	return Milestone{}, false
+}
+
+// Target is one of the run's goals: a measured figure beside its bound (a figure of zero was not
+// measured).
+type Target struct {
+	Name         string
+	Got, AtMost  float64
+	Unit, Figure string
+}
+
+// PrintTargets prints each target, its figure and whether the run met it.
+func PrintTargets(out io.Writer, targets []Target) {
+	fmt.Fprintln(out, "\nTargets:")
+	for _, t := range targets {
+		verdict := "met"
+		switch {
+		case t.Got <= 0:
+			verdict = "not measured"
+		case t.Got > t.AtMost:
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(out, "  %-62s %6.2f%s (≤ %.2f%s) %-12s %s\n", t.Name, t.Got, t.Unit, t.AtMost, t.Unit, verdict, t.Figure)
+	}
+}
+
+// Ratio is mdplane's milestone over a floor's, 0 where either was not reached.
+func Ratio(create *CreateResult, floor *FloorResult, name string) (float64, string) {
+	if create == nil || floor == nil {
+		return 0, ""
+	}
+	var m Milestone
+	for _, c := range create.Milestones {
+		if c.Name == name {
+			m = c
+		}
+	}
+	f, ok := floor.milestone(name)
+	if !ok || m.After <= 0 || f.After <= 0 {
+		return 0, ""
+	}
+	return m.After.Seconds() / f.After.Seconds(), fmt.Sprintf("%.1f s / %.1f s", m.After.Seconds(), f.After.Seconds())
+}
+
+// WritesPerPod is the create phase's writes by Crossplane and mdplane-controllers per Pod created.
+func (c *CreateResult) WritesPerPod() float64 {
+	if c == nil || c.Created == 0 {
+		return 0
+	}
+	ours, _ := c.Writes.ours()
+	return float64(ours) / float64(c.Created)
 }

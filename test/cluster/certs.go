@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -92,4 +93,27 @@ func (a *authority) issue(dir, name string, serial int64, sans ...string) error 
 		}
 	}
 	return nil
+}
+
+// ServingCertificate issues a serving certificate for the DNS names from the stack's CA and returns
+// the CA, the certificate and its key, PEM-encoded: for a harness's own webhook on the node.
+func (s *Stack) ServingCertificate(names ...string) (ca, cert, key []byte, err error) {
+	if s.ca == nil {
+		return nil, nil, nil, errors.New("an attached stack holds no CA key")
+	}
+	dir, err := os.MkdirTemp(s.Dir, "serving-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := s.ca.issue(dir, names[0], time.Now().UnixNano(), names[1:]...); err != nil {
+		return nil, nil, nil, err
+	}
+	read := func(f string) []byte {
+		b, e := os.ReadFile(filepath.Join(dir, f))
+		err = errors.Join(err, e)
+		return b
+	}
+	ca, cert, key = read("ca.crt"), read("tls.crt"), read("tls.key")
+	return ca, cert, key, err
 }

@@ -547,7 +547,11 @@ func kueueConfiguration(module string, opts Options, healthPort int, webhook env
 	config["clientConnection"] = client
 	// waitForPodsReady, which the release leaves commented out and newer Kueue releases turn on:
 	// every test runs under it, and TestAnEngineSlowerThanThePodsReadyTimeoutBacksOff outlasts it.
-	config["waitForPodsReady"] = map[string]any{"timeout": PodsReadyTimeout.String()}
+	timeout := PodsReadyTimeout
+	if opts.PodsReadyTimeout > 0 {
+		timeout = opts.PodsReadyTimeout
+	}
+	config["waitForPodsReady"] = map[string]any{"timeout": timeout.String()}
 	return yaml.Marshal(config)
 }
 

@@ -256,21 +256,49 @@ func (s *Stack) registryTransport() remote.Option {
 	return remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
 }
 
-// stackImages are the images the stack builds for its node.
-func (s *Stack) stackImages() ([]stackImage, error) {
+// buildStatic builds the test module's command ./cmd/<name> statically into the stack's directory
+// and returns the binary's path.
+func (s *Stack) buildStatic(name string) (string, error) {
 	here, err := packageDir()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
+	out := filepath.Join(s.Dir, name)
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/"+name)
+	build.Dir = filepath.Join(here, "..")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if raw, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, raw)
+	}
+	return out, nil
+}
+
+// PublishCommand builds the test module's command ./cmd/<name> into an image of that one program,
+// run as a non-root user, and pushes it to the stack's registry as StackImages/<name>:stack, which
+// it returns: for a harness's own program on the real node.
+func (s *Stack) PublishCommand(name string) (string, error) {
+	program, err := s.buildStatic(name)
+	if err != nil {
+		return "", err
+	}
+	img := stackImage{ref: StackImages + "/" + name + ":stack", programs: map[string]string{"/" + name: program},
+		entrypoint: []string{"/" + name}, user: nonRootUser, files: imagePasswdFiles}
+	built, err := img.build()
+	if err != nil {
+		return "", fmt.Errorf("building the image %s: %w", img.ref, err)
+	}
+	return img.ref, s.pushImage(img.ref, built)
+}
+
+// stackImages are the images the stack builds for its node.
+func (s *Stack) stackImages() ([]stackImage, error) {
 	built := map[string]string{}
 	for _, name := range []string{"mdplane-pause", "mdplane-engine-stand-in"} {
-		built[name] = filepath.Join(s.Dir, name)
-		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", built[name], "./cmd/"+name)
-		build.Dir = filepath.Join(here, "..")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building %s: %w\n%s", name, err, out)
+		program, err := s.buildStatic(name)
+		if err != nil {
+			return nil, err
 		}
+		built[name] = program
 	}
 	pause := built["mdplane-pause"]
 	engine, err := engineImage(built["mdplane-engine-stand-in"], s.binary("llm-d-inference-sim", InferenceSimVersion))

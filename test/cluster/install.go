@@ -99,7 +99,7 @@ func (s *Stack) install(ctx context.Context) error {
 }
 
 // installOverlay is the kustomization the stack applies: package/ with the controllers' flags of
-// Options.ControllerArgs (and the profiling endpoint of Options.Profile) added, as a platform
+// Options.ControllerArgs (and the profiling endpoints of Options.Profile, on the webhooks too) added, as a platform
 // team's overlay adds its own.
 func (s *Stack) installOverlay() (string, error) {
 	root, err := repoRoot()
@@ -131,6 +131,10 @@ func (s *Stack) installOverlay() (string, error) {
 			return "", err
 		}
 		kustomization += "patches:\n  - target: {kind: Deployment, name: mdplane-controllers}\n    patch: '" + string(patch) + "'\n"
+	}
+	if s.opts.Profile { // the patches key is there: the controllers' flags hold the profiling endpoint
+		kustomization += "  - target: {kind: Deployment, name: mdplane-webhooks}\n    patch: '" +
+			`[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--pprof-bind-address=:` + strconv.Itoa(ProfilePort) + `"}]'` + "\n"
 	}
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644)
 }

@@ -82,11 +82,14 @@ type Options struct {
 	// clientConnection); zero leaves what Kueue's released configuration sets (50 and 100).
 	KueueQPS   float64
 	KueueBurst int
+	// PodsReadyTimeout is Kueue's waitForPodsReady timeout; PodsReadyTimeout (the constant) when
+	// zero.
+	PodsReadyTimeout time.Duration
 	// Audit turns the API server's audit log on (AuditLog): one Metadata-level line per write
 	// request (create, update, patch, delete, deletecollection) and nothing else.
 	Audit bool
-	// Profile serves Go's profiling endpoints (/debug/pprof) of the leading mdplane-controllers
-	// replica on its Pod's ProfilePort (ProfileAddress).
+	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane-controllers and
+	// mdplane-webhooks on their Pods' ProfilePort (ProfileAddress).
 	Profile bool
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
@@ -547,17 +550,27 @@ func (s *Stack) Args(component string) []string {
 }
 
 // ProfileAddress is the host:port of a component's profiling endpoints, or "" when Options.Profile
-// is off: the leading replica of mdplane-controllers ("mdplane-controllers") serves them on
-// ProfilePort of its Pod.
+// is off: the leading replica of mdplane-controllers ("mdplane-controllers"), or the first running
+// replica of mdplane-webhooks ("mdplane-webhooks"), serves them on ProfilePort of its Pod.
 func (s *Stack) ProfileAddress(component string) string {
-	if !s.opts.Profile || component != "mdplane-controllers" {
+	if !s.opts.Profile {
 		return ""
 	}
-	leader, err := s.controllersLeader(context.Background())
-	if err != nil || leader.Status.PodIP == "" {
+	var ip string
+	switch component {
+	case "mdplane-controllers":
+		if leader, err := s.controllersLeader(context.Background()); err == nil {
+			ip = leader.Status.PodIP
+		}
+	case "mdplane-webhooks":
+		if pods, err := s.runningPods(context.Background(), Namespace, webhooksSelector); err == nil && len(pods) > 0 {
+			ip = pods[0].Status.PodIP
+		}
+	}
+	if ip == "" {
 		return ""
 	}
-	return net.JoinHostPort(leader.Status.PodIP, strconv.Itoa(ProfilePort))
+	return net.JoinHostPort(ip, strconv.Itoa(ProfilePort))
 }
 
 // Program is the path of the executable a component runs as a process of the stack, or "" when the

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -53,10 +54,7 @@ func main() {
 func run(rate int, length time.Duration, examples string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logf := func(format string, args ...any) {
-		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
-	}
-	s, err := cluster.Start(ctx, cluster.Options{Log: func(format string, args ...any) { logf("stack: "+format, args...) }})
+	s, err := cluster.Start(ctx, cluster.Options{Profile: true, Log: func(format string, args ...any) { logf("stack: "+format, args...) }})
 	if err != nil {
 		return err
 	}
@@ -76,25 +74,128 @@ func run(rate int, length time.Duration, examples string) error {
 	if err := admitted(ctx, dc, gvr, md); err != nil {
 		return err
 	}
+	cs, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	timed := func(webhook, name string, load func() bench.LoadResult) (bench.LoadResult, time.Duration, error) {
+		return timedLoad(ctx, cs, webhook, name, load)
+	}
+	const oneByOne = 100
 	logf("warming up: %s of dry-run creates at %d a second", 5*time.Second, rate/4)
 	bench.DryRunLoad(ctx, dc, gvr, md, max(1, rate/4), 5*time.Second, "warm-up")
-	logf("load: ModelDeployments through mdplane's webhooks")
-	with := bench.DryRunLoad(ctx, dc, gvr, md, rate, length, "ModelDeployment, mdplane's webhooks")
+	_, mdplaneOne, err := timed(bench.ModelDeploymentWebhook, "one by one", func() bench.LoadResult { return bench.DryRunOneByOne(ctx, dc, gvr, md, oneByOne) })
+	if err != nil {
+		return err
+	}
+	logf("load: ModelDeployments through mdplane's webhooks, one webhook replica profiled")
+	profiles := bench.StartProfiles(ctx, s, s.Dir, length*2/3)
+	with, mdplaneLoaded, err := timed(bench.ModelDeploymentWebhook, "load", func() bench.LoadResult {
+		return bench.DryRunLoad(ctx, dc, gvr, md, rate, length, "ModelDeployment, mdplane's webhooks")
+	})
+	if err != nil {
+		return err
+	}
+	profiles.Finish(ctx)
+	registered, err := bench.RegisteredWebhook(ctx, s)
+	if err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{}} {
 		obj.SetName(webhooks)
 		if err := s.Client.Delete(ctx, obj); err != nil {
 			return fmt.Errorf("removing the webhook configuration %s: %w", webhooks, err)
 		}
 	}
+	logf("the no-op webhook: built, run and registered as mdplane's validating webhook is")
+	removeNoop, err := bench.InstallNoopWebhook(ctx, s, registered)
+	if err != nil {
+		return err
+	}
 	time.Sleep(5 * time.Second) // the API server's webhook configuration informer follows
-	logf("load: ModelDeployments without mdplane's webhooks")
-	without := bench.DryRunLoad(ctx, dc, gvr, md, rate, length, "ModelDeployment, no mdplane webhook")
+	bench.DryRunLoad(ctx, dc, gvr, md, max(1, rate/4), 5*time.Second, "warm-up")
+	_, noopOne, err := timed(bench.NoopWebhook, "one by one", func() bench.LoadResult { return bench.DryRunOneByOne(ctx, dc, gvr, md, oneByOne) })
+	if err != nil {
+		return err
+	}
+	logf("load: ModelDeployments through the no-op webhook")
+	noop, noopLoaded, err := timed(bench.NoopWebhook, "load", func() bench.LoadResult {
+		return bench.DryRunLoad(ctx, dc, gvr, md, rate, length, "ModelDeployment, a no-op webhook")
+	})
+	if err != nil {
+		return err
+	}
+	if err := removeNoop(ctx); err != nil {
+		return fmt.Errorf("removing the no-op webhook: %w", err)
+	}
+	time.Sleep(5 * time.Second)
+	logf("load: ModelDeployments without a webhook")
+	without := bench.DryRunLoad(ctx, dc, gvr, md, rate, length, "ModelDeployment, no webhook")
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "bulk", "namespace": namespace}, "data": map[string]any{"k": "v"}}}
 	logf("load: ConfigMaps")
 	configMaps := bench.DryRunLoad(ctx, dc, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm, rate, length, "ConfigMap")
-	bench.PrintLoads(os.Stdout, rate, length, with, without, configMaps)
+	bench.PrintLoads(os.Stdout, rate, length, with, noop, without, configMaps)
+	fmt.Println("\nProfiles of mdplane's processes under the load through its webhooks:")
+	profiles.Print(os.Stdout, 25)
+	printTargets(oneByOne, with, noop, without, mdplaneOne, mdplaneLoaded, noopOne, noopLoaded)
 	return nil
+}
+
+// timedLoad runs a load and returns, beside it, the webhook's own time per call, as the API server
+// measures its calls, and logs the server's time of the reads a review makes meanwhile.
+func timedLoad(ctx context.Context, cs kubernetes.Interface, webhook, name string, load func() bench.LoadResult) (bench.LoadResult, time.Duration, error) {
+	before, err := bench.WebhookTimes(ctx, cs)
+	if err != nil {
+		return bench.LoadResult{}, 0, err
+	}
+	readsBefore, err := bench.ReadTimes(ctx, cs)
+	if err != nil {
+		return bench.LoadResult{}, 0, err
+	}
+	l := load()
+	after, err := bench.WebhookTimes(ctx, cs)
+	if err != nil {
+		return l, 0, err
+	}
+	readsAfter, err := bench.ReadTimes(ctx, cs)
+	if err != nil {
+		return l, 0, err
+	}
+	avg, n := after[webhook].Since(before[webhook])
+	logf("%s: %s called %d times, %.1f ms on average", name, webhook, n, float64(avg.Microseconds())/1000)
+	// The reads a review of the quickstart makes, as the API server answered them meanwhile.
+	for _, resource := range []string{"environmentconfigs", "instancetypes", "kvcachepoolbindings", "kvcachepools", "kvcachebackends"} {
+		if d, reads := readsAfter[resource].Since(readsBefore[resource]); reads > 0 {
+			logf("%s:   GET %s: %d, %.1f ms on average in the API server", name, resource, reads, float64(d.Microseconds())/1000)
+		}
+	}
+	return l, avg, nil
+}
+
+// printTargets prints each webhook's own times and the run's targets.
+func printTargets(oneByOne int, with, noop, without bench.LoadResult, mdplaneOne, mdplaneLoaded, noopOne, noopLoaded time.Duration) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	fmt.Printf("\n  the webhook's own calls, as the API server times them: %d reviews one by one, then under the load\n", oneByOne)
+	fmt.Printf("  %-40s %12s %12s\n", "webhook", "one by one", "under load")
+	fmt.Printf("  %-40s %12s %12s\n", bench.ModelDeploymentWebhook, ms(mdplaneOne), ms(mdplaneLoaded))
+	fmt.Printf("  %-40s %12s %12s\n", bench.NoopWebhook, ms(noopOne), ms(noopLoaded))
+	added := func(l bench.LoadResult) time.Duration { return l.Percentile(0.99) - without.Percentile(0.99) }
+	ratio := 0.0
+	if added(noop) > 0 {
+		ratio = float64(added(with)) / float64(added(noop))
+	}
+	bench.PrintTargets(os.Stdout, []bench.Target{
+		{Name: "p99 mdplane's webhooks add / a no-op webhook adds", Got: ratio, AtMost: 1.5, Unit: "×",
+			Figure: ms(added(with)) + " / " + ms(added(noop))},
+		{Name: "one validating review of the quickstart, on average", Got: float64(mdplaneOne.Microseconds()) / 1000, AtMost: 8, Unit: " ms",
+			Figure: fmt.Sprintf("the no-op webhook's: %s", ms(noopOne))},
+	})
+	fmt.Printf("  %-62s %d of %d\n", "requests refused through mdplane's webhooks (target: none)", with.Refused, with.Sent)
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
 }
 
 func readObject(path string) (*unstructured.Unstructured, error) {
