@@ -149,57 +149,41 @@ func (w WebhookTime) Since(before WebhookTime) (time.Duration, int) {
 // WebhookTimes reads the API server's apiserver_admission_webhook_admission_duration_seconds of
 // each validating webhook's CREATE calls, by webhook name.
 func WebhookTimes(ctx context.Context, cs kubernetes.Interface) (map[string]WebhookTime, error) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
-	}
-	out := map[string]WebhookTime{}
-	const metric = "apiserver_admission_webhook_admission_duration_seconds"
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, metric)
-		if !ok || !strings.Contains(line, `operation="CREATE"`) || !strings.Contains(line, `type="validating"`) {
-			continue
-		}
-		kind, labels, _ := strings.Cut(rest, "{")
-		labels, value, _ := strings.Cut(labels, "} ")
-		name := label(labels, "name")
-		t := out[name]
-		switch kind {
-		case "_sum": // a series per rejected="true|false": summed
-			v, _ := strconv.ParseFloat(value, 64)
-			t.Sum += v
-		case "_count":
-			v, _ := strconv.Atoi(value)
-			t.Count += v
-		}
-		out[name] = t
-	}
-	return out, sc.Err()
+	return histogramSums(ctx, cs, "apiserver_admission_webhook_admission_duration_seconds", "name",
+		`operation="CREATE"`, `type="validating"`)
 }
 
 // ReadTimes reads the API server's apiserver_request_duration_seconds of GET requests, by resource:
 // how long the server took to answer the reads a review waits for.
 func ReadTimes(ctx context.Context, cs kubernetes.Interface) (map[string]WebhookTime, error) {
+	return histogramSums(ctx, cs, "apiserver_request_duration_seconds", "resource", `verb="GET"`)
+}
+
+// histogramSums reads a histogram of the API server's metrics: the sum and count of the series that
+// hold every one of the label pairs in with, summed by the value of the label by.
+func histogramSums(ctx context.Context, cs kubernetes.Interface, metric, by string, with ...string) (map[string]WebhookTime, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
 	out := map[string]WebhookTime{}
-	const metric = "apiserver_request_duration_seconds"
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+scan:
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), metric)
-		if !ok || !strings.Contains(rest, `verb="GET"`) {
+		if !ok {
 			continue
+		}
+		for _, pair := range with {
+			if !strings.Contains(rest, pair) {
+				continue scan
+			}
 		}
 		kind, labels, _ := strings.Cut(rest, "{")
 		labels, value, _ := strings.Cut(labels, "} ")
-		resource := label(labels, "resource")
-		t := out[resource]
+		key := label(labels, by)
+		t := out[key]
 		switch kind {
 		case "_sum":
 			v, _ := strconv.ParseFloat(value, 64)
@@ -208,7 +192,7 @@ func ReadTimes(ctx context.Context, cs kubernetes.Interface) (map[string]Webhook
 			v, _ := strconv.Atoi(value)
 			t.Count += v
 		}
-		out[resource] = t
+		out[key] = t
 	}
 	return out, sc.Err()
 }
