@@ -37,8 +37,10 @@ type podWatch struct {
 	stop  chan struct{}
 }
 
-func watchFirstPod(ctx context.Context, cs kubernetes.Interface, namespace string, start time.Time) (*podWatch, error) {
-	w := &podWatch{seen: StartTimes{}, start: start, stop: make(chan struct{})}
+// watchFirstPod starts the watch; its times count from start, which the caller sets once the watch
+// has synced and it is about to create.
+func watchFirstPod(ctx context.Context, cs kubernetes.Interface, namespace string) (*podWatch, error) {
+	w := &podWatch{seen: StartTimes{}, stop: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	observe := func(obj any) {
@@ -134,13 +136,12 @@ func chatOnce(ctx context.Context, hc *http.Client, base, model string) error {
 // ColdStart times one deployment's start: from its create (through c, as kubectl apply would) to its
 // first chat completion through its Service, with its Pod's steps on the way.
 func ColdStart(ctx context.Context, cs kubernetes.Interface, c client.Client, md *unstructured.Unstructured, model string, timeout time.Duration) (StartTimes, error) {
-	start := time.Now()
-	w, err := watchFirstPod(ctx, cs, md.GetNamespace(), start)
+	w, err := watchFirstPod(ctx, cs, md.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
 	defer close(w.stop)
-	start = time.Now()
+	start := time.Now()
 	w.mu.Lock()
 	w.start = start
 	w.mu.Unlock()
@@ -175,7 +176,7 @@ func BarePod(member *corev1.Pod, namespace, name string) (*corev1.Pod, *corev1.S
 // BareStart times a bare Pod's start the same way: its Service first, then the Pod, through
 // client-go, to the first chat completion through the Service.
 func BareStart(ctx context.Context, cs kubernetes.Interface, c client.Client, pod *corev1.Pod, svc *corev1.Service, model string, timeout time.Duration) (StartTimes, error) {
-	w, err := watchFirstPod(ctx, cs, pod.Namespace, time.Now())
+	w, err := watchFirstPod(ctx, cs, pod.Namespace)
 	if err != nil {
 		return nil, err
 	}

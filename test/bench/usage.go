@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,21 +25,12 @@ type component struct {
 // Pods and Workloads or the same composites.
 var compared = []component{
 	{"mdplane-controllers", func(argv []string) bool {
-		return filepath.Base(argv[0]) == "mdplane-controllers" && !contains(argv, "--enable-controllers=false")
+		return filepath.Base(argv[0]) == "mdplane-controllers" && !slices.Contains(argv, "--enable-controllers=false")
 	}},
 	{"kueue", func(argv []string) bool { return strings.HasPrefix(filepath.Base(argv[0]), "kueue") }},
 	{"crossplane", func(argv []string) bool {
 		return filepath.Base(argv[0]) == "crossplane" && len(argv) > 2 && argv[1] == "core" && argv[2] == "start"
 	}},
-}
-
-func contains(argv []string, arg string) bool {
-	for _, a := range argv {
-		if a == arg {
-			return true
-		}
-	}
-	return false
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU times, 100 on Linux.
