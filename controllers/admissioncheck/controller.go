@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,9 +23,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
-	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
-	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // The check's names: the AdmissionCheck object, the controller name Kueue matches it by, and the
@@ -54,6 +51,8 @@ type Reconciler struct {
 	ParkAfter time.Duration
 
 	told told
+	// pods files the cache's Pods by group: the Pod watch keeps it.
+	pods *podGroups
 }
 
 // Judgment is what one reconcile judges: the whole set of a deployment, or a lone Workload whose
@@ -68,11 +67,13 @@ type Judgment struct {
 	Workload string
 }
 
-// SetupWithManager watches Workloads, each mapped to its set, and deployments, so that a scale or an
-// edit re-judges their set.
+// SetupWithManager files mdplane's Pods by group, and watches Workloads, each mapped to its set, and
+// deployments, so that a scale or an edit re-judges their set.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.pods = newPodGroups()
 	return builder.TypedControllerManagedBy[Judgment](mgr).
 		Named("joint_admission_workload").
+		Watches(&corev1.Pod{}, r.pods.handler()).
 		Watches(&kueue.Workload{}, handler.TypedEnqueueRequestsFromMapFunc(r.judgmentOf)).
 		Watches(&workerv1.ModelDeployment{}, handler.TypedEnqueueRequestsFromMapFunc(judgmentOfDeployment)).
 		Complete(r)
@@ -81,8 +82,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // judgmentOf maps a Workload to the set its Pods belong to, or to itself when their Pods name no
 // deployment (or are gone).
 func (r *Reconciler) judgmentOf(ctx context.Context, obj client.Object) []Judgment {
-	deployment, err := r.deploymentNameOf(ctx, obj.GetNamespace(), obj.GetName())
-	if err != nil || deployment == "" {
+	deployment := r.pods.deploymentOf(obj.GetNamespace(), obj.GetName())
+	if deployment == "" {
 		return []Judgment{{Namespace: obj.GetNamespace(), Workload: obj.GetName()}}
 	}
 	return []Judgment{{Namespace: obj.GetNamespace(), Deployment: deployment}}
@@ -93,42 +94,10 @@ func judgmentOfDeployment(_ context.Context, obj client.Object) []Judgment {
 	return []Judgment{{Namespace: obj.GetNamespace(), Deployment: obj.GetName()}}
 }
 
-// deploymentNameOf names the deployment a group's Pods belong to, "" when none does.
-func (r *Reconciler) deploymentNameOf(ctx context.Context, namespace, group string) (string, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodGroup: group},
-		client.MatchingLabels(naming.Managed()), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
-		return "", err
-	}
-	if len(pods.Items) == 0 {
-		return "", nil
-	}
-	return pods.Items[0].Labels[workerv1.LabelInstance], nil
-}
-
 // groupKey is a group's place in its deployment.
 type groupKey struct {
 	role    string
 	ordinal int32
-}
-
-// groups returns the pod groups of a deployment, by group name, from its Pods' labels.
-func (r *Reconciler) groups(ctx context.Context, namespace, deployment string) (map[string]groupKey, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{index.PodDeployment: deployment},
-		client.MatchingLabels(naming.Managed()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	out := map[string]groupKey{}
-	for _, p := range pods.Items {
-		name := p.Labels[workerv1.LabelPodGroupName]
-		ordinal, err := strconv.ParseInt(p.Labels[workerv1.LabelPodOrdinal], 10, 32)
-		if name == "" || err != nil {
-			continue
-		}
-		out[name] = groupKey{role: p.Labels[workerv1.LabelComponent], ordinal: int32(ordinal)}
-	}
-	return out, nil
 }
 
 // Reconcile judges a set (or a lone Workload) and writes the verdict on every member: it reads
@@ -179,11 +148,7 @@ func (r *Reconciler) observeLone(ctx context.Context, key types.NamespacedName) 
 	if !judged(wl) {
 		return nil, nil
 	}
-	deployment, err := r.deploymentNameOf(ctx, key.Namespace, key.Name)
-	switch {
-	case err != nil:
-		return nil, err
-	case deployment != "":
+	if deployment := r.pods.deploymentOf(key.Namespace, key.Name); deployment != "" {
 		// Its Pods reached the cache after its event: judge its set now, since no other event may
 		// come (a set of one group has no other member).
 		return r.observe(ctx, Judgment{Namespace: key.Namespace, Deployment: deployment})
@@ -226,10 +191,7 @@ func judged(wl *kueue.Workload) bool {
 
 // readSet reads the replicas each role declares and each group's Workload, by group name.
 func (r *Reconciler) readSet(ctx context.Context, md *workerv1.ModelDeployment) (Set, map[string]*kueue.Workload, error) {
-	groups, err := r.groups(ctx, md.Namespace, md.Name)
-	if err != nil {
-		return Set{}, nil, err
-	}
+	groups := r.pods.of(md.Namespace, md.Name)
 	set := Set{Declared: map[string]int32{}}
 	for _, role := range md.Spec.Roles {
 		set.Declared[role.Name] = role.WithDefaults().Replicas

@@ -213,7 +213,7 @@ func TestReconcile(t *testing.T) {
 				before[name] = getWorkload(t, c, name).ResourceVersion
 			}
 			recorder := events.NewFakeRecorder(10)
-			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(tc.now), ParkAfter: DefaultParkAfter}
+			r := &Reconciler{pods: filedPods(t, c), Client: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(tc.now), ParkAfter: DefaultParkAfter}
 			res, err := r.Reconcile(context.Background(), judgmentOf(t, c, "a"))
 			require.NoError(t, err)
 			assert.Equal(t, tc.requeue, res.RequeueAfter)
@@ -256,7 +256,7 @@ func TestEveryMemberEventQueuesItsSet(t *testing.T) {
 // (a set of one group has no other member whose event would judge it).
 func TestAWorkloadJudgedAloneBeforeItsPodsWereCachedIsJudgedWithItsSet(t *testing.T) {
 	c := fakecluster.Builder(deployment(1), member(0, "a"), queued("a")).Build()
-	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
+	r := &Reconciler{pods: filedPods(t, c), Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
 	_, err := r.Reconcile(context.Background(), Judgment{Namespace: "team-a", Workload: "a"})
 	require.NoError(t, err)
 	assert.Equal(t, "the ModelDeployment declares a single replica group; nothing to hold it for", CheckState(getWorkload(t, c, "a"), CheckName).Message)
@@ -264,7 +264,7 @@ func TestAWorkloadJudgedAloneBeforeItsPodsWereCachedIsJudgedWithItsSet(t *testin
 
 func TestAnUnchangedVerdictWritesNothing(t *testing.T) {
 	c := fakecluster.Builder(deployment(2), member(0, "a"), member(1, "b"), held("a", t0), queued("b")).Build()
-	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
+	r := &Reconciler{pods: filedPods(t, c), Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
 	req := judgmentOf(t, c, "b")
 	_, err := r.Reconcile(context.Background(), req)
 	require.NoError(t, err)
@@ -312,7 +312,7 @@ func TestTheCheckStaysActive(t *testing.T) {
 // judgmentOf is the judgment an event of the Workload name queues, as the controller maps it.
 func judgmentOf(t *testing.T, c client.Client, name string) Judgment {
 	t.Helper()
-	js := (&Reconciler{Client: c}).judgmentOf(context.Background(), &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}})
+	js := (&Reconciler{pods: filedPods(t, c), Client: c}).judgmentOf(context.Background(), &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}})
 	require.Len(t, js, 1)
 	return js[0]
 }
@@ -358,7 +358,7 @@ func TestASetTurnsReadyWithItsWritesSideBySide(t *testing.T) {
 			return c.SubResource(sub).Apply(ctx, obj, opts...)
 		},
 	})
-	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
+	r := &Reconciler{pods: filedPods(t, c), Client: c, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), ParkAfter: DefaultParkAfter}
 	_, err := r.Reconcile(context.Background(), judgmentOf(t, c, "g0"))
 	require.NoError(t, err)
 	assert.Equal(t, verdictWriters, most, "writes in flight at once")
@@ -393,7 +393,7 @@ func TestALoneWorkloadOfMdplanesPodsWaitsForTheCache(t *testing.T) {
 			wl := ownedBy(tc.owner.Name)
 			c := fakecluster.Builder(wl).Build()
 			server := fakecluster.Builder(wl, tc.owner).Build()
-			r := &Reconciler{Client: c, Reader: server, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
+			r := &Reconciler{pods: filedPods(t, c), Client: c, Reader: server, Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakePassiveClock(t0), ParkAfter: DefaultParkAfter}
 			res, err := r.Reconcile(context.Background(), Judgment{Namespace: "team-a", Workload: "lone"})
 			require.NoError(t, err)
 			assert.Equal(t, tc.requeue, res.RequeueAfter)
