@@ -344,6 +344,32 @@ var kwokStages = []string{
 	"kustomize/stage/pod/fast/pod-delete.yaml",
 }
 
+// kwokOptions is KWOK's configuration, formatted with how many Pod stages it plays at once; every
+// other option is at KWOK's own default, which a configuration given to KWOK does not get by itself.
+const kwokOptions = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: %d
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enableDebuggingHandlers: true
+  enableProfilingHandler: true
+  enableContentionProfiling: false
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+  manageAllNodes: false
+`
+
+// kwokPodWorkers is how many Pod stages KWOK plays at once: one per fake node, as each node's
+// kubelet writes its own Pods' status, and no fewer than KWOK's own default of 4. KWOK's 4 alone
+// stand in for every node's kubelet at once: with the API server answering a write in half a
+// second under a 4,096-Pod create, Pods turned Ready at 3 to 6 a second, minutes behind their
+// scheduling, a pace no cluster of that many kubelets has.
+func kwokPodWorkers(nodes int) int {
+	return max(4, nodes)
+}
+
 // kwokNodeLease is the duration of the fake nodes' Leases, in seconds: a kubelet's default.
 const kwokNodeLease = 40
 
@@ -389,6 +415,7 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		}
 		config = append(config, doc)
 	}
+	config = append(config, fmt.Sprintf(kwokOptions, kwokPodWorkers(s.opts.Nodes)))
 	configFile := filepath.Join(s.Dir, "config", "kwok.yaml")
 	if err := os.WriteFile(configFile, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
 		return err

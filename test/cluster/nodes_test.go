@@ -70,3 +70,19 @@ func TestFakeNodesOfferTheExampleGroups(t *testing.T) {
 		t.Errorf("a node without a product carries NVIDIA's resource or labels: %v %v", npu.Status.Capacity, npu.Labels)
 	}
 }
+
+// TestKWOKPlaysAPodStageForEachFakeNode: KWOK plays as many Pod stages at once as there are fake
+// nodes, each standing in for a node's kubelet, and never fewer than its own default.
+func TestKWOKPlaysAPodStageForEachFakeNode(t *testing.T) {
+	for _, tc := range []struct {
+		rule         string
+		nodes, wants int
+	}{
+		{"one worker per fake node", 36, 36},
+		{"near miss: a small stack keeps KWOK's default of 4", 2, 4},
+	} {
+		if got := kwokPodWorkers(tc.nodes); got != tc.wants {
+			t.Errorf("%s: %d nodes gave %d workers, want %d", tc.rule, tc.nodes, got, tc.wants)
+		}
+	}
+}
