@@ -136,7 +136,18 @@ func chatOnce(ctx context.Context, hc *http.Client, base, model string) error {
 // ColdStart times one deployment's start: from its create (through c, as kubectl apply would) to its
 // first chat completion through its Service, with its Pod's steps on the way.
 func ColdStart(ctx context.Context, cs kubernetes.Interface, c client.Client, md *unstructured.Unstructured, model string, timeout time.Duration) (StartTimes, error) {
-	w, err := watchFirstPod(ctx, cs, md.GetNamespace())
+	return timeStart(ctx, cs, c, md.GetNamespace(), md.GetName(), model, timeout, func() error {
+		if err := c.Create(ctx, md); err != nil {
+			return fmt.Errorf("creating the deployment: %w", err)
+		}
+		return nil
+	})
+}
+
+// timeStart times a start from create, which makes the objects, to the first chat completion
+// through the Service namespace/service, with the namespace's first Pod's steps on the way.
+func timeStart(ctx context.Context, cs kubernetes.Interface, c client.Client, namespace, service, model string, timeout time.Duration, create func() error) (StartTimes, error) {
+	w, err := watchFirstPod(ctx, cs, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +156,10 @@ func ColdStart(ctx context.Context, cs kubernetes.Interface, c client.Client, md
 	w.mu.Lock()
 	w.start = start
 	w.mu.Unlock()
-	if err := c.Create(ctx, md); err != nil {
-		return nil, fmt.Errorf("creating the deployment: %w", err)
+	if err := create(); err != nil {
+		return nil, err
 	}
-	answered, err := FirstAnswer(ctx, c, md.GetNamespace(), md.GetName(), model, start, timeout)
+	answered, err := FirstAnswer(ctx, c, namespace, service, model, start, timeout)
 	times := w.times()
 	if err == nil {
 		times["first chat completion"] = answered
@@ -176,27 +187,15 @@ func BarePod(member *corev1.Pod, namespace, name string) (*corev1.Pod, *corev1.S
 // BareStart times a bare Pod's start the same way: its Service first, then the Pod, through
 // client-go, to the first chat completion through the Service.
 func BareStart(ctx context.Context, cs kubernetes.Interface, c client.Client, pod *corev1.Pod, svc *corev1.Service, model string, timeout time.Duration) (StartTimes, error) {
-	w, err := watchFirstPod(ctx, cs, pod.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer close(w.stop)
-	start := time.Now()
-	w.mu.Lock()
-	w.start = start
-	w.mu.Unlock()
-	if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating the bare Pod's Service: %w", err)
-	}
-	if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating the bare Pod: %w", err)
-	}
-	answered, err := FirstAnswer(ctx, c, svc.Namespace, svc.Name, model, start, timeout)
-	times := w.times()
-	if err == nil {
-		times["first chat completion"] = answered
-	}
-	return times, err
+	return timeStart(ctx, cs, c, svc.Namespace, svc.Name, model, timeout, func() error {
+		if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating the bare Pod's Service: %w", err)
+		}
+		if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating the bare Pod: %w", err)
+		}
+		return nil
+	})
 }
 
 // Median is each step's median over runs.
