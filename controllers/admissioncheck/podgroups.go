@@ -28,11 +28,11 @@ type podGroups struct {
 	pods map[types.NamespacedName]groupOfPod
 }
 
-// podGroup is one group: its place and the Pods that put it there.
+// podGroup is one group: its place and how many filed Pods put it there.
 type podGroup struct {
 	deployment string
 	key        groupKey
-	pods       map[string]struct{}
+	pods       int
 }
 
 // groupOfPod is the group a Pod's labels file it under.
@@ -78,7 +78,7 @@ func (g *podGroups) file(pod client.Object) {
 	groupKey := types.NamespacedName{Namespace: podKey.Namespace, Name: at.group}
 	group := g.groups[groupKey]
 	if group == nil {
-		group = &podGroup{pods: map[string]struct{}{}}
+		group = &podGroup{}
 		g.groups[groupKey] = group
 	}
 	if group.deployment != at.deployment {
@@ -86,7 +86,7 @@ func (g *podGroups) file(pod client.Object) {
 	}
 	// The Pods of one group carry the same place; the last filed speaks for it.
 	group.deployment, group.key = at.deployment, at.key
-	group.pods[podKey.Name] = struct{}{}
+	group.pods++
 	set := types.NamespacedName{Namespace: podKey.Namespace, Name: at.deployment}
 	if g.sets[set] == nil {
 		g.sets[set] = map[string]struct{}{}
@@ -114,8 +114,8 @@ func (g *podGroups) unfileLocked(pod client.Object) {
 	if group == nil {
 		return
 	}
-	delete(group.pods, podKey.Name)
-	if len(group.pods) == 0 {
+	group.pods--
+	if group.pods == 0 {
 		delete(g.groups, groupKey)
 		g.leaveSetLocked(groupKey, group.deployment)
 	}
