@@ -3,9 +3,14 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,11 +135,46 @@ func InstallNoopWebhook(ctx context.Context, s *cluster.Stack, like *admissionre
 	}, nil
 }
 
-// WebhookTime is the time the API server spent calling one webhook: the sum and count of its
-// admission-duration histogram.
+// WebhookTime is the time the API server spent calling one webhook: the sum, count and cumulative
+// bucket counts (by upper bound, "+Inf" the last) of its admission-duration histogram.
 type WebhookTime struct {
-	Sum   float64
-	Count int
+	Sum     float64
+	Count   int
+	Buckets map[string]float64
+}
+
+// QuantileSince is the q-quantile (0 < q ≤ 1) of the observations between an earlier reading and
+// this one, read from the buckets as Prometheus's histogram_quantile reads them: linear within the
+// bucket the rank falls in, the highest finite bound when it falls above them; 0 for none.
+func (w WebhookTime) QuantileSince(before WebhookTime, q float64) time.Duration {
+	type bucket struct{ upper, count float64 }
+	var buckets []bucket
+	total := 0.0
+	for le, n := range w.Buckets {
+		n -= before.Buckets[le]
+		if le == "+Inf" {
+			total = n
+			continue
+		}
+		upper, err := strconv.ParseFloat(le, 64)
+		if err == nil {
+			buckets = append(buckets, bucket{upper, n})
+		}
+	}
+	if total <= 0 || len(buckets) == 0 {
+		return 0
+	}
+	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.upper, b.upper) })
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range buckets {
+		if b.count >= rank {
+			at := lower + (b.upper-lower)*(rank-below)/max(b.count-below, 1e-9)
+			return time.Duration(at * float64(time.Second))
+		}
+		lower, below = b.upper, b.count
+	}
+	return time.Duration(lower * float64(time.Second))
 }
 
 // Since is the average call between an earlier reading and this one.
@@ -159,6 +199,57 @@ func ReadTimes(ctx context.Context, cs kubernetes.Interface) (map[string]Webhook
 	return histogramSums(ctx, cs, "apiserver_request_duration_seconds", "resource", `verb="GET"`)
 }
 
+// APFWaits reads the API server's apiserver_flowcontrol_request_wait_duration_seconds of the
+// requests it ran, by priority level: how long requests queued in priority and fairness before
+// the server took them up.
+func APFWaits(ctx context.Context, cs kubernetes.Interface) (map[string]WebhookTime, error) {
+	return histogramSums(ctx, cs, "apiserver_flowcontrol_request_wait_duration_seconds", "priority_level", `execute="true"`)
+}
+
+// HandlerTimes reads controller-runtime's controller_runtime_webhook_latency_seconds of one webhook
+// path from each running mdplane-webhooks replica, by replica: the time a review spends in the
+// handler, from the request read to the answer written. The API server's time for a call less this
+// is the way there and back (the connection, the server's queue before the handler); the calls
+// each replica took show how the API server spread them.
+func HandlerTimes(ctx context.Context, s *cluster.Stack, path string) (map[string]WebhookTime, error) {
+	pods := &corev1.PodList{}
+	if err := s.Client.List(ctx, pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "mdplane-webhooks"}); err != nil {
+		return nil, err
+	}
+	out := map[string]WebhookTime{}
+	for _, pod := range pods.Items {
+		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		raw, err := httpGet(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/metrics")
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics of %s: %w", pod.Name, err)
+		}
+		sums, err := sumsOf(raw, "controller_runtime_webhook_latency_seconds", "webhook")
+		if err != nil {
+			return nil, err
+		}
+		out[pod.Name] = sums[path]
+	}
+	return out, nil
+}
+
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", rsp.Status)
+	}
+	return io.ReadAll(rsp.Body)
+}
+
 // histogramSums reads a histogram of the API server's metrics: the sum and count of the series that
 // hold every one of the label pairs in with, summed by the value of the label by.
 func histogramSums(ctx context.Context, cs kubernetes.Interface, metric, by string, with ...string) (map[string]WebhookTime, error) {
@@ -166,6 +257,12 @@ func histogramSums(ctx context.Context, cs kubernetes.Interface, metric, by stri
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
+	return sumsOf(raw, metric, by, with...)
+}
+
+// sumsOf reads a histogram of a Prometheus text exposition: the sum and count of the series that
+// hold every one of the label pairs in with, summed by the value of the label by.
+func sumsOf(raw []byte, metric, by string, with ...string) (map[string]WebhookTime, error) {
 	out := map[string]WebhookTime{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -185,6 +282,12 @@ scan:
 		key := label(labels, by)
 		t := out[key]
 		switch kind {
+		case "_bucket":
+			if t.Buckets == nil {
+				t.Buckets = map[string]float64{}
+			}
+			v, _ := strconv.ParseFloat(value, 64)
+			t.Buckets[label(labels, "le")] += v
 		case "_sum":
 			v, _ := strconv.ParseFloat(value, 64)
 			t.Sum += v

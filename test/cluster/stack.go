@@ -29,6 +29,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,7 +90,7 @@ type Options struct {
 	// request (create, update, patch, delete, deletecollection) and nothing else.
 	Audit bool
 	// Profile serves Go's profiling endpoints (/debug/pprof) of mdplane-controllers and
-	// mdplane-webhooks on their Pods' ProfilePort (ProfileAddress).
+	// mdplane-webhooks on their Pods' ProfilePort (ProfileAddresses).
 	Profile bool
 	// CrossplanePollInterval is how often Crossplane reconciles every composite.
 	CrossplanePollInterval time.Duration
@@ -549,28 +550,29 @@ func (s *Stack) Args(component string) []string {
 	return nil
 }
 
-// ProfileAddress is the host:port of a component's profiling endpoints, or "" when Options.Profile
-// is off: the leading replica of mdplane-controllers ("mdplane-controllers"), or the first running
-// replica of mdplane-webhooks ("mdplane-webhooks"), serves them on ProfilePort of its Pod.
-func (s *Stack) ProfileAddress(component string) string {
+// ProfileAddresses are the host:port of a component's profiling endpoints, by replica, or none when
+// Options.Profile is off: the leading replica of mdplane-controllers ("mdplane-controllers"), or every
+// running replica of mdplane-webhooks ("mdplane-webhooks"), serves them on ProfilePort of its Pod.
+func (s *Stack) ProfileAddresses(component string) map[string]string {
 	if !s.opts.Profile {
-		return ""
+		return nil
 	}
-	var ip string
+	var pods []corev1.Pod
 	switch component {
 	case "mdplane-controllers":
 		if leader, err := s.controllersLeader(context.Background()); err == nil {
-			ip = leader.Status.PodIP
+			pods = []corev1.Pod{*leader}
 		}
 	case "mdplane-webhooks":
-		if pods, err := s.runningPods(context.Background(), Namespace, webhooksSelector); err == nil && len(pods) > 0 {
-			ip = pods[0].Status.PodIP
+		pods, _ = s.runningPods(context.Background(), Namespace, webhooksSelector)
+	}
+	out := map[string]string{}
+	for _, pod := range pods {
+		if pod.Status.PodIP != "" {
+			out[pod.Name] = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ProfilePort))
 		}
 	}
-	if ip == "" {
-		return ""
-	}
-	return net.JoinHostPort(ip, strconv.Itoa(ProfilePort))
+	return out
 }
 
 // Program is the path of the executable a component runs as a process of the stack, or "" when the
