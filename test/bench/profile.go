@@ -21,7 +21,7 @@ var profiledComponents = []string{"mdplane-controllers", "mdplane-webhooks", "md
 
 // Profiles are the CPU and heap profiles of mdplane's processes taken during a phase, and a count of
 // their goroutines by stack halfway through it; each of the webhooks' replicas is profiled, since
-// the API server may send all its calls to one of them (one HTTP/2 connection).
+// the API server's calls reach them unevenly.
 type Profiles struct {
 	stack   *cluster.Stack
 	dir     string

@@ -180,8 +180,8 @@ func timedLoad(ctx context.Context, s *cluster.Stack, cs kubernetes.Interface, w
 	calls := callTimes{avg: avg, p99: after.webhooks[webhook].QuantileSince(before.webhooks[webhook], 0.99)}
 	logf("%s: %s called %d times, %s on average, p99 %s", name, webhook, n, ms(avg), ms(calls.p99))
 	for _, replica := range slices.Sorted(maps.Keys(after.handlers)) {
-		if d, calls := after.handlers[replica].Since(before.handlers[replica]); calls > 0 {
-			logf("%s:   in the handler of %s on %s: %d calls, %s on average", name, webhooks.ValidatePath, replica, calls, ms(d))
+		if d, reviews := after.handlers[replica].Since(before.handlers[replica]); reviews > 0 {
+			logf("%s:   in the handler of %s on %s: %d calls, %s on average", name, webhooks.ValidatePath, replica, reviews, ms(d))
 		}
 	}
 	// The reads a review of the quickstart makes, as the API server answered them meanwhile.
