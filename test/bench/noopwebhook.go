@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -212,28 +211,26 @@ func APFWaits(ctx context.Context, cs kubernetes.Interface) (map[string]WebhookT
 // is the way there and back (the connection, the server's queue before the handler); the calls
 // each replica took show how the API server spread them.
 func HandlerTimes(ctx context.Context, s *cluster.Stack, path string) (map[string]WebhookTime, error) {
-	pods := &corev1.PodList{}
-	if err := s.Client.List(ctx, pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "mdplane-webhooks"}); err != nil {
+	urls, err := s.WebhooksMetricsURLs(ctx)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]WebhookTime{}
-	for _, pod := range pods.Items {
-		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
-			continue
-		}
-		raw, err := httpGet(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/metrics")
+	for replica, url := range urls {
+		raw, err := httpGet(ctx, url)
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics of %s: %w", pod.Name, err)
+			return nil, fmt.Errorf("reading the metrics of %s: %w", replica, err)
 		}
 		sums, err := sumsOf(raw, "controller_runtime_webhook_latency_seconds", "webhook")
 		if err != nil {
 			return nil, err
 		}
-		out[pod.Name] = sums[path]
+		out[replica] = sums[path]
 	}
 	return out, nil
 }
 
+// httpGet is the body of a GET of url, or an error when it is not answered 200 OK.
 func httpGet(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

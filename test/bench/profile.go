@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,27 +80,10 @@ func (p *Profiles) Finish(ctx context.Context) {
 
 func (p *Profiles) fetch(ctx context.Context, t profiled, kind, path string) {
 	file := filepath.Join(p.dir, t.name+"."+kind+".pprof")
-	err := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+t.address+"/debug/pprof/"+path, nil)
-		if err != nil {
-			return err
-		}
-		rsp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer rsp.Body.Close()
-		if rsp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s", rsp.Status)
-		}
-		f, err := os.Create(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(f, rsp.Body)
-		return err
-	}()
+	raw, err := httpGet(ctx, "http://"+t.address+"/debug/pprof/"+path)
+	if err == nil {
+		err = os.WriteFile(file, raw, 0o644)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {

@@ -36,7 +36,8 @@ const (
 	controllersLease = "mdplane-controllers.worker.gpustack.ai"
 	// webhookPort is the port mdplane-webhooks serve on in their Pods.
 	webhookPort = 9443
-	// controllersMetricsPort is where mdplane-controllers serve their Prometheus metrics.
+	// controllersMetricsPort is where mdplane-controllers' program, as the controllers and as the
+	// webhooks, serves its Prometheus metrics.
 	controllersMetricsPort = 8080
 )
 
@@ -247,6 +248,22 @@ func (s *Stack) ControllersMetricsURL() string {
 		return ""
 	}
 	return "http://" + net.JoinHostPort(leader.Status.PodIP, strconv.Itoa(controllersMetricsPort)) + "/metrics"
+}
+
+// WebhooksMetricsURLs are the Prometheus endpoints of the running replicas of mdplane-webhooks, by
+// Pod name.
+func (s *Stack) WebhooksMetricsURLs(ctx context.Context) (map[string]string, error) {
+	pods, err := s.runningPods(ctx, Namespace, webhooksSelector)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, pod := range pods {
+		if pod.Status.PodIP != "" {
+			out[pod.Name] = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(controllersMetricsPort)) + "/metrics"
+		}
+	}
+	return out, nil
 }
 
 // WebhookAddress is where replica i of mdplane-webhooks (the running Pods, by name) serves, or ""
