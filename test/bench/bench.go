@@ -403,6 +403,7 @@ type FloorResult struct {
 	Name       string
 	Milestones []Milestone
 	Requests   time.Duration // until the last create request returned
+	Costs      Costs         // the stack's programs' CPU from the first create to the last Pod Ready
 }
 
 // Floor creates the same number of Pods as the deployment's, from one of its members, straight

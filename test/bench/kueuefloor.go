@@ -95,6 +95,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 	if f.check != "" {
 		go func() { held <- r.holdTogether(ctx, f, groups) }()
 	}
+	usage := StartUsage()
 	start := time.Now()
 	var requests time.Duration
 	if f.replicas {
@@ -103,6 +104,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		requests, err = r.createPods(ctx, f.namespace, groups*size, func(i int) *corev1.Pod { return r.groupMember(f.namespace, i/size, i%size) })
 	}
 	if err != nil {
+		usage.Stop()
 		return nil, fmt.Errorf("creating the %s's Pods: %w", f.name, err)
 	}
 	n := groups * size
@@ -112,6 +114,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		select {
 		case err := <-held:
 			if err != nil {
+				usage.Stop()
 				return nil, fmt.Errorf("the %s's admission check: %w", f.name, err)
 			}
 		default:
@@ -121,6 +124,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		}
 		time.Sleep(time.Second)
 	}
+	costs := usage.Stop()
 	// The Pods are counted from a watch; the Workloads are listed once, at the end, so the floor's
 	// API server carries no more of the harness's reads than mdplane's does. A List the loaded API
 	// server answers late is tried again.
@@ -133,7 +137,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 	}
 	c := t.counts()
 	r.logf("%s: %d of %d Pods Ready; Workloads %d, %d QuotaReserved, %d Admitted", f.name, c.ready, n, wl.total, wl.reserved, wl.admitted)
-	res := &FloorResult{Name: f.name, Requests: requests, Milestones: []Milestone{
+	res := &FloorResult{Name: f.name, Requests: requests, Costs: costs, Milestones: []Milestone{
 		milestone("all Pods created", c.created, n, start, start.Add(requests)),
 		milestone("all Workloads QuotaReserved", wl.reserved, groups, start, wl.lastReserved),
 		milestone("all Workloads Admitted", wl.admitted, groups, start, wl.lastAdmitted),

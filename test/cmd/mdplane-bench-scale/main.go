@@ -174,7 +174,7 @@ func readyTarget(pods int) float64 {
 
 // runFloors runs the floors with nothing of mdplane's acting (the replica floor's ModelReplicas would be
 // the members controller's to fill) and prints the table and the targets.
-func runFloors(ctx context.Context, s *cluster.Stack, r *bench.Runner, cfg bench.Config, create *bench.CreateResult, costs []bench.ProgramCost, wanted map[string]bool) error {
+func runFloors(ctx context.Context, s *cluster.Stack, r *bench.Runner, cfg bench.Config, create *bench.CreateResult, costs bench.Costs, wanted map[string]bool) error {
 	if err := s.KillControllers(ctx); err != nil {
 		return fmt.Errorf("stopping mdplane-controllers for the floors: %w", err)
 	}
@@ -182,11 +182,16 @@ func runFloors(ctx context.Context, s *cluster.Stack, r *bench.Runner, cfg bench
 	report := func() {
 		bench.Report(os.Stdout, cfg, create, floors...)
 		byName := map[string]*bench.FloorResult{}
+		cpu := []bench.PhaseCosts{{Name: "mdplane", Costs: costs}}
 		for _, f := range floors {
 			if f != nil {
 				byName[f.Name] = f
+				if f.Costs.Elapsed > 0 {
+					cpu = append(cpu, bench.PhaseCosts{Name: f.Name, Costs: f.Costs})
+				}
 			}
 		}
+		bench.PrintCPU(os.Stdout, cpu)
 		bench.PrintTargets(os.Stdout, []bench.Target{
 			ratioTarget(create, byName["joint floor"], "all Pods Ready", "all Pods Ready / the joint floor's", readyTarget(cfg.Groups()*cfg.Size)),
 			ratioTarget(create, byName["replica floor"], "all Pods created", "all Pods created / the replica floor's", 1.15),
