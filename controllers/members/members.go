@@ -58,11 +58,13 @@ const slotBusyRetry = 2 * time.Second
 // such a burst into one write. Its admission moves seconds to minutes apart (reserved, then
 // admitted once its whole set is), and whoever acts on it reads its group's Workload (the role's
 // counts, the elastic resize), so it waits for the next change the role reads or detailInterval:
-// about two writes per replica coming up (its members, its readiness with its verdict).
+// two writes per replica coming up (its members, its readiness with its verdict). A set of hundreds
+// of groups takes minutes from its first reservation to its last Pod Ready, and a shorter wait put a
+// third write per replica into its admission, beside Kueue's own writes.
 const (
 	reportInterval = 5 * time.Second
 	settleInterval = 2 * time.Second
-	detailInterval = time.Minute
+	detailInterval = 5 * time.Minute
 )
 
 // Reconciler materialises ModelReplicas: it creates the member Pods and the instance Service a
