@@ -230,11 +230,15 @@ type pass struct {
 	step        pacing.Step
 }
 
-// observe reads a role and its slots; nil when the role is gone, being deleted or not rendered yet.
+// observe reads a role and its slots; nil when the role is gone (its replicas are collected),
+// being deleted or not rendered yet.
 func (p *Pacer) observe(ctx context.Context, key types.NamespacedName) (*observed, error) {
 	role := &v1alpha1.ModelRole{}
 	if err := p.Client.Get(ctx, key, role); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil, p.collect(ctx, key)
+		}
+		return nil, err
 	}
 	if role.DeletionTimestamp != nil || role.Spec.Revision == "" {
 		return nil, nil
@@ -413,6 +417,43 @@ func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, fill
 		})
 	}
 	return creates.Wait()
+}
+
+// collect deletes the replicas a role that is gone controlled, createWorkers at a time. The garbage
+// collector would delete them too, one owner level at a time: a deleted deployment's role leaves
+// hundreds of replicas, and the collector's queue reaches their Pods only after it has deleted
+// them one by one. As the collector does, a replica is deleted only while the API server has no
+// role of its controller's UID (the cache may not show a role recreated under the name yet), in
+// the background, with its UID as precondition.
+func (p *Pacer) collect(ctx context.Context, key types.NamespacedName) error {
+	list := &v1alpha1.ModelReplicaList{}
+	if err := p.Client.List(ctx, list, client.InNamespace(key.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	var orphans []*v1alpha1.ModelReplica
+	for i := range list.Items {
+		r := &list.Items[i]
+		if owner := metav1.GetControllerOf(r); owner != nil && owner.Kind == v1alpha1.ModelRoleKind && owner.Name == key.Name && r.DeletionTimestamp == nil {
+			orphans = append(orphans, r)
+		}
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	live := &v1alpha1.ModelRole{}
+	if err := p.reader().Get(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var deletes errgroup.Group
+	deletes.SetLimit(createWorkers)
+	for _, r := range orphans {
+		if live.UID != "" && metav1.GetControllerOf(r).UID == live.UID {
+			continue
+		}
+		gone := &v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID}}
+		deletes.Go(func() error { return deleteOnce(ctx, p.Client, p.Deletes, gone) })
+	}
+	return deletes.Wait()
 }
 
 // deleteOnce deletes obj while it is the object read (UID precondition), unless a delete of it was

@@ -850,3 +850,65 @@ func TestAPodsReadyTimeoutIsCountedOnTheRole(t *testing.T) {
 		})
 	}
 }
+
+// A role that is gone leaves its replicas: the pacer deletes those it controlled, not the garbage
+// collector one owner level at a time, and keeps any other role's and those of a role recreated
+// under the name, which the API server shows before the cache does.
+func TestPacerCollectsTheReplicasOfARoleThatIsGone(t *testing.T) {
+	controlledBy := func(r *v1alpha1.ModelReplica, role, uid string) *v1alpha1.ModelReplica {
+		r.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.ModelRoleKind,
+			Name: role, UID: types.UID(uid), Controller: ptr.To(true)}}
+		return r
+	}
+	cases := []struct {
+		rule      string
+		recreated bool // the API server holds a role "md-server" of UID "new" the cache does not show
+		replicas  []*v1alpha1.ModelReplica
+		kept      []string
+	}{
+		{rule: "every replica the gone role controlled is deleted",
+			replicas: []*v1alpha1.ModelReplica{controlledBy(replicaAt(0, "a"), "md-server", "old"), controlledBy(replicaAt(1, "a"), "md-server", "old")}},
+		{rule: "near miss: another role's replica stays",
+			replicas: []*v1alpha1.ModelReplica{controlledBy(replicaAt(0, "a"), "md-server", "old"), controlledBy(replicaAt(1, "b"), "md-decode", "other")},
+			kept:     []string{"md-server-r1-b"}},
+		{rule: "near miss: a replica no role controls stays",
+			replicas: []*v1alpha1.ModelReplica{replicaAt(0, "a")},
+			kept:     []string{"md-server-r0-a"}},
+		{rule: "near miss: a role recreated under the name keeps its replicas, not the old role's",
+			recreated: true,
+			replicas:  []*v1alpha1.ModelReplica{controlledBy(replicaAt(0, "a"), "md-server", "old"), controlledBy(replicaAt(1, "b"), "md-server", "new")},
+			kept:      []string{"md-server-r1-b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			var objs []client.Object
+			for _, r := range tc.replicas {
+				objs = append(objs, r)
+			}
+			if tc.recreated {
+				role := modelRole(2, "b", nil)
+				role.UID = "new"
+				objs = append(objs, role)
+			}
+			c := fakecluster.Builder(objs...).Build()
+			cache := interceptor.NewClient(c, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*v1alpha1.ModelRole); ok {
+						return apierrors.NewNotFound(v1alpha1.SchemeGroupVersion.WithResource("modelroles").GroupResource(), key.Name)
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+			p := &Pacer{Client: cache, Reader: c, Recorder: events.NewFakeRecorder(10)}
+			_, err := p.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "md-server"}})
+			require.NoError(t, err)
+			list := &v1alpha1.ModelReplicaList{}
+			require.NoError(t, c.List(ctx, list))
+			var standing []string
+			for _, r := range list.Items {
+				standing = append(standing, r.Name)
+			}
+			assert.ElementsMatch(t, tc.kept, standing)
+		})
+	}
+}
