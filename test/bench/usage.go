@@ -274,15 +274,7 @@ func PrintCPU(out io.Writer, phases []PhaseCosts) {
 
 // MemoryTarget is the target that mdplane-controllers' peak memory stays within Kueue's.
 func MemoryTarget(costs Costs) Target {
-	var md, kueue uint64
-	for _, c := range costs.Programs {
-		switch c.Name {
-		case "mdplane-controllers":
-			md = c.PeakRSS
-		case "kueue":
-			kueue = c.PeakRSS
-		}
-	}
+	md, kueue := costs.program("mdplane-controllers").PeakRSS, costs.program("kueue").PeakRSS
 	t := Target{Name: "mdplane-controllers' peak memory / Kueue's", AtMost: 1, Unit: "×"}
 	if md > 0 && kueue > 0 {
 		t.Got = float64(md) / float64(kueue)
