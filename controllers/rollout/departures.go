@@ -133,13 +133,13 @@ func (d *Departures) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	own, err := d.ownPods(ctx, replica)
+	own, err := ownPods(ctx, d.Client, replica)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if replica.DeletionTimestamp != nil {
 		d.gone.Delete(req.NamespacedName)
-		return reconcile.Result{}, d.deletePods(ctx, replica, own)
+		return reconcile.Result{}, deletePods(ctx, d.Client, d.Deletes, replica, own)
 	}
 	role, err := d.role(ctx, replica)
 	if err != nil {
@@ -311,14 +311,14 @@ func (d *Departures) event(ctx context.Context, replica *v1alpha1.ModelReplica, 
 	}
 }
 
-// deletePods deletes a departing replica's standing Pods at once.
-func (d *Departures) deletePods(ctx context.Context, replica *v1alpha1.ModelReplica, own []corev1.Pod) error {
+// deletePods deletes a departing replica's standing Pods at once, each while it is the Pod read.
+func deletePods(ctx context.Context, c client.Client, deletes *expectations.Deletes, replica *v1alpha1.ModelReplica, own []corev1.Pod) error {
 	for i := range own {
 		p := &own[i]
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if err := deleteOnce(ctx, d.Client, d.Deletes, p); err != nil {
+		if err := deleteOnce(ctx, c, deletes, p); err != nil {
 			return fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
 		}
 	}
@@ -326,9 +326,9 @@ func (d *Departures) deletePods(ctx context.Context, replica *v1alpha1.ModelRepl
 }
 
 // ownPods lists the Pods the replica controls.
-func (d *Departures) ownPods(ctx context.Context, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
+func ownPods(ctx context.Context, c client.Reader, replica *v1alpha1.ModelReplica) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := d.Client.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)},
+	if err := c.List(ctx, pods, client.InNamespace(replica.Namespace), client.MatchingFields{index.PodController: string(replica.UID)},
 		client.MatchingLabels(naming.ReplicaLabels(replica.Spec.DeploymentName, replica.Spec.RoleName, replica.Spec.Ordinal))); err != nil {
 		return nil, err
 	}

@@ -419,12 +419,15 @@ func (p *Pacer) fill(ctx context.Context, role *v1alpha1.ModelRole, vacant, fill
 	return creates.Wait()
 }
 
-// collect deletes the replicas a role that is gone controlled, createWorkers at a time. The garbage
-// collector would delete them too, one owner level at a time: a deleted deployment's role leaves
-// hundreds of replicas, and the collector's queue reaches their Pods only after it has deleted
-// them one by one. As the collector does, a replica is deleted only while the API server has no
-// role of its controller's UID (the cache may not show a role recreated under the name yet), in
-// the background, with its UID as precondition.
+// collect deletes the replicas a role that is gone controlled, and their Pods, createWorkers
+// replicas at a time. The garbage collector would delete them too, one owner level at a time and at
+// the pace its client's request limit allows: a deleted deployment's role leaves hundreds of
+// replicas, the collector's queue reaches their Pods only after it has deleted them one by one,
+// and it then deletes about ten Pods a second under kube-controller-manager's default limit. As the
+// collector does, a replica is deleted only while the API server has no role of its controller's
+// UID (the cache may not show a role recreated under the name yet), in the background, with its UID
+// as precondition; its Pods go first, each with its own UID as precondition, so the collector finds
+// them already leaving.
 func (p *Pacer) collect(ctx context.Context, key types.NamespacedName) error {
 	list := &v1alpha1.ModelReplicaList{}
 	if err := p.Client.List(ctx, list, client.InNamespace(key.Namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -451,7 +454,16 @@ func (p *Pacer) collect(ctx context.Context, key types.NamespacedName) error {
 			continue
 		}
 		gone := &v1alpha1.ModelReplica{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID}}
-		deletes.Go(func() error { return deleteOnce(ctx, p.Client, p.Deletes, gone) })
+		deletes.Go(func() error {
+			own, err := ownPods(ctx, p.Client, r)
+			if err != nil {
+				return err
+			}
+			if err := deletePods(ctx, p.Client, p.Deletes, r, own); err != nil {
+				return err
+			}
+			return deleteOnce(ctx, p.Client, p.Deletes, gone)
+		})
 	}
 	return deletes.Wait()
 }

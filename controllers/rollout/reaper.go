@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -31,6 +32,11 @@ type WorkloadReaper struct {
 	Deletes *expectations.Deletes
 }
 
+// reaperWorkers is how many groups are reaped at once. A deleted deployment strands all its groups
+// within seconds, and a reap's time is mostly its delete's round trip: one at a time reaps about
+// ten a second, and Kueue keeps every Pod of a group waiting on it.
+const reaperWorkers = 8
+
 // SetupWithManager watches Workloads and the deployments' Pods, mapping a Pod to its group.
 func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -43,6 +49,7 @@ func (r *WorkloadReaper) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: group}}}
 		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: reaperWorkers}).
 		Complete(r)
 }
 

@@ -864,9 +864,9 @@ func TestPacerCollectsTheReplicasOfARoleThatIsGone(t *testing.T) {
 		rule      string
 		recreated bool // the API server holds a role "md-server" of UID "new" the cache does not show
 		replicas  []*v1alpha1.ModelReplica
-		kept      []string
+		kept      []string // the replicas standing after the pass, each with its Pod
 	}{
-		{rule: "every replica the gone role controlled is deleted",
+		{rule: "every replica the gone role controlled is deleted, with its Pods",
 			replicas: []*v1alpha1.ModelReplica{controlledBy(replicaAt(0, "a"), "md-server", "old"), controlledBy(replicaAt(1, "a"), "md-server", "old")}},
 		{rule: "near miss: another role's replica stays",
 			replicas: []*v1alpha1.ModelReplica{controlledBy(replicaAt(0, "a"), "md-server", "old"), controlledBy(replicaAt(1, "b"), "md-decode", "other")},
@@ -883,7 +883,7 @@ func TestPacerCollectsTheReplicasOfARoleThatIsGone(t *testing.T) {
 		t.Run(tc.rule, func(t *testing.T) {
 			var objs []client.Object
 			for _, r := range tc.replicas {
-				objs = append(objs, r)
+				objs = append(objs, r, memberOf(r))
 			}
 			if tc.recreated {
 				role := modelRole(2, "b", nil)
@@ -904,11 +904,20 @@ func TestPacerCollectsTheReplicasOfARoleThatIsGone(t *testing.T) {
 			require.NoError(t, err)
 			list := &v1alpha1.ModelReplicaList{}
 			require.NoError(t, c.List(ctx, list))
-			var standing []string
+			var standing, standingPods, keptPods []string
 			for _, r := range list.Items {
 				standing = append(standing, r.Name)
 			}
 			assert.ElementsMatch(t, tc.kept, standing)
+			pods := &corev1.PodList{}
+			require.NoError(t, c.List(ctx, pods))
+			for _, p := range pods.Items {
+				standingPods = append(standingPods, p.Name)
+			}
+			for _, r := range tc.kept {
+				keptPods = append(keptPods, r+"-m0")
+			}
+			assert.ElementsMatch(t, keptPods, standingPods, "a deleted replica's Pods go with it; a kept one's stay")
 		})
 	}
 }
