@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -312,28 +311,18 @@ func (d *Departures) event(ctx context.Context, replica *v1alpha1.ModelReplica, 
 	}
 }
 
-// podDeletes is the most Pods of one replica deleted at once.
-const podDeletes = 4
-
-// deletePods deletes a departing replica's standing Pods at once, at most podDeletes at a time,
-// each while it is the Pod read: a replica's members leave together, and the pacer collecting a
-// gone role's hundreds of replicas waits on each replica's deletes.
+// deletePods deletes a departing replica's standing Pods at once, each while it is the Pod read.
 func deletePods(ctx context.Context, c client.Client, deletes *expectations.Deletes, replica *v1alpha1.ModelReplica, own []corev1.Pod) error {
-	var g errgroup.Group
-	g.SetLimit(podDeletes)
 	for i := range own {
 		p := &own[i]
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		g.Go(func() error {
-			if err := deleteOnce(ctx, c, deletes, p); err != nil {
-				return fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
-			}
-			return nil
-		})
+		if err := deleteOnce(ctx, c, deletes, p); err != nil {
+			return fmt.Errorf("deleting Pod %s/%s of departing replica %s: %w", p.Namespace, p.Name, replica.Name, err)
+		}
 	}
-	return g.Wait()
+	return nil
 }
 
 // ownPods lists the Pods the replica controls.
