@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,6 +71,11 @@ type Runner struct {
 	// (nil for a replica of one Pod, which has none), for the replica floor.
 	sourceReplica *v1alpha1.ModelReplica
 	sourceService *corev1.Service
+	// sourceFronts are the deployment's Services that select its serving members (the deployment's
+	// and each role's), and sourceBudgets its roles' PodDisruptionBudgets: the replica floor makes
+	// them again over its own Pods, since Kubernetes' controllers and scheduler work for each.
+	sourceFronts  []corev1.Service
+	sourceBudgets []policyv1.PodDisruptionBudget
 }
 
 // NewRunner prepares a run; the stack must have been started with Options.Audit and the controllers
@@ -341,6 +347,25 @@ func (r *Runner) replicaOf(ctx context.Context, member *corev1.Pod) error {
 	r.sourceReplica = &v1alpha1.ModelReplica{}
 	if err := r.c.Get(ctx, client.ObjectKey{Namespace: member.Namespace, Name: owner.Name}, r.sourceReplica); err != nil {
 		return fmt.Errorf("reading the member's ModelReplica: %w", err)
+	}
+	services := &corev1.ServiceList{}
+	if err := r.c.List(ctx, services, client.InNamespace(member.Namespace)); err != nil {
+		return fmt.Errorf("listing the deployment's Services: %w", err)
+	}
+	instance := member.Labels[workerv1.LabelInstance]
+	for _, svc := range services.Items {
+		if svc.Labels[workerv1.LabelInstance] == instance && svc.Spec.ClusterIP != corev1.ClusterIPNone && len(svc.Spec.Selector) > 0 {
+			r.sourceFronts = append(r.sourceFronts, svc)
+		}
+	}
+	budgets := &policyv1.PodDisruptionBudgetList{}
+	if err := r.c.List(ctx, budgets, client.InNamespace(member.Namespace)); err != nil {
+		return fmt.Errorf("listing the deployment's PodDisruptionBudgets: %w", err)
+	}
+	for _, b := range budgets.Items {
+		if b.Labels[workerv1.LabelInstance] == instance {
+			r.sourceBudgets = append(r.sourceBudgets, b)
+		}
 	}
 	if member.Spec.Subdomain == "" {
 		return nil

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,12 +69,13 @@ func (r *Runner) JointFloor(ctx context.Context) (*FloorResult, error) {
 	return r.groupFloor(ctx, jointFloor)
 }
 
-// ReplicaFloor is the joint floor with the rest of what mdplane creates per replica, through
-// client-go: each group a ModelReplica, which owns the group's Pods and its headless Service (a
-// group of more than one Pod), created the way mdplane's members controller does, the replica
-// first, then its Service and Pods at once. Its Pods created is what creating a replica's objects
-// costs on this stack. Its delete, timed, deletes the ModelReplicas and the Workloads, and the
-// garbage collector the rest, as a deployment's delete does.
+// ReplicaFloor is the joint floor with the rest of what mdplane creates, through client-go: each
+// group a ModelReplica, which owns the group's Pods and its headless Service (a group of more than
+// one Pod), created the way mdplane's members controller does, the replica first, then its Service
+// and Pods at once; and, once before them, the deployment's Services and PodDisruptionBudgets over
+// the floor's Pods (createFronts). Its Pods created is what creating a replica's objects costs on
+// this stack. Its delete, timed, deletes the ModelReplicas and the Workloads, and the garbage
+// collector the rest, as a deployment's delete does.
 func (r *Runner) ReplicaFloor(ctx context.Context) (*FloorResult, error) {
 	return r.groupFloor(ctx, replicaFloor)
 }
@@ -94,6 +96,11 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 	held := make(chan error, 1)
 	if f.check != "" {
 		go func() { held <- r.holdTogether(ctx, f, groups) }()
+	}
+	if f.replicas {
+		if err := r.createFronts(ctx, f.namespace); err != nil {
+			return nil, err
+		}
 	}
 	usage := StartUsage()
 	start := time.Now()
@@ -153,8 +160,69 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		deleted := time.Since(deleteStart)
 		r.logf("%s: deleted in %s", f.name, deleted.Round(time.Second))
 		res.Milestones = append(res.Milestones, Milestone{Name: DeletedMilestone, Done: 1, Want: 1, After: deleted})
+		if err := r.deleteFronts(ctx, f.namespace); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
+}
+
+// The replica floor's own labels: every Pod carries floorRole, the members the deployment's Services
+// select (its leaders, or every member where the source's Services select every serving member)
+// also floorFront. None of mdplane's labels, so no part of mdplane acts on them.
+const (
+	floorRole  = "bench.mdplane.io/role"
+	floorFront = "bench.mdplane.io/front"
+)
+
+// fronted reports whether member m of a replica floor's group is selected by its Services.
+func (r *Runner) fronted(m int) bool {
+	for _, svc := range r.sourceFronts {
+		if _, every := svc.Spec.Selector[workerv1.LabelServes]; every {
+			return true
+		}
+	}
+	return m == 0
+}
+
+// createFronts makes, before the replica floor's groups, what mdplane makes once per deployment
+// over its Pods: a copy of each of the deployment's Services that select its serving members, with
+// their ports, selecting the floor's fronted members, and a copy of each role's
+// PodDisruptionBudget, selecting every floor Pod. The endpoint controllers rewrite the Services'
+// EndpointSlices at each member's change, the disruption controller the budget's status, and the
+// scheduler counts the Pods of the Services that select a Pod it places.
+func (r *Runner) createFronts(ctx context.Context, namespace string) error {
+	for _, src := range r.sourceFronts {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: namespace},
+			Spec: corev1.ServiceSpec{Type: src.Spec.Type, Ports: src.Spec.Ports,
+				Selector: map[string]string{floorRole: "floor", floorFront: "true"}}}
+		if _, err := r.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the replica floor's Service %s: %w", src.Name, err)
+		}
+	}
+	for _, src := range r.sourceBudgets {
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: namespace}, Spec: *src.Spec.DeepCopy()}
+		pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{floorRole: "floor"}}
+		if _, err := r.cs.PolicyV1().PodDisruptionBudgets(namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the replica floor's PodDisruptionBudget %s: %w", src.Name, err)
+		}
+	}
+	return nil
+}
+
+// deleteFronts deletes what createFronts made, once the floor's Pods are gone.
+func (r *Runner) deleteFronts(ctx context.Context, namespace string) error {
+	for _, src := range r.sourceFronts {
+		if err := client.IgnoreNotFound(r.cs.CoreV1().Services(namespace).Delete(ctx, src.Name, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	for _, src := range r.sourceBudgets {
+		if err := client.IgnoreNotFound(r.cs.PolicyV1().PodDisruptionBudgets(namespace).Delete(ctx, src.Name, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createReplicas creates a replica floor's groups, floorWorkers at once: each group's ModelReplica,
@@ -246,6 +314,10 @@ func (r *Runner) createReplica(ctx context.Context, asControllers client.Client,
 		eg.Go(func() error {
 			p := r.groupMember(namespace, g, m)
 			p.OwnerReferences = owner
+			p.Labels[floorRole] = "floor"
+			if r.fronted(m) {
+				p.Labels[floorFront] = "true"
+			}
 			if r.sourceService != nil {
 				p.Spec.Hostname, p.Spec.Subdomain = p.Name, name
 			}
