@@ -26,6 +26,9 @@ const (
 	PodController = "mdplane.podController"
 	// PodSlot is a Pod's replica slot: deployment, role and ordinal (SlotKey).
 	PodSlot = "mdplane.podSlot"
+	// PodRole is a Pod's role: deployment and role (RoleKey), so that a pass over a role's slots
+	// reads its Pods without matching every Pod of the deployment against a selector.
+	PodRole = "mdplane.podRole"
 	// DeploymentInstanceType is every InstanceType a ModelDeployment's roles name.
 	DeploymentInstanceType = "mdplane.instanceType"
 	// DeploymentArtifact is the ModelArtifact a ModelDeployment names (spec.model.artifactRef).
@@ -59,6 +62,7 @@ var Fields = []Field{
 	{&corev1.Pod{}, PodDeployment, label(workerv1.LabelInstance)},
 	{&corev1.Pod{}, PodController, podController},
 	{&corev1.Pod{}, PodSlot, podSlot},
+	{&corev1.Pod{}, PodRole, podRole},
 	{&corev1.Pod{}, PodNode, podNode},
 	{&workerv1.ModelDeployment{}, DeploymentInstanceType, instanceTypes},
 	{&workerv1.ModelDeployment{}, DeploymentArtifact, artifact},
@@ -92,6 +96,22 @@ func label(key string) client.IndexerFunc {
 // SlotKey is the PodSlot value of a role's slot.
 func SlotKey(deployment, role, ordinal string) string {
 	return deployment + "/" + role + "/" + ordinal
+}
+
+// RoleKey is the PodRole value of a role.
+func RoleKey(deployment, role string) string {
+	return deployment + "/" + role
+}
+
+// podRole indexes a Pod by the role its labels name, when they name one.
+func podRole(o client.Object) []string {
+	l := o.GetLabels()
+	deployment, okD := l[workerv1.LabelInstance]
+	role, okR := l[workerv1.LabelComponent]
+	if !okD || !okR {
+		return nil
+	}
+	return []string{RoleKey(deployment, role)}
 }
 
 // podSlot indexes a Pod by the slot its labels name, when they name one.

@@ -49,6 +49,9 @@ func TestIndexes(t *testing.T) {
 		{"a Pod is found by its slot: deployment, role and ordinal", PodSlot, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
 			workerv1.LabelInstance: "md", workerv1.LabelComponent: "decode", workerv1.LabelPodOrdinal: "3"}}}, []string{"md/decode/3"}},
 		{"a Pod without a slot's labels is not indexed by one", PodSlot, pod, nil},
+		{"a Pod is found by its role: deployment and role", PodRole, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+			workerv1.LabelInstance: "md", workerv1.LabelComponent: "decode", workerv1.LabelPodOrdinal: "3"}}}, []string{"md/decode"}},
+		{"a Pod without a role label is not indexed by a role", PodRole, pod, nil},
 		{"a deployment is found by each type its roles name, once", DeploymentInstanceType, md, []string{"h20", "cpu"}},
 		{"a deployment is found by the artifact it names", DeploymentArtifact, &workerv1.ModelDeployment{Spec: workerv1.ModelDeploymentSpec{
 			Model: workerv1.ModelDeploymentModel{Name: "m", ArtifactRef: &workerv1.LocalReference{Name: "qwen"}}}}, []string{"qwen"}},

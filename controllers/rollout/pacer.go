@@ -529,8 +529,8 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 		return nil, err
 	}
 	pods := &corev1.PodList{}
-	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodDeployment: role.Spec.DeploymentName},
-		client.MatchingLabels{workerv1.LabelComponent: role.Spec.RoleName}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.Client.List(ctx, pods, client.InNamespace(role.Namespace), client.MatchingFields{index.PodRole: index.RoleKey(role.Spec.DeploymentName, role.Spec.RoleName)},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	workloads := &kueue.WorkloadList{}

@@ -63,31 +63,33 @@ func OutsideRollout(role *v1alpha1.ModelRole) bool { return role.Spec.Elastic !=
 func ReadSlots(role *v1alpha1.ModelRole, roleReplicas []v1alpha1.ModelReplica, pods []corev1.Pod, admittedGroups map[int32]bool) ([]Slot, map[int32]bool) {
 	ungated, lost, present := map[types.UID]bool{}, map[types.UID]bool{}, map[int32]bool{}
 	ready := map[types.UID]int32{}
-	for _, pod := range pods {
+	for i := range pods {
+		pod := &pods[i] // by index: a pass reads every Pod of the role, and a Pod is a large value
 		o, err := strconv.ParseInt(pod.Labels[workerv1.LabelPodOrdinal], 10, 32)
 		if err == nil {
 			present[int32(o)] = true
 		}
-		owner := metav1.GetControllerOf(&pod)
+		owner := metav1.GetControllerOf(pod)
 		if owner != nil && pod.DeletionTimestamp != nil {
 			lost[owner.UID] = true
 		}
 		if err != nil || owner == nil || pod.DeletionTimestamp != nil {
 			continue // a departing replica's Pods say nothing of its replacement
 		}
-		ungated[owner.UID] = ungated[owner.UID] || !Gated(&pod)
-		if replicas.PodReady(&pod) {
+		ungated[owner.UID] = ungated[owner.UID] || !Gated(pod)
+		if replicas.PodReady(pod) {
 			ready[owner.UID]++
 		}
 	}
 	var slots []Slot
-	for _, r := range roleReplicas {
+	for i := range roleReplicas {
+		r := &roleReplicas[i]
 		if r.DeletionTimestamp != nil {
 			continue // leaving: its slot counts as empty
 		}
 		slots = append(slots, Slot{Ordinal: r.Spec.Ordinal, Replica: r.Name, Revision: r.Spec.Revision,
 			Outdated: !OutsideRollout(role) && !r.Spec.UpToDate(role.Spec), EverAdmitted: ungated[r.UID],
-			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID], Ready: ready[r.UID] >= sizeOf(role, &r)})
+			Admitted: admittedGroups[r.Spec.Ordinal] && ungated[r.UID], Broken: lost[r.UID], Ready: ready[r.UID] >= sizeOf(role, r)})
 	}
 	return slots, present
 }
