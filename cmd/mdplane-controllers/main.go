@@ -51,6 +51,7 @@ import (
 	"github.com/mdplane/mdplane/controllers/kvcachepools"
 	"github.com/mdplane/mdplane/controllers/members"
 	"github.com/mdplane/mdplane/controllers/pairing"
+	"github.com/mdplane/mdplane/controllers/podcache"
 	"github.com/mdplane/mdplane/controllers/queues"
 	"github.com/mdplane/mdplane/controllers/retirement"
 	"github.com/mdplane/mdplane/controllers/rolemetrics"
@@ -169,9 +170,10 @@ func newManager(o options) (manager.Manager, error) {
 		LeaderElectionID:        "mdplane-controllers.worker.gpustack.ai",
 		LeaderElectionNamespace: o.namespace,
 		// Only the deployments' own Pods and Services are cached, not every one in the cluster, and
-		// without their managed fields, which no controller reads (a tenth of the heap with 1,000 Pods).
+		// without their managed fields, which no controller reads (a tenth of the heap with 1,000 Pods);
+		// a Pod without the container fields no controller reads either (podcache.Slim).
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: labels.SelectorFromSet(naming.Managed())},
+			&corev1.Pod{}:                   {Label: labels.SelectorFromSet(naming.Managed()), Transform: podcache.Slim},
 			&corev1.Service{}:               {Label: labels.SelectorFromSet(naming.Managed())},
 			&appsv1.ControllerRevision{}:    {Label: labels.SelectorFromSet(naming.Managed())},
 			&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromSet(naming.Managed())},
