@@ -93,34 +93,37 @@ func label(key string) client.IndexerFunc {
 	}
 }
 
-// SlotKey is the PodSlot value of a role's slot.
-func SlotKey(deployment, role, ordinal string) string {
-	return deployment + "/" + role + "/" + ordinal
-}
-
 // RoleKey is the PodRole value of a role.
 func RoleKey(deployment, role string) string {
 	return deployment + "/" + role
 }
 
-// podRole indexes a Pod by the role its labels name, when they name one.
-func podRole(o client.Object) []string {
+// SlotKey is the PodSlot value of a role's slot: its role's key and its ordinal.
+func SlotKey(deployment, role, ordinal string) string {
+	return RoleKey(deployment, role) + "/" + ordinal
+}
+
+// roleOf is the deployment and role a Pod's labels name; ok is false when they name none.
+func roleOf(o client.Object) (deployment, role string, ok bool) {
 	l := o.GetLabels()
 	deployment, okD := l[workerv1.LabelInstance]
 	role, okR := l[workerv1.LabelComponent]
-	if !okD || !okR {
-		return nil
+	return deployment, role, okD && okR
+}
+
+// podRole indexes a Pod by the role its labels name, when they name one.
+func podRole(o client.Object) []string {
+	if deployment, role, ok := roleOf(o); ok {
+		return []string{RoleKey(deployment, role)}
 	}
-	return []string{RoleKey(deployment, role)}
+	return nil
 }
 
 // podSlot indexes a Pod by the slot its labels name, when they name one.
 func podSlot(o client.Object) []string {
-	l := o.GetLabels()
-	deployment, okD := l[workerv1.LabelInstance]
-	role, okR := l[workerv1.LabelComponent]
-	ordinal, okO := l[workerv1.LabelPodOrdinal]
-	if !okD || !okR || !okO {
+	deployment, role, ok := roleOf(o)
+	ordinal, okO := o.GetLabels()[workerv1.LabelPodOrdinal]
+	if !ok || !okO {
 		return nil
 	}
 	return []string{SlotKey(deployment, role, ordinal)}
