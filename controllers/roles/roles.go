@@ -165,14 +165,20 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 	carried, _ := rolestatus.PodsCreatedOf(role.Status.ConditionedStatus)
 	o := rolestatus.Observed{Spec: role.Spec, Carried: carried, TakesOver: map[string]bool{}, Workloads: map[int32]*kueue.Workload{},
 		Preemptions: role.Status.Preemptions, ReadyTimeouts: role.Status.ReadyTimeouts}
+	// A count reads each of the role's hundreds of groups' Workloads once a second while they come
+	// up: the cache's objects are read in place, not copied (each carries its Pods' templates), and
+	// never written to.
+	workloads := &kueue.WorkloadList{}
+	if err := r.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return rolestatus.Observed{}, err
+	}
+	byName := make(map[string]*kueue.Workload, len(workloads.Items))
+	for i := range workloads.Items {
+		byName[workloads.Items[i].Name] = &workloads.Items[i]
+	}
 	for ordinal := range role.Spec.Replicas {
-		wl := &kueue.Workload{}
-		key := types.NamespacedName{Namespace: role.Namespace, Name: workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)}
-		switch err := r.Client.Get(ctx, key, wl); {
-		case err == nil:
+		if wl := byName[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)]; wl != nil {
 			o.Workloads[ordinal] = wl
-		case client.IgnoreNotFound(err) != nil:
-			return rolestatus.Observed{}, err
 		}
 	}
 	for i := range list.Items {
