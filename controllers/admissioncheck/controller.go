@@ -24,6 +24,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/internal/workload"
 )
 
 // The check's names: the AdmissionCheck object, the controller name Kueue matches it by, and the
@@ -202,10 +203,7 @@ func (r *Reconciler) readSet(ctx context.Context, md *workerv1.ModelDeployment) 
 	if err := r.Client.List(ctx, list, client.InNamespace(md.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return Set{}, nil, err
 	}
-	byName := make(map[string]*kueue.Workload, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
+	byName := workload.ByName(list.Items)
 	members := map[string]*kueue.Workload{}
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		member := byName[name]

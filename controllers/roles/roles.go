@@ -172,10 +172,7 @@ func (r *Reporter) observe(ctx context.Context, role *v1alpha1.ModelRole) (roles
 	if err := r.Client.List(ctx, workloads, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return rolestatus.Observed{}, err
 	}
-	byName := make(map[string]*kueue.Workload, len(workloads.Items))
-	for i := range workloads.Items {
-		byName[workloads.Items[i].Name] = &workloads.Items[i]
-	}
+	byName := workload.ByName(workloads.Items)
 	for ordinal := range role.Spec.Replicas {
 		if wl := byName[workerv1.GroupName(role.Namespace, role.Spec.DeploymentName, role.Spec.RoleName, ordinal)]; wl != nil {
 			o.Workloads[ordinal] = wl

@@ -538,10 +538,7 @@ func (p *Pacer) slots(ctx context.Context, role *v1alpha1.ModelRole) (*observed,
 		return nil, err
 	}
 	admitted := pacing.WorkloadsAdmitted(workloads.Items)
-	byName := make(map[string]*kueue.Workload, len(workloads.Items))
-	for i := range workloads.Items {
-		byName[workloads.Items[i].Name] = &workloads.Items[i]
-	}
+	byName := workload.ByName(workloads.Items)
 	admittedGroups := pacing.GroupsAdmitted(role, replicas.Items, admitted)
 	slots, occupied := pacing.ReadSlots(role, replicas.Items, pods.Items, admittedGroups)
 	for ordinal := range role.Spec.Replicas {

@@ -14,6 +14,16 @@ import (
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
 
+// ByName indexes Workloads by name, pointing into items: a pass over a set of hundreds reads the
+// cache's list in place.
+func ByName(items []kueue.Workload) map[string]*kueue.Workload {
+	out := make(map[string]*kueue.Workload, len(items))
+	for i := range items {
+		out[items[i].Name] = &items[i]
+	}
+	return out
+}
+
 // Admitted reports whether Kueue admitted the Workload: quota reserved and every check Ready. A
 // missing Workload is not admitted.
 func Admitted(wl *kueue.Workload) bool {

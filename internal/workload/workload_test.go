@@ -163,3 +163,14 @@ func TestProvisioning(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestByNamePointsIntoTheList(t *testing.T) {
+	items := []kueue.Workload{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}
+	got := ByName(items)
+	if len(got) != 2 || got["a"] != &items[0] || got["b"] != &items[1] {
+		t.Errorf("ByName = %v, want each name pointing at its item", got)
+	}
+	if got["c"] != nil {
+		t.Errorf("a name not in the list found %v", got["c"])
+	}
+}
