@@ -102,6 +102,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 			return nil, err
 		}
 	}
+	closes := r.WatchCloses(ctx)
 	usage := StartUsage()
 	start := time.Now()
 	var requests time.Duration
@@ -132,6 +133,7 @@ func (r *Runner) groupFloor(ctx context.Context, f groupFloor) (*FloorResult, er
 		time.Sleep(time.Second)
 	}
 	costs := usage.Stop()
+	costs.ClosedWatches = closes()
 	// The Pods are counted from a watch; the Workloads are listed once, at the end, so the floor's
 	// API server carries no more of the harness's reads than mdplane's does. A List the loaded API
 	// server answers late is tried again.

@@ -184,6 +184,9 @@ type ProgramCost struct {
 type Costs struct {
 	Elapsed  time.Duration
 	Programs []ProgramCost
+	// ClosedWatches are the watches the API server closed in the phase (WatchCloses); nil when
+	// not counted.
+	ClosedWatches ClosedWatches
 }
 
 // Stop ends the sampling and returns each program's cost.
@@ -270,6 +273,22 @@ func PrintCPU(out io.Writer, phases []PhaseCosts) {
 	fmt.Fprintln(out, all)
 	fmt.Fprintln(out, elapsed)
 	fmt.Fprintln(out, cores)
+	resources := closedResources(phases)
+	if len(resources) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "  watches the API server closed, their client too slow to take the events:")
+	for _, resource := range resources {
+		line := fmt.Sprintf("    %-24s", resource)
+		for _, p := range phases {
+			if p.Costs.ClosedWatches == nil {
+				line += fmt.Sprintf(" %16s", "-")
+				continue
+			}
+			line += fmt.Sprintf(" %16d", p.Costs.ClosedWatches[resource])
+		}
+		fmt.Fprintln(out, line)
+	}
 }
 
 // MemoryTarget is the target that mdplane-controllers' peak memory stays within Kueue's.

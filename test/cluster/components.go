@@ -85,16 +85,8 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		LocalServingHost: "127.0.0.1",
 		LocalServingPort: webhookPort,
 	}
-	if err := s.configureServing(); err != nil {
+	if err := s.configureAPIServer(); err != nil {
 		return err
-	}
-	if err := s.configureAggregation(); err != nil {
-		return err
-	}
-	if s.opts.Audit {
-		if err := s.configureAudit(); err != nil {
-			return err
-		}
 	}
 	if s.Config, err = s.env.Start(); err != nil {
 		return err
@@ -249,6 +241,38 @@ func (s *Stack) configureAggregation() error {
 	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
 	args.Set("proxy-client-cert-file", filepath.Join(dir, "tls.crt"))
 	args.Set("proxy-client-key-file", filepath.Join(dir, "tls.key"))
+	return nil
+}
+
+// configureAPIServer sets the API server's serving, aggregation, audit (when asked for) and log.
+func (s *Stack) configureAPIServer() error {
+	if err := s.configureServing(); err != nil {
+		return err
+	}
+	if err := s.configureAggregation(); err != nil {
+		return err
+	}
+	if s.opts.Audit {
+		if err := s.configureAudit(); err != nil {
+			return err
+		}
+	}
+	return s.keepAPIServerLog()
+}
+
+// keepAPIServerLog writes the API server's log beside the other components' at -v=1, where it names
+// each watch it closes because the client took its events too slowly (the watch's buffer full):
+// on a loaded stack that happens to the controllers' and KWOK's watches alike, and each client then
+// watches or lists again.
+func (s *Stack) keepAPIServerLog() error {
+	log, err := os.OpenFile(s.LogFile("kube-apiserver"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, func() { _ = log.Close() })
+	api := s.env.ControlPlane.GetAPIServer()
+	api.Out, api.Err = log, log
+	api.Configure().Set("v", "1")
 	return nil
 }
 

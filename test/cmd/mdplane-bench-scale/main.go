@@ -91,12 +91,14 @@ func run(cfg bench.Config, opts cluster.Options, profile time.Duration, changes 
 	if profile > 0 {
 		profiles = bench.StartProfiles(ctx, s, s.Dir, profile)
 	}
+	closes := r.WatchCloses(ctx)
 	usage := bench.StartUsage()
 	create, err := r.Create(ctx)
 	if err != nil {
 		return fmt.Errorf("create phase: %w", err)
 	}
 	costs := usage.Stop()
+	costs.ClosedWatches = closes()
 	bench.PrintCosts(os.Stdout, "from the stack's start to the deployment Ready (CPU over the create phase)", costs)
 	if profiles != nil {
 		profiles.Finish(ctx)
