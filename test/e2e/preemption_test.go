@@ -100,19 +100,24 @@ spec:
 		if survivors != 1 {
 			t.Errorf("%d of batchy's first Pods still serve, want the 1 Kueue did not preempt", survivors)
 		}
-		var replicas v1alpha1.ModelReplicaList
-		if err := stack.Client.List(ctx, &replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: "batchy"}); err != nil {
-			t.Fatal(err)
-		}
-		told := 0
-		for _, r := range replicas.Items {
-			if strings.Contains(r.Status.PreemptedBy, "of ModelDeployment "+ns+"/urgent") {
-				told++
+		// Each replica reports in a write of its own, so the second may say it a moment after the
+		// deployment does.
+		eventually(t, time.Minute, "both preempted ModelReplicas of batchy saying who preempted them", func() error {
+			var replicas v1alpha1.ModelReplicaList
+			if err := stack.Client.List(ctx, &replicas, client.InNamespace(ns), client.MatchingLabels{workerv1.LabelInstance: "batchy"}); err != nil {
+				return err
 			}
-		}
-		if told != 2 {
-			t.Errorf("%d of batchy's ModelReplicas say who preempted them, want the 2 preempted", told)
-		}
+			told := 0
+			for _, r := range replicas.Items {
+				if strings.Contains(r.Status.PreemptedBy, "of ModelDeployment "+ns+"/urgent") {
+					told++
+				}
+			}
+			if told != 2 {
+				return fmt.Errorf("%d of batchy's ModelReplicas say who preempted them, want the 2 preempted", told)
+			}
+			return nil
+		})
 	})
 
 	t.Run("once the preemptor goes the replicas get the quota back and the word is cleared", func(t *testing.T) {
