@@ -250,11 +250,20 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 // histogramSums reads a histogram of the API server's metrics: the sum and count of the series that
 // hold every one of the label pairs in with, summed by the value of the label by.
 func histogramSums(ctx context.Context, cs kubernetes.Interface, metric, by string, with ...string) (map[string]WebhookTime, error) {
+	raw, err := apiServerMetrics(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	return sumsOf(raw, metric, by, with...)
+}
+
+// apiServerMetrics is the API server's metrics, in Prometheus's text exposition.
+func apiServerMetrics(ctx context.Context, cs kubernetes.Interface) ([]byte, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	return sumsOf(raw, metric, by, with...)
+	return raw, nil
 }
 
 // sumsOf reads a histogram of a Prometheus text exposition: the sum and count of the series that

@@ -2,7 +2,7 @@ package bench
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -23,27 +23,18 @@ func (r *Runner) WatchCloses(ctx context.Context) func() ClosedWatches {
 	before, err := r.closedWatches(ctx)
 	return func() ClosedWatches {
 		after, err2 := r.closedWatches(ctx)
-		if err != nil || err2 != nil {
-			r.logf("the watches the API server closed are not counted: %v", firstError(err, err2))
+		if err := errors.Join(err, err2); err != nil {
+			r.logf("the watches the API server closed are not counted: %v", err)
 			return nil
 		}
 		return after.since(before)
 	}
 }
 
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (r *Runner) closedWatches(ctx context.Context) (ClosedWatches, error) {
-	raw, err := r.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	raw, err := apiServerMetrics(ctx, r.cs)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return nil, err
 	}
 	return parseClosedWatches(string(raw)), nil
 }
@@ -65,12 +56,7 @@ func parseClosedWatches(metrics string) ClosedWatches {
 		if err != nil {
 			continue
 		}
-		for label := range strings.SplitSeq(labels, ",") {
-			name, quoted, _ := strings.Cut(label, "=")
-			if resource, err := strconv.Unquote(quoted); name == "resource" && err == nil {
-				out[resource] += int(n)
-			}
-		}
+		out[label(labels, "resource")] += int(n)
 	}
 	return out
 }
