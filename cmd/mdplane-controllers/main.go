@@ -321,8 +321,8 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o controllerOpti
 			controller{"the external KVCacheBackends' status", &kvcachepools.BackendReconciler{Client: mgr.GetClient()}})
 	}
 	if o.inventory {
-		// Every bound Pod of the cluster, slimmed, in a cache of its own: the manager's holds
-		// mdplane's Pods only. Made here, on the leader, so that a standby caches none.
+		// Every bound Pod of the cluster that is not mdplane's, slimmed, in a cache of its own: the
+		// manager's holds mdplane's. Made here, on the leader, so that a standby caches none.
 		pods, err := inventory.BoundPods(mgr.GetConfig(), mgr.GetScheme())
 		if err != nil {
 			return err

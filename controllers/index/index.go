@@ -43,7 +43,8 @@ const (
 	// change reaches its pools without a scan of every pool.
 	PoolBackend = "mdplane.poolBackend"
 	// PodNode is the node a managed Pod is bound to (spec.nodeName), so that a node that stops
-	// reporting reaches the replicas standing on it.
+	// reporting reaches the replicas standing on it, and the inventory counts what mdplane's Pods
+	// hold of each node.
 	PodNode = "mdplane.podNode"
 	// WorkloadUID is a Workload's UID, which Kueue's preemption message names the preemptor by.
 	WorkloadUID = "mdplane.workloadUID"
@@ -179,10 +180,11 @@ func roleGroups(o client.Object) []string {
 	return out
 }
 
-// podNode indexes a Pod of a deployment by the node it is bound to.
+// podNode indexes a cached Pod by the node it is bound to: every Pod the manager's cache holds is
+// mdplane's, and the inventory counts each of them on its node.
 func podNode(o client.Object) []string {
 	p, ok := o.(*corev1.Pod)
-	if !ok || p.Spec.NodeName == "" || p.Labels[workerv1.LabelInstance] == "" {
+	if !ok || p.Spec.NodeName == "" {
 		return nil
 	}
 	return []string{p.Spec.NodeName}

@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -24,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
+	"github.com/mdplane/mdplane/controllers/index"
 )
 
 // FieldOwner owns the parts of an InstanceType's status the inventory writes: status.detail's
@@ -42,21 +46,37 @@ const PodSettle = 10 * time.Second
 const podNode = "spec.nodeName"
 
 // Reconciler keeps every InstanceType's inventory. Nodes are read from the manager's cache (see
-// members.CachedNode for what it keeps); Pods from a cache of its own holding every bound Pod of the
-// cluster, slimmed to what a request is counted from (BoundPods).
+// members.CachedNode for what it keeps). What a node has free depends on every Pod bound to it:
+// mdplane's own Pods are read from the manager's cache, which holds them already (index.PodNode);
+// every other bound Pod of the cluster from a cache of its own (BoundPods), so that no Pod is
+// watched twice.
 type Reconciler struct {
 	Client client.Client
-	// Pods is the cache of bound Pods; BoundPods makes it.
+	// Pods is the cache of the bound Pods that are not mdplane's; BoundPods makes it.
 	Pods  cache.Cache
 	Clock clock.PassiveClock
 }
 
-// BoundPods is a cache of every Pod bound to a node, in every namespace, keeping of each only what
-// PodRequest and holds read, indexed by node. The manager's own Pod cache holds mdplane's Pods
-// only; what a node has free depends on every Pod on it.
+// othersPods selects the Pods the manager's cache does not hold: every Pod not labelled as
+// mdplane's (naming.Managed), those without the label too.
+func othersPods() labels.Selector {
+	sel := labels.NewSelector()
+	for k, v := range naming.Managed() {
+		r, err := labels.NewRequirement(k, selection.NotEquals, []string{v})
+		if err != nil {
+			panic(fmt.Sprintf("the managed label %s=%s is not a valid requirement: %v", k, v, err))
+		}
+		sel = sel.Add(*r)
+	}
+	return sel
+}
+
+// BoundPods is a cache of every Pod bound to a node, in every namespace, that is not mdplane's,
+// keeping of each only what PodRequest and holds read, indexed by node. The manager's cache holds
+// mdplane's Pods; this one holds the rest of what a node's free capacity depends on.
 func BoundPods(cfg *rest.Config, scheme *runtime.Scheme) (cache.Cache, error) {
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Field: fields.OneTermNotEqualSelector(podNode, ""), Transform: slimPod},
+		&corev1.Pod{}: {Label: othersPods(), Field: fields.OneTermNotEqualSelector(podNode, ""), Transform: slimPod},
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("creating the cache of bound Pods: %w", err)
@@ -92,7 +112,8 @@ func slimPod(o any) (any, error) {
 
 // SetupWithManager runs the bound-Pod cache and watches InstanceTypes (created, or their spec
 // edited: the inventory's own status writes do not wake them), Nodes (what the inventory reads of
-// them changing) and bound Pods (bound, ended or deleted: counted once per PodSettle).
+// them changing) and bound Pods, mdplane's in the manager's cache and the others' in its own (bound,
+// ended or deleted: counted once per PodSettle).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(r.Pods); err != nil {
 		return fmt.Errorf("adding the cache of bound Pods: %w", err)
@@ -109,27 +130,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	}
-	podChanged := func(old, new *corev1.Pod) bool {
-		return old.Spec.NodeName != new.Spec.NodeName || old.Status.Phase != new.Status.Phase || (old.DeletionTimestamp == nil) != (new.DeletionTimestamp == nil)
-	}
 	later := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range allTypes(ctx) {
 			q.AddAfter(req, PodSettle)
 		}
 	}
-	pods := handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
-		CreateFunc: func(ctx context.Context, _ event.TypedCreateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			later(ctx, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if podChanged(e.ObjectOld, e.ObjectNew) {
-				later(ctx, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, _ event.TypedDeleteEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			later(ctx, q)
-		},
-	}
+	pods := countAgain(later)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("instancetype_inventory").
 		For(&workerv1.InstanceType{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -138,8 +144,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return NodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
 		}})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, pods)).
 		WatchesRawSource(source.Kind(r.Pods, &corev1.Pod{}, pods)).
 		Complete(r)
+}
+
+// countAgain calls later when a Pod's event changes what a node holds: a Pod bound (created bound,
+// or its node set), ended (its phase), being deleted, or deleted bound. The manager's cache holds
+// mdplane's Pods before they are bound too, and an unbound Pod holds nothing of a node.
+func countAgain(later func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.TypedFuncs[*corev1.Pod, reconcile.Request] {
+	return handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object.Spec.NodeName != "" {
+				later(ctx, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, new := e.ObjectOld, e.ObjectNew
+			if old.Spec.NodeName != new.Spec.NodeName || old.Status.Phase != new.Status.Phase || (old.DeletionTimestamp == nil) != (new.DeletionTimestamp == nil) {
+				later(ctx, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object.Spec.NodeName != "" {
+				later(ctx, q)
+			}
+		},
+	}
 }
 
 // NodeChanged reports a change of what the inventory reads of a Node: its labels, whether it takes
@@ -173,11 +204,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !NodeMatches(it, n) {
 			continue
 		}
-		on := &corev1.PodList{}
-		if err := r.Pods.List(ctx, on, client.MatchingFields{podNode: n.Name}); err != nil {
+		mine, others := &corev1.PodList{}, &corev1.PodList{}
+		if err := r.Client.List(ctx, mine, client.MatchingFields{index.PodNode: n.Name}); err != nil {
+			return reconcile.Result{}, fmt.Errorf("listing mdplane's Pods bound to Node %s: %w", n.Name, err)
+		}
+		if err := r.Pods.List(ctx, others, client.MatchingFields{podNode: n.Name}); err != nil {
 			return reconcile.Result{}, fmt.Errorf("listing the Pods bound to Node %s: %w", n.Name, err)
 		}
-		pods = append(pods, on.Items...)
+		pods = append(append(pods, mine.Items...), others.Items...)
 	}
 	s := ComputeStatus(it, nodes.Items, pods, metav1.NewTime(r.Clock.Now()))
 	if !Changed(it, s) {

@@ -9,29 +9,48 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/mdplane/mdplane/apis/naming"
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 	"github.com/mdplane/mdplane/controllers/internal/fakecluster"
 )
 
-// boundPods stands in for the bound-Pod cache: the reconciler only lists from it.
+// boundPods stands in for the cache of the others' bound Pods: the reconciler only lists from it,
+// and it holds no Pod of mdplane's.
 type boundPods struct {
 	cache.Cache
 	c client.Client
 }
 
 func (b boundPods) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return b.c.List(ctx, list, opts...)
+	return b.c.List(ctx, list, append(opts, client.MatchingLabelsSelector{Selector: othersPods()})...)
+}
+
+// managerCache stands in for the manager's cache, which holds mdplane's Pods only.
+type managerCache struct {
+	client.Client
+}
+
+func (m managerCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, pods := list.(*corev1.PodList); pods {
+		opts = append(opts, client.MatchingLabels(naming.Managed()))
+	}
+	return m.Client.List(ctx, list, opts...)
 }
 
 func reconcileType(t *testing.T, c client.Client, name string) *workerv1.InstanceType {
 	t.Helper()
-	r := &Reconciler{Client: c, Pods: boundPods{c: c}, Clock: clocktesting.NewFakePassiveClock(time.Unix(100, 0))}
+	r := &Reconciler{Client: managerCache{c}, Pods: boundPods{c: c}, Clock: clocktesting.NewFakePassiveClock(time.Unix(100, 0))}
 	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 	require.NoError(t, err)
 	got := &workerv1.InstanceType{}
@@ -45,12 +64,16 @@ func TestReconcile(t *testing.T) {
 	it.Status.Entrance = workerv1.EntranceName(it.Name) // the queues controller's
 	n0, n1 := gpuNode("gpu-0", "8"), gpuNode("gpu-1", "4")
 	busy := pod("engine-0", "gpu-0", "3", "")
-	c := fakecluster.Builder(it, &n0, &n1, &busy).
+	managed := func(p *corev1.Pod) { p.Labels = naming.DeploymentLabels("chat") }
+	member := pod("chat-0", "gpu-1", "1", "", managed)
+	waiting := pod("chat-1", "", "4", "", managed)
+	c := fakecluster.Builder(it, &n0, &n1, &busy, &member, &waiting).
 		WithIndex(&corev1.Pod{}, podNode, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
 
 	got := reconcileType(t, c, it.Name)
 	assert.Equal(t, int64(12), got.Status.Accelerator.Capacity.Value(), "every card of the type's nodes")
-	assert.Equal(t, int64(9), got.Status.Accelerator.Remaining.Value(), "less what bound Pods request")
+	assert.Equal(t, int64(8), got.Status.Accelerator.Remaining.Value(),
+		"less what bound Pods request, the others' and mdplane's each counted once, an unbound one not at all")
 	assert.Equal(t, int64(5), got.Status.Accelerator.OnceMaxRequest.Value(), "the most one node has free")
 	assert.Equal(t, "NVIDIA-A10G", got.Status.Detail.Product)
 	assert.Equal(t, workerv1.InstanceTypePhaseActive, got.Status.Phase)
@@ -91,6 +114,72 @@ func TestNodeChanged(t *testing.T) {
 			n := base.DeepCopy()
 			row.edit(n)
 			assert.Equal(t, row.changed, NodeChanged(&base, n))
+		})
+	}
+}
+
+func TestCountAgain(t *testing.T) {
+	bound := pod("chat-0", "gpu-0", "1", "")
+	unbound := pod("chat-0", "", "1", "")
+	ended := pod("chat-0", "gpu-0", "1", "", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })
+	deleting := pod("chat-0", "gpu-0", "1", "", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })
+	relabelled := pod("chat-0", "gpu-0", "1", "", func(p *corev1.Pod) { p.Labels = map[string]string{"a": "b"} })
+	for _, row := range []struct {
+		rule  string
+		fire  func(podEvents, podQueue)
+		count bool
+	}{
+		{"a Pod created bound is counted", create(&bound), true},
+		{"a Pod created unbound holds nothing yet", create(&unbound), false},
+		{"a Pod bound is counted", update(&unbound, &bound), true},
+		{"a Pod ended frees its node", update(&bound, &ended), true},
+		{"a Pod being deleted is counted again", update(&bound, &deleting), true},
+		{"a bound Pod's other changes count nothing", update(&bound, &relabelled), false},
+		{"a bound Pod deleted frees its node", remove(&bound), true},
+		{"an unbound Pod deleted held nothing", remove(&unbound), false},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			called := false
+			row.fire(countAgain(func(context.Context, podQueue) { called = true }), nil)
+			assert.Equal(t, row.count, called)
+		})
+	}
+}
+
+type podEvents = handler.TypedFuncs[*corev1.Pod, reconcile.Request]
+
+type podQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func create(p *corev1.Pod) func(podEvents, podQueue) {
+	return func(h podEvents, q podQueue) {
+		h.Create(context.Background(), event.TypedCreateEvent[*corev1.Pod]{Object: p}, q)
+	}
+}
+
+func update(old, new *corev1.Pod) func(podEvents, podQueue) {
+	return func(h podEvents, q podQueue) {
+		h.Update(context.Background(), event.TypedUpdateEvent[*corev1.Pod]{ObjectOld: old, ObjectNew: new}, q)
+	}
+}
+
+func remove(p *corev1.Pod) func(podEvents, podQueue) {
+	return func(h podEvents, q podQueue) {
+		h.Delete(context.Background(), event.TypedDeleteEvent[*corev1.Pod]{Object: p}, q)
+	}
+}
+
+func TestOthersPods(t *testing.T) {
+	for _, row := range []struct {
+		rule     string
+		labels   map[string]string
+		selected bool
+	}{
+		{"mdplane's Pods are the manager's cache's", naming.DeploymentLabels("chat"), false},
+		{"a Pod without the label is another's", map[string]string{"app": "chat"}, true},
+		{"a Pod naming another app is another's", map[string]string{workerv1.LabelName: "chat"}, true},
+	} {
+		t.Run(row.rule, func(t *testing.T) {
+			assert.Equal(t, row.selected, othersPods().Matches(labels.Set(row.labels)))
 		})
 	}
 }

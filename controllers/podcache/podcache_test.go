@@ -60,8 +60,8 @@ func TestSlimKeepsWhatTheControllersRead(t *testing.T) {
 	assert.Equal(t, []string{want.Spec.Hostname, want.Spec.Subdomain}, []string{pod.Spec.Hostname, pod.Spec.Subdomain})
 	for i, c := range []corev1.Container{pod.Spec.Containers[0], pod.Spec.InitContainers[0]} {
 		w := []corev1.Container{want.Spec.Containers[0], want.Spec.InitContainers[0]}[i]
-		assert.Equal(t, corev1.Container{Name: w.Name, Image: w.Image, Command: w.Command, Args: w.Args, Ports: w.Ports, RestartPolicy: w.RestartPolicy}, c,
-			"a container's name, image, command line, ports and restart policy")
+		assert.Equal(t, corev1.Container{Name: w.Name, Image: w.Image, Command: w.Command, Args: w.Args, Ports: w.Ports, Resources: w.Resources,
+			RestartPolicy: w.RestartPolicy}, c, "a container's name, image, command line, ports, resources and restart policy")
 	}
 }
 
@@ -74,7 +74,6 @@ func TestSlimDropsWhatNoControllerReads(t *testing.T) {
 	for _, c := range append(pod.Spec.Containers, pod.Spec.InitContainers...) {
 		assert.Nil(t, c.Env, c.Name)
 		assert.Nil(t, c.EnvFrom, c.Name)
-		assert.Empty(t, c.Resources, c.Name)
 		assert.Nil(t, c.VolumeMounts, c.Name)
 		assert.Nil(t, c.ReadinessProbe, c.Name)
 		assert.Nil(t, c.LivenessProbe, c.Name)
