@@ -6,9 +6,10 @@ import (
 
 // Slim is the transform of the controllers' Pod cache. The controllers read a Pod's metadata, its
 // status, its placement (node, gates, hostname and subdomain) and, of each container, its name,
-// image, command line (the engine version the probe reads, the pairing document) and resources (what
-// the inventory counts a bound Pod as holding of its node); they never read its environment, mounts,
-// probes, hooks or security settings, nor the Pod's volumes and managed fields. A container's ports
+// image, command line (the engine version the probe reads, the pairing document) and resource
+// requests (what the inventory counts a bound Pod as holding of its node; the API server defaults a
+// request from each limit, so the requests say it all); they never read its environment, limits,
+// mounts, probes, hooks or security settings, nor the Pod's volumes and managed fields. A container's ports
 // and restart policy are kept: small, and what tells a serving container and a sidecar apart. The
 // dropped fields are most of a rendered member's spec, held for every Pod of every deployment: at
 // 4,096 Pods the container fields alone were a fifth of the heap. No controller writes a cached Pod
@@ -32,8 +33,8 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, Resources: c.Resources,
-			RestartPolicy: c.RestartPolicy}
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports,
+			Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}, RestartPolicy: c.RestartPolicy}
 	}
 	return out
 }
