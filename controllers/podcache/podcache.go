@@ -9,11 +9,11 @@ import (
 // image, command line (the engine version the probe reads, the pairing document) and resource
 // requests (what the inventory counts a bound Pod as holding of its node; the API server defaults a
 // request from each limit, so the requests say it all); they never read its environment, limits,
-// mounts, probes, hooks or security settings, nor the Pod's volumes and managed fields. A container's ports
-// and restart policy are kept: small, and what tells a serving container and a sidecar apart. The
-// dropped fields are most of a rendered member's spec, held for every Pod of every deployment: at
-// 4,096 Pods the container fields alone were a fifth of the heap. No controller writes a cached Pod
-// back whole (they patch Pods), so nothing dropped is sent back.
+// mounts, probes, hooks or security settings, nor the Pod's volumes and managed fields. A
+// container's ports and restart policy are kept: small, and what tells a serving container and a
+// sidecar apart. The dropped fields are most of a rendered member's spec, held for every Pod of
+// every deployment: at 4,096 Pods the container fields alone were a fifth of the heap. No
+// controller writes a cached Pod back whole (they patch Pods), so nothing dropped is sent back.
 func Slim(o any) (any, error) {
 	pod, ok := o.(*corev1.Pod)
 	if !ok {
