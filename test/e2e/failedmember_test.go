@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workerv1 "github.com/mdplane/mdplane/apis/worker/v1"
 )
@@ -22,19 +24,7 @@ func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 	const name = "pressed"
 	ns, before := runOnOwnNode(t, ctx, name, 2)
 
-	evicted := before["0"]
-	now := metav1.Now()
-	evicted.Status.Phase, evicted.Status.Reason, evicted.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
-	for i := range evicted.Status.Conditions {
-		if evicted.Status.Conditions[i].Type == corev1.PodReady || evicted.Status.Conditions[i].Type == corev1.ContainersReady {
-			evicted.Status.Conditions[i].Status, evicted.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
-		}
-	}
-	evicted.Status.Conditions = append(evicted.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: "TerminationByKubelet", Message: "The node was low on resource: memory.", LastTransitionTime: now})
-	if err := stack.Client.Status().Update(ctx, &evicted); err != nil {
-		t.Fatal(err)
-	}
+	evictAsTheKubelet(t, ctx, before["0"])
 
 	eventually(t, 3*time.Minute, "r0 rebuilt, r1 untouched, the deployment Ready", func() error {
 		if err := running(ctx, ns, name, 2); err != nil {
@@ -55,6 +45,32 @@ func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 	eventually(t, time.Minute, "a ReplicaEvicted event quoting the kubelet", func() error {
 		return eventSeen(ctx, ns, "ReplicaEvicted", "replica r0", "evicted: TerminationByKubelet: The node was low on resource: memory.")
 	})
+}
+
+// evictAsTheKubelet writes a Pod's status as the kubelet does when it evicts the Pod under memory
+// pressure. Others write the Pod meanwhile (its node's status, mdplane's labels), so it reads the Pod
+// again on a conflict, as any client would.
+func evictAsTheKubelet(t *testing.T, ctx context.Context, pod corev1.Pod) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		evicted := &corev1.Pod{}
+		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(&pod), evicted); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		evicted.Status.Phase, evicted.Status.Reason, evicted.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		for i := range evicted.Status.Conditions {
+			if evicted.Status.Conditions[i].Type == corev1.PodReady || evicted.Status.Conditions[i].Type == corev1.ContainersReady {
+				evicted.Status.Conditions[i].Status, evicted.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
+			}
+		}
+		evicted.Status.Conditions = append(evicted.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: "The node was low on resource: memory.", LastTransitionTime: now})
+		return stack.Client.Status().Update(ctx, evicted)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runOnOwnNode runs a one-role deployment of replicas one-card replicas on a node, pool and queue
