@@ -12,8 +12,9 @@ import (
 // ClosedWatches counts, by resource, the watches the API server closed because their client took
 // the events too slowly (apiserver_terminated_watchers_total): it closes a watch whose buffer of
 // events is still full when it has the next one to send, and the client then watches or lists
-// again. On two loaded cores that happens to the controllers' and KWOK's watches alike; KWOK, reading
-// its Pods again, plays the pod-ready stage a second time for the Pods it made Ready meanwhile.
+// again. On two loaded cores that happens to the controllers' watches most; a fake node's KWOK whose
+// watch is closed reads its Pods again and may play the pod-ready stage a second time for Pods it
+// made Ready meanwhile, a write the API server refuses.
 type ClosedWatches map[string]int
 
 // WatchCloses reads the API server's count of closed watches now and returns what reads it again

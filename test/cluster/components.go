@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -340,9 +341,13 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	return s.serveSecurely(ctx, "kube-scheduler", s.binary("kube-scheduler", KubernetesVersion), kubeconfig, nil)
 }
 
-// Fake nodes: KWOK manages the nodes carrying this label and plays kubelet for their Pods.
+// Fake nodes: KWOK plays kubelet for them and their Pods. Each of the stack's own nodes has a KWOK of
+// its own, as each node has its own kubelet watching its own Pods (kwokNodeLabel=kwokOwnNode); the
+// nodes a test adds share one KWOK, which manages the nodes labelled kwokNodeLabel=kwokSharedNode.
 const (
-	kwokNodeLabel = "kwok.x-k8s.io/node"
+	kwokNodeLabel  = "kwok.x-k8s.io/node"
+	kwokSharedNode = "fake"
+	kwokOwnNode    = "own"
 	// GPUsPerNode is how many nvidia.com/gpu each fake node advertises unless Options say otherwise.
 	GPUsPerNode = 8
 	// RackLabel is the topology label each fake node carries; there is one rack per two nodes.
@@ -385,13 +390,25 @@ options:
   manageAllNodes: false
 `
 
-// kwokPodWorkers is how many Pod stages KWOK plays at once: one per fake node, as each node's
-// kubelet writes its own Pods' status, and no fewer than KWOK's own default of 4. KWOK's 4 alone
-// stand in for every node's kubelet at once: with the API server answering a write in half a
-// second under a 4,096-Pod create, Pods turned Ready at 3 to 6 a second, minutes behind their
-// scheduling, a pace no cluster of that many kubelets has.
-func kwokPodWorkers(nodes int) int {
-	return max(4, nodes)
+// Pod stages played at once: a node's own KWOK writes its Pods' status one at a time, as a
+// kubelet's status manager does; the shared KWOK, standing in for the kubelets of every node the
+// tests add, at KWOK's own default.
+const (
+	kwokOwnNodeWorkers = 1
+	kwokSharedWorkers  = 4
+)
+
+// maxStackNodes is how many of the stack's own nodes the lower half of FakePodCIDR has a /23 for,
+// and maxPodsPerStackNode how many Pod addresses a /23 holds.
+const (
+	maxStackNodes       = 64
+	maxPodsPerStackNode = 510
+)
+
+// stackNodePodCIDR is the stack's node i's Pod range, a /23 of FakePodCIDR's lower half: its KWOK
+// gives its Pods their addresses from it, so no two Pods of the stack share one.
+func stackNodePodCIDR(i int) string {
+	return fmt.Sprintf("10.245.%d.0/23", 2*i)
 }
 
 // kwokNodeLease is the duration of the fake nodes' Leases, in seconds: a kubelet's default.
@@ -421,52 +438,47 @@ const completeDelay = `  delay:
 `
 
 func (s *Stack) startKWOK(ctx context.Context) error {
-	var config []string
-	for _, stage := range kwokStages {
-		b, err := os.ReadFile(filepath.Join(s.modules["sigs.k8s.io/kwok"], stage))
+	if s.opts.Nodes > maxStackNodes || s.opts.PodsPerNode > maxPodsPerStackNode {
+		return fmt.Errorf("the stack holds at most %d nodes of at most %d Pods each (asked %d of %d): each node has a /23 of %s's lower half",
+			maxStackNodes, maxPodsPerStackNode, s.opts.Nodes, s.opts.PodsPerNode, FakePodCIDR)
+	}
+	stages, err := s.kwokStageDocs()
+	if err != nil {
+		return err
+	}
+	configs := map[int]string{}
+	for _, workers := range []int{kwokSharedWorkers, kwokOwnNodeWorkers} {
+		configs[workers] = filepath.Join(s.Dir, "config", fmt.Sprintf("kwok-%d-workers.yaml", workers))
+		config := append(slices.Clone(stages), fmt.Sprintf(kwokOptions, workers))
+		if err := os.WriteFile(configs[workers], []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
+			return err
+		}
+	}
+	wait, err := s.runKWOK("kwok", configs[kwokSharedWorkers], "--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokSharedNode,
+		"--cidr="+addedNodesPodCIDR)
+	if err != nil {
+		return err
+	}
+	waits := []func(context.Context) error{wait}
+	for i := range s.opts.Nodes {
+		wait, err := s.runKWOK("kwok-"+fakeNodeName(i), configs[kwokOwnNodeWorkers], "--manage-single-node="+fakeNodeName(i),
+			"--cidr="+stackNodePodCIDR(i))
 		if err != nil {
 			return err
 		}
-		doc := string(b)
-		for suffix, delay := range map[string]string{"/pod-ready.yaml": readyDelay, "/pod-complete.yaml": completeDelay} {
-			if !strings.HasSuffix(stage, suffix) {
-				continue
-			}
-			if !strings.Contains(doc, "\n  next:") {
-				return fmt.Errorf("KWOK's %s has no next: a delay cannot be added", stage)
-			}
-			doc = strings.Replace(doc, "\n  next:", "\n"+delay+"  next:", 1)
+		waits = append(waits, wait)
+	}
+	for _, wait := range waits {
+		if err := wait(ctx); err != nil {
+			return err
 		}
-		config = append(config, doc)
-	}
-	config = append(config, fmt.Sprintf(kwokOptions, kwokPodWorkers(s.opts.Nodes)))
-	configFile := filepath.Join(s.Dir, "config", "kwok.yaml")
-	if err := os.WriteFile(configFile, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
-		return err
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	p, err := s.run("kwok", s.binary("kwok", KWOKVersion), []string{
-		"--kubeconfig=" + s.Kubeconfig, "--config=" + configFile,
-		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=fake",
-		"--server-address=127.0.0.1:" + strconv.Itoa(port),
-		"--node-ip=127.0.0.1", "--cidr=" + FakePodCIDR,
-		"--node-lease-duration-seconds=" + strconv.Itoa(kwokNodeLease),
-	})
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, p, 30*time.Second, "kwok", httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))); err != nil {
-		return err
 	}
 	for i := range s.opts.Nodes {
 		if err := s.Client.Create(ctx, s.fakeNode(i)); err != nil {
 			return err
 		}
 	}
-	return waitFor(ctx, p, 60*time.Second, "fake nodes", func() error {
+	return waitFor(ctx, nil, 60*time.Second, "fake nodes", func() error {
 		nodes := &corev1.NodeList{}
 		if err := s.Client.List(ctx, nodes); err != nil {
 			return err
@@ -484,6 +496,49 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// kwokStageDocs are the stages every KWOK plays, read from KWOK's module, with the stack's delays.
+func (s *Stack) kwokStageDocs() ([]string, error) {
+	var stages []string
+	for _, stage := range kwokStages {
+		b, err := os.ReadFile(filepath.Join(s.modules["sigs.k8s.io/kwok"], stage))
+		if err != nil {
+			return nil, err
+		}
+		doc := string(b)
+		for suffix, delay := range map[string]string{"/pod-ready.yaml": readyDelay, "/pod-complete.yaml": completeDelay} {
+			if !strings.HasSuffix(stage, suffix) {
+				continue
+			}
+			if !strings.Contains(doc, "\n  next:") {
+				return nil, fmt.Errorf("KWOK's %s has no next: a delay cannot be added", stage)
+			}
+			doc = strings.Replace(doc, "\n  next:", "\n"+delay+"  next:", 1)
+		}
+		stages = append(stages, doc)
+	}
+	return stages, nil
+}
+
+// runKWOK starts a KWOK with config and args besides the stack's own, logging as name, and returns
+// a wait for its health.
+func (s *Stack) runKWOK(name, config string, args ...string) (func(context.Context) error, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.run(name, s.binary("kwok", KWOKVersion), append([]string{
+		"--kubeconfig=" + s.Kubeconfig, "--config=" + config,
+		"--server-address=127.0.0.1:" + strconv.Itoa(port), "--node-ip=127.0.0.1",
+		"--node-lease-duration-seconds=" + strconv.Itoa(kwokNodeLease),
+	}, args...))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		return waitFor(ctx, p, 30*time.Second, name, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)))
+	}, nil
 }
 
 // startKueue runs the Kueue manager with the pod integration on, its webhooks served on the loopback

@@ -36,8 +36,11 @@ const (
 	// PodCIDR is the real node's Pod range; ClusterCIDR holds it and the fake nodes' range.
 	PodCIDR     = "10.244.0.0/24"
 	ClusterCIDR = "10.244.0.0/15"
-	// FakePodCIDR is where KWOK gives the fake nodes' Pods their addresses.
-	FakePodCIDR = "10.245.0.0/16"
+	// FakePodCIDR is where the fake nodes' Pods get their addresses: the stack's own nodes each
+	// from a range of its own in the lower half (stackNodePodCIDR), the nodes a test adds from the
+	// upper half (addedNodesPodCIDR), which their shared KWOK hands out.
+	FakePodCIDR       = "10.245.0.0/16"
+	addedNodesPodCIDR = "10.245.128.0/17"
 	// ServiceCIDR is the Services' range; the API server's own Service takes its first address and
 	// the cluster DNS DNSServiceIP.
 	ServiceCIDR    = "10.96.0.0/16"

@@ -81,13 +81,23 @@ type NodeOptions struct {
 	Taints []corev1.Taint
 }
 
-// fakeNode is the stack's node i: a GPU node KWOK keeps Ready, in rack i/2, of the i-th product.
+// fakeNode is the stack's node i: a GPU node in rack i/2, of the i-th product, kept Ready by a KWOK
+// of its own (kwokOwnNode), which gives its Pods addresses from the node's own range.
 func (s *Stack) fakeNode(i int) *corev1.Node {
-	return s.kwokNode(NodeOptions{
-		Name:    fmt.Sprintf("gpu-node-%d", i),
+	node := s.kwokNode(NodeOptions{
+		Name:    fakeNodeName(i),
 		Product: s.opts.Products[i%len(s.opts.Products)],
 		Labels:  map[string]string{RackLabel: fmt.Sprintf("rack-%d", i/2), PoolLabel: PoolStack},
 	})
+	node.Labels[kwokNodeLabel] = kwokOwnNode
+	node.Spec.PodCIDR = stackNodePodCIDR(i)
+	node.Spec.PodCIDRs = []string{node.Spec.PodCIDR}
+	return node
+}
+
+// fakeNodeName is the name of the stack's node i.
+func fakeNodeName(i int) string {
+	return fmt.Sprintf("gpu-node-%d", i)
 }
 
 // kwokNode is a node KWOK keeps Ready, with room for opts.GPUs accelerators and the stack's
@@ -118,7 +128,7 @@ func (s *Stack) kwokNode(opts NodeOptions) *corev1.Node {
 		addProductLabels(labels, opts.Product, gpus)
 	}
 	maps.Copy(labels, opts.Labels)
-	labels[kwokNodeLabel] = "fake"
+	labels[kwokNodeLabel] = kwokSharedNode
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   opts.Name,
@@ -166,10 +176,10 @@ func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, er
 	}
 }
 
-// StopHeartbeat makes a fake node stop reporting, as a node whose kubelet stopped: its KWOK label
-// changes, so KWOK's watch, which selects the label, sees the node leave and stops renewing its
-// Lease and status; its Pods are left as they are. Kubernetes' node lifecycle controller then marks
-// it Ready Unknown, its Pods not Ready, and taints it unreachable.
+// StopHeartbeat makes a fake node a test added stop reporting, as a node whose kubelet stopped: its
+// KWOK label changes, so the shared KWOK's watch, which selects the label, sees the node leave and
+// stops renewing its Lease and status; its Pods are left as they are. Kubernetes' node lifecycle
+// controller then marks it Ready Unknown, its Pods not Ready, and taints it unreachable.
 func (s *Stack) StopHeartbeat(ctx context.Context, node string) error {
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"stopped"}}}`, kwokNodeLabel)
 	return s.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(patch)))

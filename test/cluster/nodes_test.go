@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"net"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,18 +73,44 @@ func TestFakeNodesOfferTheExampleGroups(t *testing.T) {
 	}
 }
 
-// TestKWOKPlaysAPodStageForEachFakeNode: KWOK plays as many Pod stages at once as there are fake
-// nodes, each standing in for a node's kubelet, and never fewer than its own default.
-func TestKWOKPlaysAPodStageForEachFakeNode(t *testing.T) {
-	for _, tc := range []struct {
-		rule         string
-		nodes, wants int
-	}{
-		{"one worker per fake node", 36, 36},
-		{"near miss: a small stack keeps KWOK's default of 4", 2, 4},
-	} {
-		if got := kwokPodWorkers(tc.nodes); got != tc.wants {
-			t.Errorf("%s: %d nodes gave %d workers, want %d", tc.rule, tc.nodes, got, tc.wants)
+// TestEachStackNodeHasItsOwnKWOKAndPodRange: each of the stack's own nodes is kept by a KWOK of its
+// own and gives its Pods addresses from a range of its own, apart from every other node's and from
+// the range the shared KWOK of the nodes a test adds hands out; a node a test adds is the shared
+// KWOK's and has no range of its own.
+func TestEachStackNodeHasItsOwnKWOKAndPodRange(t *testing.T) {
+	s := &Stack{opts: Options{GPUsPerNode: 8, PodsPerNode: 110, Products: DefaultProducts}}
+	_, fake, _ := net.ParseCIDR(FakePodCIDR)
+	_, added, _ := net.ParseCIDR(addedNodesPodCIDR)
+	overlap := func(a, b *net.IPNet) bool { return a.Contains(b.IP) || b.Contains(a.IP) }
+	var ranges []*net.IPNet
+	for i := range maxStackNodes {
+		n := s.fakeNode(i)
+		if n.Labels[kwokNodeLabel] != kwokOwnNode || n.Spec.PodCIDR != stackNodePodCIDR(i) || !slices.Equal(n.Spec.PodCIDRs, []string{n.Spec.PodCIDR}) {
+			t.Fatalf("node %d: label %q, Pod range %q %v", i, n.Labels[kwokNodeLabel], n.Spec.PodCIDR, n.Spec.PodCIDRs)
 		}
+		_, r, err := net.ParseCIDR(n.Spec.PodCIDR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ones, bits := r.Mask.Size(); 1<<(bits-ones)-2 < maxPodsPerStackNode {
+			t.Errorf("node %d's range %s holds fewer than %d Pods", i, r, maxPodsPerStackNode)
+		}
+		if !fake.Contains(r.IP) || overlap(r, added) {
+			t.Errorf("node %d's range %s is outside %s or inside the added nodes' %s", i, r, FakePodCIDR, addedNodesPodCIDR)
+		}
+		for j, other := range ranges {
+			if overlap(r, other) {
+				t.Errorf("nodes %d and %d share addresses: %s, %s", j, i, other, r)
+			}
+		}
+		ranges = append(ranges, r)
+	}
+	// Near miss: one node more than the lower half holds would take the added nodes' range.
+	if _, r, _ := net.ParseCIDR(stackNodePodCIDR(maxStackNodes)); !overlap(r, added) {
+		t.Errorf("node %d's range %s is free; maxStackNodes could grow", maxStackNodes, r)
+	}
+	n := s.kwokNode(NodeOptions{Name: "added"})
+	if n.Labels[kwokNodeLabel] != kwokSharedNode || n.Spec.PodCIDR != "" {
+		t.Errorf("an added node: label %q, Pod range %q", n.Labels[kwokNodeLabel], n.Spec.PodCIDR)
 	}
 }
