@@ -95,6 +95,16 @@ func (s *Stack) fakeNode(i int) *corev1.Node {
 	return node
 }
 
+// ownNode reports whether name is one of the stack's own nodes.
+func (s *Stack) ownNode(name string) bool {
+	for i := range s.opts.Nodes {
+		if name == fakeNodeName(i) {
+			return true
+		}
+	}
+	return false
+}
+
 // fakeNodeName is the name of the stack's node i.
 func fakeNodeName(i int) string {
 	return fmt.Sprintf("gpu-node-%d", i)
@@ -181,6 +191,9 @@ func (s *Stack) AddNode(ctx context.Context, opts NodeOptions) (*corev1.Node, er
 // stops renewing its Lease and status; its Pods are left as they are. Kubernetes' node lifecycle
 // controller then marks it Ready Unknown, its Pods not Ready, and taints it unreachable.
 func (s *Stack) StopHeartbeat(ctx context.Context, node string) error {
+	if s.ownNode(node) {
+		return fmt.Errorf("StopHeartbeat: %s is one of the stack's own nodes, kept by a KWOK of its own that a label does not stop; stop a node the test added (AddNode)", node)
+	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"stopped"}}}`, kwokNodeLabel)
 	return s.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(patch)))
 }

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +78,7 @@ func TestFakeNodesOfferTheExampleGroups(t *testing.T) {
 // TestEachStackNodeHasItsOwnKWOKAndPodRange: each of the stack's own nodes is kept by a KWOK of its
 // own and gives its Pods addresses from a range of its own, apart from every other node's and from
 // the range the shared KWOK of the nodes a test adds hands out; a node a test adds is the shared
-// KWOK's and has no range of its own.
+// KWOK's and has no range of its own, and only such a node's heartbeat can be stopped.
 func TestEachStackNodeHasItsOwnKWOKAndPodRange(t *testing.T) {
 	s := &Stack{opts: Options{GPUsPerNode: 8, PodsPerNode: 110, Products: DefaultProducts}}
 	_, fake, _ := net.ParseCIDR(FakePodCIDR)
@@ -112,5 +114,13 @@ func TestEachStackNodeHasItsOwnKWOKAndPodRange(t *testing.T) {
 	n := s.kwokNode(NodeOptions{Name: "added"})
 	if n.Labels[kwokNodeLabel] != kwokSharedNode || n.Spec.PodCIDR != "" {
 		t.Errorf("an added node: label %q, Pod range %q", n.Labels[kwokNodeLabel], n.Spec.PodCIDR)
+	}
+	// A heartbeat is stopped by the shared KWOK's label, so only on a node a test added.
+	s.opts.Nodes = 2
+	if err := s.StopHeartbeat(context.Background(), fakeNodeName(1)); err == nil || !strings.Contains(err.Error(), "one of the stack's own nodes") {
+		t.Errorf("stopping the heartbeat of the stack's own node: %v", err)
+	}
+	if s.ownNode("added") || s.ownNode(fakeNodeName(2)) {
+		t.Error("a node a test added, or one past the stack's nodes, counts as the stack's own")
 	}
 }
