@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -442,26 +441,22 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 		return fmt.Errorf("the stack holds at most %d nodes of at most %d Pods each (asked %d of %d): each node has a /23 of %s's lower half",
 			maxStackNodes, maxPodsPerStackNode, s.opts.Nodes, s.opts.PodsPerNode, FakePodCIDR)
 	}
-	stages, err := s.kwokStageDocs()
+	shared, err := s.writeKWOKConfig("kwok-shared.yaml", kwokSharedWorkers)
 	if err != nil {
 		return err
 	}
-	configs := map[int]string{}
-	for _, workers := range []int{kwokSharedWorkers, kwokOwnNodeWorkers} {
-		configs[workers] = filepath.Join(s.Dir, "config", fmt.Sprintf("kwok-%d-workers.yaml", workers))
-		config := append(slices.Clone(stages), fmt.Sprintf(kwokOptions, workers))
-		if err := os.WriteFile(configs[workers], []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
-			return err
-		}
+	own, err := s.writeKWOKConfig("kwok-own-node.yaml", kwokOwnNodeWorkers)
+	if err != nil {
+		return err
 	}
-	wait, err := s.runKWOK("kwok", configs[kwokSharedWorkers], "--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokSharedNode,
+	wait, err := s.runKWOK("kwok", shared, "--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokSharedNode,
 		"--cidr="+addedNodesPodCIDR)
 	if err != nil {
 		return err
 	}
 	waits := []func(context.Context) error{wait}
 	for i := range s.opts.Nodes {
-		wait, err := s.runKWOK("kwok-"+fakeNodeName(i), configs[kwokOwnNodeWorkers], "--manage-single-node="+fakeNodeName(i),
+		wait, err := s.runKWOK("kwok-"+fakeNodeName(i), own, "--manage-single-node="+fakeNodeName(i),
 			"--cidr="+stackNodePodCIDR(i))
 		if err != nil {
 			return err
@@ -498,13 +493,15 @@ func (s *Stack) startKWOK(ctx context.Context) error {
 	})
 }
 
-// kwokStageDocs are the stages every KWOK plays, read from KWOK's module, with the stack's delays.
-func (s *Stack) kwokStageDocs() ([]string, error) {
-	var stages []string
+// writeKWOKConfig writes a KWOK configuration of the stages every KWOK plays, read from KWOK's
+// module with the stack's delays, and its options with workers Pod stages played at once, to name
+// under the stack's config directory, and returns its path.
+func (s *Stack) writeKWOKConfig(name string, workers int) (string, error) {
+	var docs []string
 	for _, stage := range kwokStages {
 		b, err := os.ReadFile(filepath.Join(s.modules["sigs.k8s.io/kwok"], stage))
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		doc := string(b)
 		for suffix, delay := range map[string]string{"/pod-ready.yaml": readyDelay, "/pod-complete.yaml": completeDelay} {
@@ -512,13 +509,15 @@ func (s *Stack) kwokStageDocs() ([]string, error) {
 				continue
 			}
 			if !strings.Contains(doc, "\n  next:") {
-				return nil, fmt.Errorf("KWOK's %s has no next: a delay cannot be added", stage)
+				return "", fmt.Errorf("KWOK's %s has no next: a delay cannot be added", stage)
 			}
 			doc = strings.Replace(doc, "\n  next:", "\n"+delay+"  next:", 1)
 		}
-		stages = append(stages, doc)
+		docs = append(docs, doc)
 	}
-	return stages, nil
+	path := filepath.Join(s.Dir, "config", name)
+	docs = append(docs, fmt.Sprintf(kwokOptions, workers))
+	return path, os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o644)
 }
 
 // runKWOK starts a KWOK with config and args besides the stack's own, logging as name, and returns

@@ -48,8 +48,8 @@ func TestAKubeletEvictedMemberIsRebuilt(t *testing.T) {
 }
 
 // evictAsTheKubelet writes a Pod's status as the kubelet does when it evicts the Pod under memory
-// pressure. Others write the Pod meanwhile (its node's status, mdplane's labels), so it reads the Pod
-// again on a conflict, as any client would.
+// pressure. Others may have written the Pod since the test read it, so it reads the Pod again on a
+// conflict, as any client would.
 func evictAsTheKubelet(t *testing.T, ctx context.Context, pod corev1.Pod) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
