@@ -751,12 +751,34 @@ func TestTopologyRequiredLevel(t *testing.T) {
 			groups[group] = append(groups[group], rack)
 		}
 		if len(groups) != 2 {
-			t.Fatalf("the Pods form groups %v, want two replicas", groups)
+			t.Fatalf("the Pods form groups %v, want two replicas; Kueue's evictions in %s: %v", groups, ns, workloadEvictions(ctx, ns))
 		}
 		for group, in := range groups {
 			if len(in) != 2 || in[0] != in[1] {
 				t.Errorf("replica %s has its Pods in racks %v, want one rack", group, in)
 			}
 		}
+		// The nodes are tainted and only the flavor tolerates the taint: with Kueue's
+		// TASReplaceNodeOnNodeTaints on (install.md asks for it off), Kueue evicts a replica whose Pod
+		// it still sees unbound, calling a healthy node unhealthy.
+		if ev := workloadEvictions(ctx, ns); len(ev) > 0 {
+			t.Errorf("Kueue evicted the replicas of racked: %v", ev)
+		}
 	})
+}
+
+// workloadEvictions are the events by which Kueue told of evicting a Workload of the namespace,
+// as "Workload: reason: message".
+func workloadEvictions(ctx context.Context, namespace string) []string {
+	evs := &corev1.EventList{}
+	if err := stack.Client.List(ctx, evs, client.InNamespace(namespace)); err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Workload" && strings.HasPrefix(e.Reason, "Evicted") {
+			out = append(out, e.InvolvedObject.Name+": "+e.Reason+": "+e.Message)
+		}
+	}
+	return out
 }
